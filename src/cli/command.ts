@@ -1,0 +1,65 @@
+import { type ParseArgsConfig, parseArgs } from 'node:util';
+
+/** A command-line mistake: printed as one line, exit status 2, no stack trace. */
+export class UsageError extends Error {
+  override readonly name = 'UsageError';
+}
+
+export type OptionSpecs = NonNullable<ParseArgsConfig['options']>;
+
+export interface CommandSpec<O extends OptionSpecs = OptionSpecs> {
+  name: string;
+  summary: string;
+  /** Positional arguments, e.g. `<consumer-id>`; shown in the usage line. */
+  positionals?: readonly string[];
+  options: O;
+  /** One line per option, in the order shown by --help. */
+  help: readonly string[];
+}
+
+export interface ParsedArgs<O extends OptionSpecs> {
+  values: ReturnType<
+    typeof parseArgs<{ options: O; allowPositionals: true; strict: true }>
+  >['values'];
+  positionals: string[];
+}
+
+/** Strict parsing: an unknown flag, a missing value or a stray argument is a UsageError. */
+export function parseCommandArgs<O extends OptionSpecs>(
+  spec: CommandSpec<O>,
+  argv: readonly string[],
+): ParsedArgs<O> {
+  let parsed: ParsedArgs<O>;
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      options: spec.options,
+      allowPositionals: true,
+      strict: true,
+    });
+  } catch (error) {
+    throw new UsageError(`${spec.name}: ${(error as Error).message.split('\n')[0]}`);
+  }
+  const expected = spec.positionals ?? [];
+  if (parsed.positionals.length > expected.length) {
+    const extra = parsed.positionals.slice(expected.length).join(' ');
+    throw new UsageError(`${spec.name}: unexpected argument ${JSON.stringify(extra)}`);
+  }
+  const missing = expected.slice(parsed.positionals.length);
+  if (missing.length > 0) throw new UsageError(`${spec.name}: missing ${missing.join(' ')}`);
+  return parsed;
+}
+
+export function usage(spec: CommandSpec): string {
+  const args = ['perks-worker', spec.name, ...(spec.positionals ?? []), '[options]'].join(' ');
+  const lines = [
+    `Usage: ${args}`,
+    '',
+    spec.summary,
+    '',
+    'Options:',
+    ...spec.help.map((l) => `  ${l}`),
+  ];
+  lines.push('  -h, --help                 show this help');
+  return lines.join('\n');
+}

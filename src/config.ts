@@ -1,0 +1,311 @@
+/**
+ * Environment -> typed, validated configuration. The only module that reads `process.env`.
+ *
+ * Every variable is declared once in `variables` with its description, default and an
+ * example; the README's configuration table mirrors this list (a unit test keeps them in
+ * step). Commands ask only for the groups they use, so `migrate` needs no API credentials.
+ */
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+interface VariableSpec {
+  /** Which group of settings it belongs to; a command loads only the groups it needs. */
+  group: ConfigGroup;
+  description: string;
+  /** The default, as written in the environment; absent means required (or optional). */
+  default?: string;
+  /** Shown in error messages and the README. Never a real secret. */
+  example: string;
+  /** Secret values are never echoed back, not even when invalid. */
+  secret?: boolean;
+}
+
+export type ConfigGroup = keyof Config;
+
+/** Every environment variable perks-worker reads, in README order. */
+export const variables = {
+  PERKS_BASE_URL: {
+    group: 'perks',
+    description: 'Base URL of the Perks API for your program (sandbox or production).',
+    example: 'https://api.perks.example/programs/acme',
+  },
+  PERKS_CLIENT_ID: {
+    group: 'perks',
+    description: 'API client id from the administration console.',
+    example: 'cli_3f9a1c',
+  },
+  PERKS_CLIENT_SECRET: {
+    group: 'perks',
+    description: 'API client secret (`sk_<env>_...`). Set this or PERKS_CLIENT_SECRET_FILE.',
+    example: 'sk_sandbox_xxxxxxxx',
+    secret: true,
+  },
+  PERKS_CLIENT_SECRET_FILE: {
+    group: 'perks',
+    description: 'Path of a file holding the client secret (Docker/Kubernetes secrets).',
+    example: '/run/secrets/perks_client_secret',
+  },
+  PERKS_API_VERSION: {
+    group: 'perks',
+    description: 'Value of the mandatory `x-api-version` header.',
+    default: '2.0.0',
+    example: '2.0.0',
+  },
+  PERKS_TIMEOUT_MS: {
+    group: 'perks',
+    description: 'Timeout of one HTTP request to the API, in milliseconds.',
+    default: '10000',
+    example: '10000',
+  },
+  PERKS_CONSUMER_ID_KEY: {
+    group: 'consumerIds',
+    description:
+      'HMAC key deriving consumer ids from user ids that are not valid consumer ids. Required only then. Never change it once used: ids derived under another key are other consumers.',
+    example: 'a-long-random-string-of-32-chars',
+    secret: true,
+  },
+  REDIS_URL: {
+    group: 'redis',
+    description: 'Redis holding the BullMQ queues.',
+    default: 'redis://127.0.0.1:6379',
+    example: 'redis://127.0.0.1:6379',
+  },
+  QUEUE_PREFIX: {
+    group: 'redis',
+    description: 'Prefix of every queue key. Wrap it in braces (`{perks}`) for Redis Cluster.',
+    default: 'perks',
+    example: 'perks',
+  },
+  DATABASE_URL: {
+    group: 'database',
+    description: 'PostgreSQL datastore the rewards are written to.',
+    default: 'postgres://postgres@127.0.0.1:5432/perks',
+    example: 'postgres://postgres@127.0.0.1:5432/perks',
+    secret: false,
+  },
+  DATABASE_SCHEMA: {
+    group: 'database',
+    description: 'Schema holding the perks tables.',
+    default: 'perks',
+    example: 'perks',
+  },
+  DATABASE_POOL_SIZE: {
+    group: 'database',
+    description: 'Connections in the PostgreSQL pool of one process.',
+    default: '10',
+    example: '10',
+  },
+  LOG_LEVEL: {
+    group: 'log',
+    description: 'fatal, error, warn, info, debug, trace or silent.',
+    default: 'info',
+    example: 'info',
+  },
+  LOG_FORMAT: {
+    group: 'log',
+    description: '`json` (one object a line) or `pretty` (for humans at a terminal).',
+    default: 'json',
+    example: 'json',
+  },
+} as const satisfies Record<string, VariableSpec>;
+
+export type VariableName = keyof typeof variables;
+
+const wholeNumber = (min: number, max: number) =>
+  z.coerce
+    .number({ error: 'must be a whole number' })
+    .int({ error: 'must be a whole number' })
+    .min(min, { error: `must be at least ${min}` })
+    .max(max, { error: `must be at most ${max}` });
+
+const httpUrl = z.url({
+  protocol: /^https?$/,
+  error: 'must be an absolute http(s) URL',
+});
+
+const schemas = {
+  PERKS_BASE_URL: httpUrl.transform((url) => url.replace(/\/+$/, '')),
+  PERKS_CLIENT_ID: z.string().min(1),
+  PERKS_CLIENT_SECRET: z
+    .string()
+    .regex(/^sk_[A-Za-z0-9]+_\S+$/, { error: 'must have the form sk_<env>_...' })
+    .optional(),
+  PERKS_CLIENT_SECRET_FILE: z.string().min(1).optional(),
+  PERKS_API_VERSION: z.string().regex(/^\d+\.\d+\.\d+$/, { error: 'must look like 2.0.0' }),
+  PERKS_TIMEOUT_MS: wholeNumber(100, 600_000),
+  PERKS_CONSUMER_ID_KEY: z.string().min(16, { error: 'must be at least 16 characters' }).optional(),
+  REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }),
+  QUEUE_PREFIX: z
+    .string()
+    .regex(/^[{}A-Za-z0-9_.-]{1,64}$/, { error: 'must be 1 to 64 of A-Z a-z 0-9 _ . - { }' }),
+  DATABASE_URL: z.url({
+    protocol: /^postgres(ql)?$/,
+    error: 'must be a postgres:// URL',
+  }),
+  DATABASE_SCHEMA: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_]{0,62}$/, { error: 'must be a lower-case SQL identifier' }),
+  DATABASE_POOL_SIZE: wholeNumber(1, 200),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
+  LOG_FORMAT: z.enum(['json', 'pretty']),
+} satisfies Record<VariableName, z.ZodType>;
+
+export interface PerksConfig {
+  baseUrl: string;
+  clientId: string;
+  /** Never log it: the logger redacts `clientSecret` keys, and errors never include it. */
+  clientSecret: string;
+  apiVersion: string;
+  timeoutMs: number;
+}
+export interface RedisConfig {
+  url: string;
+  queuePrefix: string;
+}
+export interface DatabaseConfig {
+  url: string;
+  schema: string;
+  poolSize: number;
+}
+export interface LogConfig {
+  level: z.infer<typeof schemas.LOG_LEVEL>;
+  format: z.infer<typeof schemas.LOG_FORMAT>;
+}
+export interface ConsumerIdConfig {
+  /** Absent when unset: then only user ids that are already valid consumer ids are accepted. */
+  key: string | undefined;
+}
+
+export interface Config {
+  perks: PerksConfig;
+  consumerIds: ConsumerIdConfig;
+  redis: RedisConfig;
+  database: DatabaseConfig;
+  log: LogConfig;
+}
+
+/** One problem with one variable, safe to print: it never holds a secret's value. */
+export interface ConfigProblem {
+  variable: string;
+  problem: string;
+  example: string;
+}
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  constructor(readonly problems: readonly ConfigProblem[]) {
+    super(problems.map(formatProblem).join('\n'));
+  }
+}
+
+function formatProblem({ variable, problem, example }: ConfigProblem): string {
+  return `${variable} ${problem} (example: ${variable}=${example})`;
+}
+
+type Values = { [K in VariableName]: z.output<(typeof schemas)[K]> };
+
+/**
+ * Reads the variables of `groups` from `env` and returns them typed. Throws one ConfigError
+ * listing every missing or invalid variable at once. Groups not asked for are not read.
+ */
+export function loadConfig<G extends ConfigGroup>(
+  groups: readonly G[],
+  env: Env = process.env,
+): Pick<Config, G> {
+  const wanted = new Set<ConfigGroup>(groups);
+  const problems: ConfigProblem[] = [];
+  const values: Partial<Record<VariableName, unknown>> = {};
+
+  for (const name of Object.keys(variables) as VariableName[]) {
+    const spec: VariableSpec = variables[name];
+    if (!wanted.has(spec.group)) continue;
+    const raw = readVariable(env, name, spec);
+    const parsed = schemas[name].safeParse(raw);
+    if (parsed.success) {
+      values[name] = parsed.data;
+      continue;
+    }
+    const issue = parsed.error.issues[0];
+    const shown = spec.secret ? '' : `, got ${JSON.stringify(raw)}`;
+    const problem =
+      raw === undefined ? 'is not set' : `is invalid: ${issue?.message ?? 'bad value'}${shown}`;
+    problems.push({ variable: name, problem, example: spec.example });
+  }
+
+  const v = values as Values;
+  const config: Partial<Config> = {};
+  if (wanted.has('perks')) {
+    const secret = resolveClientSecret(env, v, problems);
+    config.perks = {
+      baseUrl: v.PERKS_BASE_URL,
+      clientId: v.PERKS_CLIENT_ID,
+      clientSecret: secret ?? '',
+      apiVersion: v.PERKS_API_VERSION,
+      timeoutMs: v.PERKS_TIMEOUT_MS,
+    };
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+
+  if (wanted.has('consumerIds')) config.consumerIds = { key: v.PERKS_CONSUMER_ID_KEY };
+  if (wanted.has('redis')) config.redis = { url: v.REDIS_URL, queuePrefix: v.QUEUE_PREFIX };
+  if (wanted.has('database')) {
+    config.database = {
+      url: v.DATABASE_URL,
+      schema: v.DATABASE_SCHEMA,
+      poolSize: v.DATABASE_POOL_SIZE,
+    };
+  }
+  if (wanted.has('log')) config.log = { level: v.LOG_LEVEL, format: v.LOG_FORMAT };
+  return config as Pick<Config, G>;
+}
+
+function readVariable(env: Env, name: VariableName, spec: VariableSpec): string | undefined {
+  const value = env[name]?.trim();
+  // An empty variable (`FOO=` in a compose file) means "not set", not "set to nothing".
+  if (value === undefined || value === '') return spec.default;
+  return value;
+}
+
+/** PERKS_CLIENT_SECRET wins; otherwise the first line of PERKS_CLIENT_SECRET_FILE. */
+function resolveClientSecret(
+  env: Env,
+  v: Partial<Values>,
+  problems: ConfigProblem[],
+): string | undefined {
+  if (v.PERKS_CLIENT_SECRET) return v.PERKS_CLIENT_SECRET;
+  if (env.PERKS_CLIENT_SECRET?.trim()) return undefined; // invalid: already reported
+  const file = v.PERKS_CLIENT_SECRET_FILE;
+  const example = variables.PERKS_CLIENT_SECRET.example;
+  if (!file) {
+    problems.push({
+      variable: 'PERKS_CLIENT_SECRET',
+      problem: 'is not set (nor PERKS_CLIENT_SECRET_FILE)',
+      example,
+    });
+    return undefined;
+  }
+  let secret: string;
+  try {
+    secret = readFileSync(file, 'utf8').trim();
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? 'unreadable';
+    problems.push({
+      variable: 'PERKS_CLIENT_SECRET_FILE',
+      problem: `is invalid: cannot read ${JSON.stringify(file)} (${reason})`,
+      example: variables.PERKS_CLIENT_SECRET_FILE.example,
+    });
+    return undefined;
+  }
+  const parsed = schemas.PERKS_CLIENT_SECRET.safeParse(secret);
+  if (!parsed.success || !parsed.data) {
+    problems.push({
+      variable: 'PERKS_CLIENT_SECRET_FILE',
+      problem: `is invalid: the file's content must have the form sk_<env>_...`,
+      example: variables.PERKS_CLIENT_SECRET_FILE.example,
+    });
+    return undefined;
+  }
+  return parsed.data;
+}

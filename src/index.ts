@@ -1,0 +1,97 @@
+#!/usr/bin/env node
+import { UsageError } from './cli/command.js';
+import { notBuilt } from './cli/not-built.js';
+/**
+ * The `perks-worker` command: parses argv, dispatches to one command module, and turns the
+ * errors a user can fix (bad arguments, bad environment) into one line and a non-zero exit.
+ */
+import { ConfigError } from './config.js';
+
+interface CommandModule {
+  run(argv: readonly string[]): Promise<number>;
+}
+
+/** Summaries live here so that `--help` loads no command module. */
+const commands: Record<string, { summary: string; load: () => Promise<CommandModule> }> = {
+  work: {
+    summary: 'run the worker (enrollment, reward sync, reconciliation)',
+    load: async () => notBuilt('work', ['perks', 'consumerIds', 'redis', 'database', 'log']),
+  },
+  migrate: {
+    summary: 'create the database if needed and apply migrations',
+    load: async () => notBuilt('migrate', ['database', 'log']),
+  },
+  enroll: {
+    summary: 'enqueue the enrollment of one customer',
+    load: async () => notBuilt('enroll', ['consumerIds', 'redis', 'log']),
+  },
+  sync: {
+    summary: 'enqueue a reward sync of one consumer',
+    load: async () => notBuilt('sync', ['redis', 'log']),
+  },
+  reconcile: {
+    summary: 'start a reconciliation of every enrolled consumer now',
+    load: async () => notBuilt('reconcile', ['redis', 'log']),
+  },
+  status: {
+    summary: 'show queue counts, the last reconciliation and failures',
+    load: async () => notBuilt('status', ['redis', 'database', 'log']),
+  },
+  failed: {
+    summary: 'list failed jobs, or retry them with --retry',
+    load: async () => notBuilt('failed', ['redis', 'log']),
+  },
+  sandbox: {
+    summary: 'run the Perks API sandbox (simulator)',
+    load: async () => notBuilt('sandbox', ['log']),
+  },
+  demo: {
+    summary: 'run the whole job against an in-process sandbox and show the result',
+    load: async () => notBuilt('demo', ['redis', 'database', 'log']),
+  },
+};
+
+function topLevelHelp(): string {
+  const width = Math.max(...Object.keys(commands).map((n) => n.length)) + 2;
+  const rows = Object.entries(commands).map(([name, c]) => `  ${name.padEnd(width)}${c.summary}`);
+  return [
+    'Usage: perks-worker <command> [options]',
+    '',
+    'Commands:',
+    ...rows,
+    '',
+    "Run 'perks-worker <command> --help' for a command's options.",
+    'Configuration comes from environment variables: see the README.',
+  ].join('\n');
+}
+
+async function main(argv: readonly string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(`${topLevelHelp()}\n`);
+    return name === undefined ? 2 : 0;
+  }
+  const command = commands[name];
+  if (!command)
+    throw new UsageError(`unknown command ${JSON.stringify(name)}; run 'perks-worker --help'`);
+  const module = await command.load();
+  return module.run(rest);
+}
+
+try {
+  process.exitCode = await main(process.argv.slice(2));
+} catch (error) {
+  if (error instanceof ConfigError) {
+    for (const line of error.message.split('\n')) process.stderr.write(`perks-worker: ${line}\n`);
+    process.exitCode = 2;
+  } else if (error instanceof UsageError) {
+    process.stderr.write(`perks-worker: ${error.message}\n`);
+    process.exitCode = 2;
+  } else {
+    // Unexpected: keep the stack, it is a bug report.
+    process.stderr.write(
+      `perks-worker: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+    );
+    process.exitCode = 1;
+  }
+}

@@ -1,0 +1,106 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig, variables } from '../../src/config.js';
+
+const perksEnv = {
+  PERKS_BASE_URL: 'https://api.example.test/v2/',
+  PERKS_CLIENT_ID: 'cli_1',
+  PERKS_CLIENT_SECRET: 'sk_sandbox_topsecretvalue',
+};
+
+function problemsOf(fn: () => unknown): string[] {
+  try {
+    fn();
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return (error as ConfigError).problems.map((p) => `${p.variable}: ${p.problem}`);
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('loadConfig', () => {
+  it('applies the documented defaults', () => {
+    const config = loadConfig(['perks', 'redis', 'database', 'log'], perksEnv);
+    expect(config.perks).toEqual({
+      baseUrl: 'https://api.example.test/v2',
+      clientId: 'cli_1',
+      clientSecret: 'sk_sandbox_topsecretvalue',
+      apiVersion: '2.0.0',
+      timeoutMs: 10_000,
+    });
+    expect(config.redis).toEqual({ url: 'redis://127.0.0.1:6379', queuePrefix: 'perks' });
+    expect(config.database).toEqual({
+      url: 'postgres://postgres@127.0.0.1:5432/perks',
+      schema: 'perks',
+      poolSize: 10,
+    });
+    expect(config.log).toEqual({ level: 'info', format: 'json' });
+  });
+
+  it('asks only for the groups a command uses', () => {
+    expect(() => loadConfig(['database', 'log'], {})).not.toThrow();
+    expect(problemsOf(() => loadConfig(['perks'], {}))).toEqual([
+      'PERKS_BASE_URL: is not set',
+      'PERKS_CLIENT_ID: is not set',
+      'PERKS_CLIENT_SECRET: is not set (nor PERKS_CLIENT_SECRET_FILE)',
+    ]);
+  });
+
+  it('lists every invalid variable at once, with an example', () => {
+    const env = { ...perksEnv, PERKS_TIMEOUT_MS: 'soon', REDIS_URL: 'http://x', LOG_LEVEL: 'loud' };
+    let error: ConfigError | undefined;
+    try {
+      loadConfig(['perks', 'redis', 'log'], env);
+    } catch (e) {
+      error = e as ConfigError;
+    }
+    expect(error?.problems.map((p) => p.variable)).toEqual([
+      'PERKS_TIMEOUT_MS',
+      'REDIS_URL',
+      'LOG_LEVEL',
+    ]);
+    expect(error?.message).toContain(
+      'PERKS_TIMEOUT_MS is invalid: must be a whole number, got "soon" (example: PERKS_TIMEOUT_MS=10000)',
+    );
+  });
+
+  it('treats an empty variable as unset', () => {
+    expect(loadConfig(['redis'], { QUEUE_PREFIX: '' }).redis.queuePrefix).toBe('perks');
+  });
+
+  it('never echoes a secret, even an invalid one', () => {
+    const env = { ...perksEnv, PERKS_CLIENT_SECRET: 'not-a-secret-shape-hunter2' };
+    let message = '';
+    try {
+      loadConfig(['perks'], env);
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message).toContain('PERKS_CLIENT_SECRET is invalid: must have the form sk_<env>_...');
+    expect(message).not.toContain('hunter2');
+  });
+
+  it('reads the client secret from PERKS_CLIENT_SECRET_FILE', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'perks-config-'));
+    const file = join(dir, 'secret');
+    writeFileSync(file, 'sk_sandbox_fromfile\n');
+    const { PERKS_CLIENT_SECRET: _, ...env } = perksEnv;
+    expect(
+      loadConfig(['perks'], { ...env, PERKS_CLIENT_SECRET_FILE: file }).perks.clientSecret,
+    ).toBe('sk_sandbox_fromfile');
+    expect(
+      problemsOf(() =>
+        loadConfig(['perks'], { ...env, PERKS_CLIENT_SECRET_FILE: join(dir, 'missing') }),
+      )[0],
+    ).toMatch(/^PERKS_CLIENT_SECRET_FILE: is invalid: cannot read .* \(ENOENT\)$/);
+  });
+
+  it('is documented: every variable appears in the README configuration table', () => {
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    for (const name of Object.keys(variables)) {
+      expect(readme).toMatch(new RegExp(`^\\| \`${name}\` +\\|`, 'm'));
+    }
+  });
+});
