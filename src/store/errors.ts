@@ -1,0 +1,54 @@
+/** Errors of the datastore that callers branch on (by type, never by message). */
+
+/** The database server could not be reached or refused the connection. */
+export class DatabaseUnreachableError extends Error {
+  override readonly name = 'DatabaseUnreachableError';
+  constructor(
+    readonly host: string,
+    readonly port: number,
+    readonly database: string,
+    override readonly cause: unknown,
+  ) {
+    // The URL is never echoed: it may carry a password.
+    super(`cannot reach PostgreSQL at ${host}:${port} (database ${database}): ${describe(cause)}`);
+  }
+}
+
+/** A migration file on disk is malformed (bad name, duplicate version). */
+export class MigrationFileError extends Error {
+  override readonly name = 'MigrationFileError';
+}
+
+/**
+ * An applied migration's file changed since it was applied. Released migrations are never
+ * edited: write a new numbered file instead.
+ */
+export class MigrationChecksumError extends Error {
+  override readonly name = 'MigrationChecksumError';
+  constructor(
+    readonly file: string,
+    readonly appliedChecksum: string,
+    readonly fileChecksum: string,
+  ) {
+    super(
+      `migration ${file} was edited after it was applied (checksum ${appliedChecksum.slice(0, 12)} in the database, ${fileChecksum.slice(0, 12)} on disk); released migrations are never edited, add a new one`,
+    );
+  }
+}
+
+/** A reward or argument the store refuses before sending anything to the database. */
+export class StoreInputError extends Error {
+  override readonly name = 'StoreInputError';
+}
+
+function describe(cause: unknown): string {
+  if (cause instanceof Error) {
+    const code = (cause as { code?: unknown }).code;
+    // AggregateError (IPv4 + IPv6 attempts) has an empty message: show its parts.
+    const message =
+      cause.message ||
+      (cause instanceof AggregateError ? cause.errors.map(describe).join('; ') : '');
+    return typeof code === 'string' && !message.includes(code) ? `${message} (${code})` : message;
+  }
+  return String(cause);
+}

@@ -1,0 +1,247 @@
+/**
+ * Creates the database when it does not exist yet and applies the numbered SQL migrations of
+ * ./migrations/ in order, each in its own transaction, recorded in <schema>.schema_migrations.
+ *
+ * Schema name: the files use unqualified names and each runs after
+ * `set local search_path to "<schema>"`, so one file serves any DATABASE_SCHEMA and the
+ * checksum does not depend on it. The name is validated and quoted (identifier.ts).
+ *
+ * Replicas starting together are safe: everything after the connection happens under a
+ * session advisory lock keyed by the schema, so the second replica waits, then finds nothing
+ * left to apply. Two processes racing to CREATE DATABASE both succeed (42P04 / 23505).
+ */
+import { createHash } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
+import pg from 'pg';
+import type { Logger } from '../ops/logger.js';
+import { DatabaseUnreachableError, MigrationChecksumError, MigrationFileError } from './errors.js';
+import { assertSchemaName, quoteIdentifier } from './identifier.js';
+
+export interface MigrateOptions {
+  /** postgres:// URL of the datastore; its database is created when missing. */
+  databaseUrl: string;
+  /** Schema holding the tables (created when missing). */
+  schema: string;
+  logger?: Logger;
+}
+
+export interface MigrateResult {
+  databaseCreated: boolean;
+  /** File names applied by this call, in order; empty when the schema was up to date. */
+  applied: string[];
+  /** Version of the latest applied migration, e.g. "000001". */
+  current: string;
+}
+
+export interface MigrationFile {
+  version: string;
+  name: string;
+  file: string;
+  sql: string;
+  checksum: string;
+}
+
+const migrationsDirectory = new URL('./migrations/', import.meta.url);
+const filePattern = /^(\d{6})_([a-z0-9_]+)\.sql$/;
+/** First key of the advisory lock: "perks-worker migrations" (the second is the schema). */
+const lockNamespace = 'perks-worker migrations';
+
+const pgErrors = {
+  invalidCatalogName: '3D000',
+  duplicateDatabase: '42P04',
+  uniqueViolation: '23505',
+} as const;
+
+export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
+  const schema = assertSchemaName(options.schema);
+  const files = await loadMigrationFiles();
+  const target = describeUrl(options.databaseUrl);
+
+  let databaseCreated = false;
+  let client: pg.Client;
+  try {
+    client = await connect(options.databaseUrl);
+  } catch (error) {
+    if (pgCode(error) !== pgErrors.invalidCatalogName) throw unreachable(target, error);
+    databaseCreated = await createDatabase(options.databaseUrl, target.database);
+    if (databaseCreated) options.logger?.info({ database: target.database }, 'created database');
+    client = await connect(options.databaseUrl).catch((e: unknown) => {
+      throw unreachable(target, e);
+    });
+  }
+
+  try {
+    await client.query('select pg_advisory_lock(hashtext($1), hashtext($2))', [
+      lockNamespace,
+      schema,
+    ]);
+    try {
+      const applied = await applyPending(client, schema, files, options.logger);
+      const current = await currentVersion(client, schema);
+      return { databaseCreated, applied, current };
+    } finally {
+      await client.query('select pg_advisory_unlock(hashtext($1), hashtext($2))', [
+        lockNamespace,
+        schema,
+      ]);
+    }
+  } finally {
+    await client.end();
+  }
+}
+
+/** The migration files shipped with this build, sorted by version. */
+export async function loadMigrationFiles(): Promise<MigrationFile[]> {
+  const names = (await readdir(migrationsDirectory)).filter((n) => n.endsWith('.sql')).sort();
+  const files: MigrationFile[] = [];
+  for (const file of names) {
+    const match = filePattern.exec(file);
+    if (!match?.[1] || !match[2]) {
+      throw new MigrationFileError(`migration file ${file} must be named like 000001_init.sql`);
+    }
+    if (files.some((f) => f.version === match[1])) {
+      throw new MigrationFileError(`two migration files have version ${match[1]}`);
+    }
+    const sql = await readFile(new URL(file, migrationsDirectory), 'utf8');
+    const checksum = createHash('sha256').update(sql).digest('hex');
+    files.push({ version: match[1], name: match[2], file, sql, checksum });
+  }
+  return files;
+}
+
+async function applyPending(
+  client: pg.Client,
+  schema: string,
+  files: readonly MigrationFile[],
+  logger: Logger | undefined,
+): Promise<string[]> {
+  const q = quoteIdentifier(schema);
+  await inTransaction(client, async () => {
+    await client.query(`create schema if not exists ${q}`);
+    await client.query(`create table if not exists ${q}.schema_migrations (
+      version text primary key,
+      name text not null,
+      applied_at timestamptz not null default now(),
+      checksum text not null
+    )`);
+    // Comments are part of the documented contract, like those of the migration files.
+    await client.query(`
+      comment on table ${q}.schema_migrations is 'Migrations applied to this schema by perks-worker migrate.';
+      comment on column ${q}.schema_migrations.version is 'Six-digit version, the prefix of the file name (000001).';
+      comment on column ${q}.schema_migrations.name is 'Name part of the file (init for 000001_init.sql).';
+      comment on column ${q}.schema_migrations.applied_at is 'When the migration was applied.';
+      comment on column ${q}.schema_migrations.checksum is 'sha256 of the file; an applied file must never change.';
+    `);
+  });
+
+  const { rows } = await client.query<{ version: string; checksum: string }>(
+    `select version, checksum from ${q}.schema_migrations order by version`,
+  );
+  const appliedChecksums = new Map(rows.map((r) => [r.version, r.checksum]));
+  for (const file of files) {
+    const appliedChecksum = appliedChecksums.get(file.version);
+    if (appliedChecksum !== undefined && appliedChecksum !== file.checksum) {
+      throw new MigrationChecksumError(file.file, appliedChecksum, file.checksum);
+    }
+  }
+  const known = new Set(files.map((f) => f.version));
+  const unknown = rows.filter((r) => !known.has(r.version)).map((r) => r.version);
+  if (unknown.length > 0) {
+    // A newer release migrated this schema (rolling deploy or rollback). Migrations only add,
+    // so this older code keeps working: warn rather than crash-loop the replica.
+    logger?.warn({ schema, versions: unknown }, 'schema has migrations this build does not know');
+  }
+
+  const applied: string[] = [];
+  for (const file of files) {
+    if (appliedChecksums.has(file.version)) continue;
+    await inTransaction(client, async () => {
+      await client.query(`set local search_path to ${q}`);
+      await client.query(file.sql);
+      await client.query(
+        `insert into ${q}.schema_migrations (version, name, checksum) values ($1, $2, $3)`,
+        [file.version, file.name, file.checksum],
+      );
+    });
+    logger?.info({ schema, migration: file.file }, 'applied migration');
+    applied.push(file.file);
+  }
+  return applied;
+}
+
+async function currentVersion(client: pg.Client, schema: string): Promise<string> {
+  const { rows } = await client.query<{ version: string | null }>(
+    `select max(version) as version from ${quoteIdentifier(schema)}.schema_migrations`,
+  );
+  return rows[0]?.version ?? '';
+}
+
+async function inTransaction(client: pg.Client, work: () => Promise<void>): Promise<void> {
+  await client.query('begin');
+  try {
+    await work();
+    await client.query('commit');
+  } catch (error) {
+    await client.query('rollback').catch(() => undefined);
+    throw error;
+  }
+}
+
+/**
+ * CREATE DATABASE from the server's `postgres` maintenance database. Returns false when
+ * another process created it first: 42P04, or 23505 when both inserted into pg_database at
+ * the same instant.
+ */
+async function createDatabase(databaseUrl: string, database: string): Promise<boolean> {
+  const maintenance = new URL(databaseUrl);
+  maintenance.pathname = '/postgres';
+  const client = await connect(maintenance.toString()).catch((error: unknown) => {
+    throw unreachable(describeUrl(maintenance.toString()), error);
+  });
+  try {
+    await client.query(`create database ${quoteIdentifier(database)}`);
+    return true;
+  } catch (error) {
+    const code = pgCode(error);
+    if (code === pgErrors.duplicateDatabase || code === pgErrors.uniqueViolation) return false;
+    throw error;
+  } finally {
+    await client.end();
+  }
+}
+
+async function connect(connectionString: string): Promise<pg.Client> {
+  const client = new pg.Client({
+    connectionString,
+    connectionTimeoutMillis: 10_000,
+    application_name: 'perks-worker migrate',
+  });
+  // A connection dropped while idle must not crash the process with an unhandled 'error'.
+  client.on('error', () => undefined);
+  await client.connect();
+  return client;
+}
+
+interface UrlParts {
+  host: string;
+  port: number;
+  database: string;
+}
+
+function describeUrl(databaseUrl: string): UrlParts {
+  const url = new URL(databaseUrl);
+  return {
+    host: url.hostname || 'localhost',
+    port: url.port ? Number(url.port) : 5432,
+    database: decodeURIComponent(url.pathname.replace(/^\//, '')) || 'postgres',
+  };
+}
+
+function unreachable(target: UrlParts, cause: unknown): DatabaseUnreachableError {
+  return new DatabaseUnreachableError(target.host, target.port, target.database, cause);
+}
+
+function pgCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
