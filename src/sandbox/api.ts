@@ -1,0 +1,215 @@
+/**
+ * The Perks API operations the sandbox implements: POST /tokens, POST /perks/consumers,
+ * GET /perks/consumers/{id}/rewards and GET /perks/consumers/{id}/rewards/{reward_id}.
+ * Each handler assumes the server has already applied faults and the rate limit.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { Reply } from './reply.js';
+import type { SandboxState } from './state.js';
+import { parseBasic, secretMatches, type TokenAuthority } from './tokens.js';
+import {
+  consumerIdErrors,
+  parseRewardListQuery,
+  rewardIdErrors,
+  validateEnrollment,
+} from './validation.js';
+
+export const supportedApiVersions: readonly string[] = ['2.0.0'];
+
+export interface ApiContext {
+  state: SandboxState;
+  tokens: TokenAuthority;
+  clientId: string;
+  clientSecret: string;
+  scopes: readonly string[];
+  /** Rewards generated for a consumer the API enrolls for the first time. */
+  rewardsOnEnroll: number;
+}
+
+/** The request body, parsed: JSON, or a form, or nothing. */
+export type ParsedBody =
+  | { kind: 'empty' }
+  | { kind: 'json'; value: unknown }
+  | { kind: 'form'; value: URLSearchParams }
+  | { kind: 'malformed' };
+
+export async function issueToken(
+  ctx: ApiContext,
+  req: IncomingMessage,
+  body: ParsedBody,
+  reply: Reply,
+): Promise<void> {
+  const credentials = parseBasic(req.headers.authorization);
+  if (
+    !credentials ||
+    credentials.clientId !== ctx.clientId ||
+    !secretMatches(credentials.clientSecret, ctx.clientSecret)
+  ) {
+    reply.send(
+      401,
+      JSON.stringify({
+        code: 'ERR-401-00',
+        title: 'Unauthorized',
+        status: 401,
+        errors: null,
+        instance: null,
+      }),
+      'application/json',
+      { 'www-authenticate': 'Basic realm="perks"' },
+    );
+    return;
+  }
+  if (body.kind === 'malformed') {
+    reply.error(400, 'ERR-400-00', 'Bad Request', []);
+    return;
+  }
+  const field = (name: string): unknown => {
+    if (body.kind === 'form') return body.value.get(name) ?? undefined;
+    if (body.kind === 'json' && typeof body.value === 'object' && body.value !== null) {
+      return (body.value as Record<string, unknown>)[name];
+    }
+    return undefined;
+  };
+  const grantType = field('grant_type');
+  if (grantType !== undefined && grantType !== 'client_credentials') {
+    const item = {
+      loc: ['body', 'grant_type'],
+      msg: "Input should be 'client_credentials'",
+      type: 'literal_error',
+    };
+    reply.error(400, 'ERR-400-00', 'Bad Request', [item]);
+    return;
+  }
+  const scopes = grantedScopes(ctx.scopes, field('scope'));
+  if (scopes.length === 0) {
+    const item = {
+      loc: ['body', 'scope'],
+      msg: 'No requested scope is allowed',
+      type: 'value_error',
+    };
+    reply.error(400, 'ERR-400-00', 'Bad Request', [item]);
+    return;
+  }
+  const minted = await ctx.tokens.mint(ctx.clientId, scopes);
+  ctx.state.countTokenMinted();
+  reply.send(200, JSON.stringify(minted), 'application/json', { 'cache-control': 'no-store' });
+}
+
+/** The client's scopes, narrowed to those requested when the request names some. */
+function grantedScopes(allowed: readonly string[], requested: unknown): string[] {
+  if (typeof requested !== 'string' || requested.trim() === '') return [...allowed];
+  const wanted = requested.trim().split(/\s+/);
+  if (allowed.includes('ALL')) return wanted;
+  return wanted.filter((s) => allowed.includes(s));
+}
+
+/**
+ * Bearer token, scope and API version, in that order. Returns false after answering with the
+ * error; the caller stops there.
+ */
+export async function authorize(
+  ctx: ApiContext,
+  req: IncomingMessage,
+  reply: Reply,
+): Promise<boolean> {
+  const check = await ctx.tokens.check(req.headers.authorization);
+  if (!check.ok) {
+    reply.error(401, 'ERR-401-00', 'Unauthorized');
+    return false;
+  }
+  const { grant } = check;
+  const scoped = grant.scopes.includes('PERKS') || grant.scopes.includes('ALL');
+  if (!scoped || grant.program !== ctx.tokens.program || grant.environment !== 'sandbox') {
+    reply.error(403, 'ERR-403-00', 'Forbidden');
+    return false;
+  }
+  const version = req.headers['x-api-version'];
+  const loc = ['header', 'x-api-version'];
+  if (version === undefined || version === '') {
+    const item = { loc, msg: 'Field required', type: 'missing' };
+    reply.error(400, 'ERR-400-01', 'Missing API Version', [item]);
+    return false;
+  }
+  if (typeof version !== 'string' || !supportedApiVersions.includes(version.trim())) {
+    const item = {
+      loc,
+      msg: `Unsupported version; supported: ${supportedApiVersions.join(', ')}`,
+      type: 'value_error',
+    };
+    reply.error(400, 'ERR-400-02', 'Unsupported API Version', [item]);
+    return false;
+  }
+  return true;
+}
+
+export function enrollConsumer(ctx: ApiContext, body: ParsedBody, reply: Reply): void {
+  if (body.kind === 'malformed') {
+    // The spec: "for 400, an empty errors means the body was not valid JSON".
+    reply.error(400, 'ERR-400-00', 'Bad Request', []);
+    return;
+  }
+  const value = body.kind === 'json' ? body.value : body.kind === 'form' ? null : undefined;
+  const result = validateEnrollment(value);
+  if (!result.ok) {
+    reply.error(400, 'ERR-400-00', 'Bad Request', result.errors);
+    return;
+  }
+  if (ctx.state.enroll(result.id, ctx.rewardsOnEnroll) === 'conflict') {
+    reply.error(409, 'ERR-409-00', 'Conflict', null, `/perks/consumers/${result.id}`);
+    return;
+  }
+  reply.json(201, { id: result.id });
+}
+
+export function listRewards(
+  ctx: ApiContext,
+  consumerId: string,
+  params: URLSearchParams,
+  reply: Reply,
+): void {
+  const idErrors = consumerIdErrors(consumerId, ['path', 'consumer_id']);
+  const parsed = parseRewardListQuery(params);
+  const errors = [...idErrors, ...(parsed.ok ? [] : parsed.errors)];
+  if (errors.length > 0 || !parsed.ok) {
+    reply.error(400, 'ERR-400-00', 'Bad Request', errors);
+    return;
+  }
+  if (!ctx.state.isEnrolled(consumerId)) {
+    reply.error(404, 'ERR-404-02', 'Consumer Not Enrolled', null, `/perks/consumers/${consumerId}`);
+    return;
+  }
+  const { query } = parsed;
+  const page = ctx.state.rewardPage(consumerId, query);
+  const meta = `{"page":${query.page},"per_page":${query.perPage},"total":${page.total}}`;
+  reply.jsonText(200, `{"items":[${page.texts.join(',')}],"meta":${meta}}`);
+}
+
+export function getReward(
+  ctx: ApiContext,
+  consumerId: string,
+  rewardId: string,
+  reply: Reply,
+): void {
+  const errors = [
+    ...consumerIdErrors(consumerId, ['path', 'consumer_id']),
+    ...rewardIdErrors(rewardId),
+  ];
+  if (errors.length > 0) {
+    reply.error(400, 'ERR-400-00', 'Bad Request', errors);
+    return;
+  }
+  const instance = `/perks/consumers/${consumerId}/rewards/${rewardId}`;
+  if (!ctx.state.isEnrolled(consumerId)) {
+    reply.error(404, 'ERR-404-02', 'Consumer Not Enrolled', null, instance);
+    return;
+  }
+  // A uuid is case-insensitive; generated ids are lower-case.
+  const text =
+    ctx.state.rewardText(consumerId, rewardId) ??
+    ctx.state.rewardText(consumerId, rewardId.toLowerCase());
+  if (text === undefined) {
+    reply.error(404, 'ERR-404-00', 'Not Found', null, instance);
+    return;
+  }
+  reply.jsonText(200, text);
+}

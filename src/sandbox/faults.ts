@@ -1,0 +1,107 @@
+/**
+ * Injected failures: the next `count` responses of a route (optionally for one consumer)
+ * become a failure the real API or its gateway can produce. Set through the in-process
+ * FaultController, the control API (`/_sandbox/faults`) or a scenario file.
+ */
+import { z } from 'zod';
+
+export const faultRoutes = ['token', 'enroll', 'listRewards', 'getReward', '*'] as const;
+export type FaultRoute = (typeof faultRoutes)[number];
+export type ApiRoute = Exclude<FaultRoute, '*'>;
+
+export const faultKinds = [
+  'status',
+  'html502',
+  'throttle429',
+  'empty401',
+  'empty',
+  'delay',
+  'reset',
+  'malformed',
+] as const;
+
+export const faultSchema = z.strictObject({
+  route: z.enum(faultRoutes),
+  /** Only requests about this consumer (path, or enrollment body) are affected. */
+  consumerId: z.string().min(1).optional(),
+  /** How many matching responses the fault replaces; then it is spent. */
+  count: z.int().min(1).max(1_000_000),
+  /**
+   * status: `status` (500, 502, 503 or 504) with the error envelope.
+   * html502: a gateway's 502 HTML page (text/html).
+   * throttle429: text/plain 429 with Retry-After `retryAfterSeconds` (default 1).
+   * empty401: 401 with an empty body (an edge rejection).
+   * empty: `status` (503 or 504, default 503) with an empty body.
+   * delay: the response waits `delayMs`. With applyWrite (the default) the request is
+   *   processed at once and only its response is late ("the POST timed out but the
+   *   enrollment happened"); with applyWrite false nothing is processed and a 504 with an
+   *   empty body follows the delay.
+   * reset: the connection is destroyed without a response.
+   * malformed: a 200 whose body is not JSON (`body: 'not-json'`, the default) or JSON of the
+   *   wrong shape (`body: 'wrong-shape'`).
+   */
+  kind: z.enum(faultKinds),
+  status: z.int().min(400).max(599).optional(),
+  retryAfterSeconds: z.int().min(0).max(86_400).optional(),
+  delayMs: z.int().min(0).max(600_000).optional(),
+  applyWrite: z.boolean().optional(),
+  body: z.enum(['not-json', 'wrong-shape']).optional(),
+});
+
+export type Fault = z.infer<typeof faultSchema>;
+
+/** A fault as stored: what is left of its count. */
+export interface ActiveFault extends Fault {
+  remaining: number;
+}
+
+export function validateFault(fault: Fault): Fault {
+  const parsed = faultSchema.parse(fault);
+  if (parsed.kind === 'status' && ![500, 502, 503, 504].includes(parsed.status ?? 0)) {
+    throw new RangeError('a status fault needs status 500, 502, 503 or 504');
+  }
+  if (parsed.kind === 'empty' && parsed.status !== undefined && parsed.status < 500) {
+    throw new RangeError('an empty fault needs a 5xx status (503 or 504)');
+  }
+  if (parsed.kind === 'delay' && parsed.delayMs === undefined) {
+    throw new RangeError('a delay fault needs delayMs');
+  }
+  return parsed;
+}
+
+export class FaultController {
+  private active: ActiveFault[] = [];
+
+  /** Queues a fault; faults are consumed in the order they were injected. Throws if invalid. */
+  inject(fault: Fault): void {
+    const valid = validateFault(fault);
+    this.active.push({ ...valid, remaining: valid.count });
+  }
+
+  clear(): void {
+    this.active = [];
+  }
+
+  /** Faults not yet spent, with their remaining counts. */
+  list(): ActiveFault[] {
+    return this.active.map((f) => ({ ...f }));
+  }
+
+  /**
+   * The fault that replaces this response, if any, and spends one of its count. A fault for
+   * one consumer never fires for requests that name no consumer (the token call).
+   */
+  take(route: ApiRoute, consumerId: string | undefined): Fault | undefined {
+    if (this.active.length === 0) return undefined;
+    const index = this.active.findIndex(
+      (f) =>
+        (f.route === '*' || f.route === route) &&
+        (f.consumerId === undefined || f.consumerId === consumerId),
+    );
+    const fault = this.active[index];
+    if (!fault) return undefined;
+    fault.remaining--;
+    if (fault.remaining <= 0) this.active.splice(index, 1);
+    return fault;
+  }
+}

@@ -1,0 +1,138 @@
+/**
+ * Writes one API response: the error envelope exactly as the spec shapes it, raw bodies for
+ * gateway-style failures, the added latency, and one request-log entry per response.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { RequestLogEntry } from './request-log.js';
+
+/** One item of an envelope's `errors`: where (loc), what (msg) and which rule (type). */
+export interface ErrorItem {
+  loc: (string | number)[];
+  msg: string;
+  type: string;
+}
+
+/** The spec's envelope: code, title, status always; errors and instance null unless relevant. */
+export interface ErrorEnvelope {
+  code: string;
+  title: string;
+  status: number;
+  errors: ErrorItem[] | null;
+  instance: string | null;
+}
+
+export const titles: Readonly<Record<number, string>> = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  409: 'Conflict',
+  500: 'Internal Server Error',
+  502: 'Bad Gateway',
+  503: 'Service Unavailable',
+  504: 'Gateway Timeout',
+};
+
+export function envelope(
+  status: number,
+  code: string,
+  title: string = titles[status] ?? 'Error',
+  errors: ErrorItem[] | null = null,
+  instance: string | null = null,
+): ErrorEnvelope {
+  return { code, title, status, errors, instance };
+}
+
+/** Timers of held responses, so close() can cancel them all. */
+export type TimerSet = Set<NodeJS.Timeout>;
+
+export class Reply {
+  /** Set once the request names a consumer, for the request log and per-consumer faults. */
+  consumerId: string | undefined;
+  /** Extra wait before the response goes out: a `delay` fault that still processes. */
+  holdMs = 0;
+  private done = false;
+
+  constructor(
+    private readonly req: IncomingMessage,
+    private readonly res: ServerResponse,
+    private readonly latencyMs: number,
+    private readonly timers: TimerSet,
+    private readonly record: (entry: RequestLogEntry) => void,
+  ) {}
+
+  json(status: number, value: unknown): void {
+    this.send(status, JSON.stringify(value), 'application/json');
+  }
+
+  /** A body that is already JSON text (cached reward strings, joined pages). */
+  jsonText(status: number, text: string): void {
+    this.send(status, text, 'application/json');
+  }
+
+  error(
+    status: number,
+    code: string,
+    title?: string,
+    errors: ErrorItem[] | null = null,
+    instance: string | null = null,
+  ): void {
+    this.json(status, envelope(status, code, title, errors, instance));
+  }
+
+  /** Sends after `extraDelayMs` plus the configured latency. An empty body has no type. */
+  send(
+    status: number,
+    body: string,
+    contentType?: string,
+    headers: Record<string, string> = {},
+    extraDelayMs = 0,
+  ): void {
+    if (this.done) return;
+    this.done = true;
+    const write = () => {
+      if (this.res.destroyed) return;
+      const all: Record<string, string | number> = {
+        ...headers,
+        'content-length': Buffer.byteLength(body),
+      };
+      if (contentType) all['content-type'] = contentType;
+      this.res.writeHead(status, all);
+      this.res.end(body);
+      this.log(status);
+    };
+    this.later(extraDelayMs + this.holdMs + this.latencyMs, write);
+  }
+
+  /** Destroys the connection with no response, as a crashed proxy would. */
+  reset(): void {
+    if (this.done) return;
+    this.done = true;
+    this.log(0);
+    this.req.socket.destroy();
+  }
+
+  /** Runs `fn` after `ms` (at once when 0), unless the server closes first. */
+  later(ms: number, fn: () => void): void {
+    if (ms <= 0) {
+      fn();
+      return;
+    }
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      fn();
+    }, ms);
+    this.timers.add(timer);
+  }
+
+  private log(status: number): void {
+    const entry: RequestLogEntry = {
+      method: this.req.method ?? 'GET',
+      path: this.req.url ?? '/',
+      status,
+      at: new Date().toISOString(),
+    };
+    if (this.consumerId !== undefined) entry.consumerId = this.consumerId;
+    this.record(entry);
+  }
+}

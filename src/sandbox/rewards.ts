@@ -1,0 +1,103 @@
+/**
+ * The sandbox's reward generator. It deliberately produces every shape the spec admits and a
+ * naive client might not expect: amounts in all the pattern's forms, gifts with a null
+ * transaction, a brand logo that is null, absent or a URL, and now and then an unknown field.
+ */
+import type { SeededRandom } from './random.js';
+
+/** A reward as the API serialises it. Fields beyond the spec's are allowed (open schema). */
+export interface RewardJson {
+  id: string;
+  amount: string;
+  created_at: string;
+  type: string;
+  status: string;
+  consumer_status: string;
+  transaction: { external_id: string; executed_at: string } | null;
+  brand: { name: string | null; logo?: string | null };
+  [extra: string]: unknown;
+}
+
+/** The spec's amount pattern, kept here so tests can check every generated amount. */
+export const amountPattern = /^(?!^[-+.]*$)[+-]?0*\d*\.?\d*$/;
+
+/** Known status -> consumer_status; an unknown status keeps the reward's previous value. */
+export const consumerStatusOf: Readonly<Record<string, string>> = {
+  VALIDATED: 'VALIDATION',
+  PAID_IN: 'POOLED',
+  PAID_OUT: 'PAID',
+};
+
+const brands = ['Carrefour', 'Fnac', 'Decathlon', 'Sephora', 'Boulanger', 'Picard', 'Leroy Merlin'];
+// All rewards fall in 2025 so that generated data never depends on the current date.
+const epochStart = Date.UTC(2025, 0, 1);
+const yearMs = 365 * 24 * 3600 * 1000;
+
+/**
+ * One reward drawn from `rng`. About a fifth are gifts (no transaction); statuses lean towards
+ * VALIDATED as in a live program.
+ */
+export function generateReward(rng: SeededRandom): RewardJson {
+  const id = rng.uuid();
+  const gift = rng.chance(0.2);
+  const createdMs = epochStart + Math.floor(rng.next() * yearMs);
+  const status = rng.pick(['VALIDATED', 'VALIDATED', 'PAID_IN', 'PAID_OUT']);
+  const reward: RewardJson = {
+    id,
+    amount: generateAmount(rng),
+    created_at: timestamp(createdMs, rng),
+    type: gift ? 'GIFT' : 'CASHBACK',
+    status,
+    consumer_status: consumerStatusOf[status] ?? 'VALIDATION',
+    transaction: gift
+      ? null
+      : {
+          external_id: `tx_${rng.hex(16)}`,
+          // The purchase happened before the reward was created, up to three days earlier.
+          executed_at: timestamp(createdMs - rng.int(0, 3 * 24 * 3600) * 1000, rng),
+        },
+    brand: generateBrand(rng),
+  };
+  if (rng.chance(0.1)) reward.campaign_ref = `cmp_${rng.hex(8)}`;
+  return reward;
+}
+
+/**
+ * Most amounts are written the canonical way ("12.50"); the rest use the other forms the
+ * pattern admits: leading zeros and sign, no integer part, no fraction digits, negatives
+ * (reversals), zero.
+ */
+function generateAmount(rng: SeededRandom): string {
+  const cents = rng.int(1, 5000);
+  const canonical = `${Math.floor(cents / 100)}.${String(cents % 100).padStart(2, '0')}`;
+  if (rng.chance(0.7)) return canonical;
+  switch (rng.int(0, 5)) {
+    case 0:
+      return `+00${canonical}`;
+    case 1:
+      return `.${rng.int(1, 9)}`;
+    case 2:
+      return `${rng.int(1, 99)}.`;
+    case 3:
+      return `-${rng.int(1, 20)}`;
+    case 4:
+      return '0';
+    default:
+      return `-${canonical}`;
+  }
+}
+
+function generateBrand(rng: SeededRandom): RewardJson['brand'] {
+  const name = rng.chance(0.05) ? null : rng.pick(brands);
+  const roll = rng.next();
+  if (roll < 0.15) return { name };
+  if (roll < 0.35) return { name, logo: null };
+  const slug = (name ?? 'brand').toLowerCase().replace(/[^a-z]+/g, '-');
+  return { name, logo: `https://cdn.perks.example/brands/${slug}.png` };
+}
+
+/** RFC 3339 in UTC with Z; sometimes with milliseconds, which the format allows. */
+function timestamp(ms: number, rng: SeededRandom): string {
+  const iso = new Date(ms).toISOString();
+  return rng.chance(0.25) ? iso : `${iso.slice(0, 19)}Z`;
+}

@@ -1,0 +1,46 @@
+/**
+ * Scenario files (`perks-worker sandbox --scenario file.json`): extra consumers, settings and
+ * faults to start with, so a failure drill is a file a user can share. Example:
+ *
+ *   { "consumers": [{ "id": "alice", "rewards": 120 }, { "id": "bob", "enrolled": false }],
+ *     "latencyMs": 20,
+ *     "faults": [{ "route": "listRewards", "count": 2, "kind": "status", "status": 503 }] }
+ */
+import { readFile } from 'node:fs/promises';
+import { z } from 'zod';
+import { faultSchema } from './faults.js';
+
+export const scenarioSchema = z.strictObject({
+  consumers: z
+    .array(
+      z.strictObject({
+        id: z.string().min(1),
+        enrolled: z.boolean().optional(),
+        rewards: z.int().min(0).max(1_000_000).optional(),
+      }),
+    )
+    .optional(),
+  latencyMs: z.int().min(0).max(600_000).optional(),
+  rateLimitPerSecond: z.number().positive().optional(),
+  faults: z.array(faultSchema).optional(),
+});
+
+export type Scenario = z.infer<typeof scenarioSchema>;
+
+/** Reads and validates a scenario file; the error names the file and the first problem. */
+export async function loadScenario(file: string): Promise<Scenario> {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(await readFile(file, 'utf8'));
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? (error as Error).message.split('\n')[0];
+    throw new Error(`scenario ${file}: cannot read it as JSON (${reason})`);
+  }
+  const parsed = scenarioSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue?.path.join('.') || '(root)';
+    throw new Error(`scenario ${file}: ${where}: ${issue?.message ?? 'invalid'}`);
+  }
+  return parsed.data;
+}

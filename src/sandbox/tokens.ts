@@ -1,0 +1,163 @@
+/**
+ * The sandbox's token authority: mints ES256 JWTs for the configured API client and checks
+ * bearer tokens on every API call.
+ *
+ * Verified tokens are cached by their string until expiry: an ECDSA verification per request
+ * would cap a benchmark at a few thousand requests a second. Revocation bumps a generation
+ * number carried in each token, so "revoke every current token" is O(1) and tokens minted
+ * afterwards are valid again.
+ */
+import { randomUUID, timingSafeEqual } from 'node:crypto';
+import { type CryptoKey, generateKeyPair, jwtVerify, SignJWT } from 'jose';
+
+export const knownScopes = ['ALL', 'LOYALTIES', 'PERKS', 'TX_INJECTION'] as const;
+
+export interface MintedToken {
+  access_token: string;
+  token_type: 'Bearer';
+  expires_in: number;
+  scope: string;
+}
+
+export interface TokenGrant {
+  scopes: readonly string[];
+  program: string;
+  environment: string;
+  /** Expiry, epoch milliseconds. */
+  expiresAtMs: number;
+}
+
+export type BearerCheck =
+  | { ok: true; grant: TokenGrant }
+  | { ok: false; reason: 'missing' | 'invalid' | 'expired' | 'revoked' };
+
+interface CachedGrant extends TokenGrant {
+  generation: number;
+}
+
+const issuer = 'perks-sandbox';
+const cacheLimit = 10_000;
+
+export class TokenAuthority {
+  private generation = 0;
+  private readonly verified = new Map<string, CachedGrant>();
+
+  private constructor(
+    private readonly privateKey: CryptoKey,
+    private readonly publicKey: CryptoKey,
+    readonly program: string,
+    private ttlSeconds: number,
+  ) {}
+
+  /** A fresh key pair per start: tokens never outlive the sandbox that minted them. */
+  static async create(program: string, ttlSeconds: number): Promise<TokenAuthority> {
+    const { privateKey, publicKey } = await generateKeyPair('ES256');
+    return new TokenAuthority(privateKey, publicKey, program, ttlSeconds);
+  }
+
+  async mint(
+    subject: string,
+    scopes: readonly string[],
+    overrides: { program?: string; environment?: string; ttlSeconds?: number } = {},
+  ): Promise<MintedToken> {
+    const ttl = overrides.ttlSeconds ?? this.ttlSeconds;
+    const nowSeconds = Math.floor(Date.now() / 1000);
+    const token = await new SignJWT({
+      program: overrides.program ?? this.program,
+      environment: overrides.environment ?? 'sandbox',
+      scope: scopes.join(' '),
+      gen: this.generation,
+    })
+      .setProtectedHeader({ alg: 'ES256', typ: 'JWT' })
+      .setIssuer(issuer)
+      .setSubject(subject)
+      .setIssuedAt(nowSeconds)
+      .setExpirationTime(nowSeconds + ttl)
+      .setJti(randomUUID())
+      .sign(this.privateKey);
+    return { access_token: token, token_type: 'Bearer', expires_in: ttl, scope: scopes.join(' ') };
+  }
+
+  /** Checks an Authorization header value. Never logs or returns the token. */
+  async check(authorization: string | undefined): Promise<BearerCheck> {
+    if (!authorization) return { ok: false, reason: 'missing' };
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+    const token = match?.[1];
+    if (!token) return { ok: false, reason: 'invalid' };
+    let grant = this.verified.get(token);
+    if (!grant) {
+      const verified = await this.verify(token);
+      if (!verified) return { ok: false, reason: 'invalid' };
+      grant = verified;
+      if (this.verified.size >= cacheLimit) this.evictExpired();
+      this.verified.set(token, grant);
+    }
+    if (Date.now() >= grant.expiresAtMs) {
+      this.verified.delete(token);
+      return { ok: false, reason: 'expired' };
+    }
+    if (grant.generation !== this.generation) return { ok: false, reason: 'revoked' };
+    return { ok: true, grant };
+  }
+
+  /** Every token minted so far stops working; new ones work. */
+  revokeAll(): void {
+    this.generation++;
+    this.verified.clear();
+  }
+
+  setTtl(seconds: number): void {
+    this.ttlSeconds = seconds;
+  }
+
+  private async verify(token: string): Promise<CachedGrant | undefined> {
+    try {
+      // Expiry is checked by the caller, so that an expired token reads as "expired".
+      const { payload } = await jwtVerify(token, this.publicKey, {
+        algorithms: ['ES256'],
+        issuer,
+        currentDate: new Date(0),
+      });
+      if (typeof payload.exp !== 'number') return undefined;
+      return {
+        scopes: typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [],
+        program: String(payload.program),
+        environment: String(payload.environment),
+        expiresAtMs: payload.exp * 1000,
+        generation: typeof payload.gen === 'number' ? payload.gen : -1,
+      };
+    } catch {
+      return undefined;
+    }
+  }
+
+  private evictExpired(): void {
+    const now = Date.now();
+    for (const [token, grant] of this.verified) {
+      if (now >= grant.expiresAtMs || grant.generation !== this.generation) {
+        this.verified.delete(token);
+      }
+    }
+    // Still full of live tokens (a token per request?): start over rather than grow.
+    if (this.verified.size >= cacheLimit) this.verified.clear();
+  }
+}
+
+/** Constant-time comparison of a presented secret with the configured one. */
+export function secretMatches(presented: string, expected: string): boolean {
+  const a = Buffer.from(presented);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/** Decodes `Authorization: Basic base64(id:secret)`; undefined when absent or malformed. */
+export function parseBasic(
+  authorization: string | undefined,
+): { clientId: string; clientSecret: string } | undefined {
+  const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(authorization ?? '');
+  if (!match?.[1]) return undefined;
+  const decoded = Buffer.from(match[1], 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  if (colon <= 0) return undefined;
+  return { clientId: decoded.slice(0, colon), clientSecret: decoded.slice(colon + 1) };
+}
