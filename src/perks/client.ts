@@ -1,0 +1,333 @@
+/**
+ * The Perks API client: enrollment, one reward, reward pages. It knows HTTP and the API's
+ * shapes, nothing of queues or SQL. Every call: our input checked before any request, a token
+ * (re-minted once on 401), a bounded exchange, the typed error or the parsed body, retries on
+ * retryable failures, one short inline wait on a brief 429.
+ */
+import { AbortError } from 'p-retry';
+import type { Logger } from 'pino';
+import { type Dispatcher, Pool } from 'undici';
+import { errorFromResponse } from './error-mapping.js';
+import { AuthError, ConflictError, PerksError, ThrottledError } from './errors.js';
+import { exchange, type HttpResponse, parseJsonBody } from './http.js';
+import {
+  checkEnrollInput,
+  checkListInput,
+  checkRewardIds,
+  type EnrollInput,
+  type ListRewardPagesOptions,
+} from './inputs.js';
+import { parseRewardPage, type RewardPage, shapeError, walkRewardPages } from './paging.js';
+import { defaultRetry, type RetryEvent, type RetryOptions, withRetry } from './retry.js';
+import { enrollResponseSchema, type Reward, rewardSchema, tokenResponseSchema } from './schemas.js';
+import { sleep } from './sleep.js';
+import { InMemoryTokenCache, type TokenCache } from './token-cache.js';
+import { type MintedToken, TokenProvider } from './tokens.js';
+
+export interface PerksClientHooks {
+  /** After every HTTP exchange, token requests included. `error` is the error's class name. */
+  onRequest?(event: {
+    operation: string;
+    status: number | undefined;
+    durationMs: number;
+    error?: string;
+  }): void;
+  onTokenMinted?(): void;
+  /** Before every wait followed by another try: backoff, or a short inline 429 wait. */
+  onRetry?(event: RetryEvent): void;
+}
+
+export interface PerksClientOptions {
+  /** Base URL of the program, e.g. https://api.perks.example/programs/acme. */
+  baseUrl: string;
+  clientId: string;
+  /** Sent only to POST /tokens; never logged, never in an error message. */
+  clientSecret: string;
+  /** The `x-api-version` header. Default '2.0.0'. */
+  apiVersion?: string;
+  /** Deadline of one HTTP exchange (headers and body). Default 10000. */
+  timeoutMs?: number;
+  /** Keep-alive connections of the pool. Default 16. Ignored when `dispatcher` is given. */
+  connections?: number;
+  /** Larger response bodies are destroyed and fail the call. Default 8 MiB. */
+  maxResponseBytes?: number;
+  retry?: RetryOptions;
+  /** A 429 asking for at most this wait is sat out once inside the call. Default 1000. */
+  maxInlineThrottleWaitMs?: number;
+  /** Where tokens are shared. Default: in memory, this client only. */
+  tokenCache?: TokenCache;
+  /** Replaces the client's own Pool (tests pass undici's MockAgent). Not closed by close(). */
+  dispatcher?: Dispatcher;
+  logger?: Logger;
+  hooks?: PerksClientHooks;
+  /** Clock for token expiry (epoch ms). Default Date.now; tests inject their own. */
+  now?: () => number;
+}
+
+export type { EnrollInput, ListRewardPagesOptions, RewardPage };
+
+export interface CallOptions {
+  signal?: AbortSignal;
+}
+
+interface RequestSpec {
+  method: 'GET' | 'POST';
+  path: string;
+  query?: URLSearchParams;
+  body?: unknown;
+}
+
+export class PerksClient {
+  readonly #baseUrl: string;
+  readonly #dispatcher: Dispatcher;
+  readonly #ownPool: Pool | undefined;
+  readonly #options: PerksClientOptions;
+  readonly #retry: Required<RetryOptions>;
+  readonly #tokens: TokenProvider;
+  readonly #basicAuth: string;
+  readonly #closing = new AbortController();
+
+  constructor(options: PerksClientOptions) {
+    const base = new URL(options.baseUrl);
+    this.#baseUrl = base.toString().replace(/\/+$/, '');
+    this.#options = options;
+    this.#retry = { ...defaultRetry, ...options.retry };
+    this.#basicAuth = Buffer.from(`${options.clientId}:${options.clientSecret}`).toString('base64');
+    if (options.dispatcher) {
+      this.#dispatcher = options.dispatcher;
+    } else {
+      this.#ownPool = new Pool(base.origin, { connections: options.connections ?? 16 });
+      this.#dispatcher = this.#ownPool;
+    }
+    const now = options.now ?? Date.now;
+    this.#tokens = new TokenProvider({
+      cache: options.tokenCache ?? new InMemoryTokenCache(now),
+      mint: () => this.#mintToken(),
+      now,
+      logger: options.logger,
+      onMinted: () => options.hooks?.onTokenMinted?.(),
+    });
+  }
+
+  /** Enrolls a consumer. 409 means it was enrolled before: ids are deterministic. */
+  async enrollConsumer(
+    input: EnrollInput,
+    opts: CallOptions = {},
+  ): Promise<{ outcome: 'created' | 'already_enrolled' }> {
+    const operation = 'enrollConsumer';
+    const body = checkEnrollInput(operation, input);
+    try {
+      const response = await this.#call(
+        operation,
+        {
+          method: 'POST',
+          path: '/perks/consumers',
+          body,
+        },
+        opts.signal,
+      );
+      const parsed = enrollResponseSchema.safeParse(parseJsonBody(operation, response));
+      if (!parsed.success) throw shapeError(operation, parsed.error);
+      return { outcome: 'created' };
+    } catch (error) {
+      if (error instanceof ConflictError) return { outcome: 'already_enrolled' };
+      throw error;
+    }
+  }
+
+  async getReward(consumerId: string, rewardId: string, opts: CallOptions = {}): Promise<Reward> {
+    const operation = 'getReward';
+    checkRewardIds(operation, consumerId, rewardId);
+    const path = `/perks/consumers/${encodeURIComponent(consumerId)}/rewards/${encodeURIComponent(rewardId)}`;
+    const response = await this.#call(operation, { method: 'GET', path }, opts.signal);
+    const parsed = rewardSchema.safeParse(parseJsonBody(operation, response));
+    if (!parsed.success) throw shapeError(operation, parsed.error);
+    return parsed.data;
+  }
+
+  /**
+   * The consumer's rewards, one page at a time (default 1000 a page, newest transaction
+   * first). Our input is checked on the first iteration, before any request.
+   */
+  listRewardPages(
+    consumerId: string,
+    opts: ListRewardPagesOptions = {},
+  ): AsyncIterable<RewardPage> {
+    const operation = 'listRewardPages';
+    const client = this;
+    return {
+      [Symbol.asyncIterator]() {
+        const { perPage, sort, types } = checkListInput(operation, consumerId, opts);
+        const path = `/perks/consumers/${encodeURIComponent(consumerId)}/rewards`;
+        return walkRewardPages(operation, perPage, async (page) => {
+          const query = new URLSearchParams({ page: String(page), per_page: String(perPage) });
+          query.set('sort', sort);
+          for (const type of types) query.append('type', type);
+          const response = await client.#call(
+            operation,
+            { method: 'GET', path, query },
+            opts.signal,
+          );
+          const parsed = parseRewardPage(operation, parseJsonBody(operation, response));
+          client.#options.logger?.debug(
+            { operation, page, items: parsed.items.length, total: parsed.total },
+            'perks: fetched a rewards page',
+          );
+          return parsed;
+        });
+      },
+    };
+  }
+
+  /** Stops token refreshes and closes the client's own pool (an injected dispatcher is left open). */
+  async close(): Promise<void> {
+    this.#closing.abort(new PerksError('the Perks client is closed', { operation: 'close' }));
+    await this.#ownPool?.close();
+  }
+
+  /** One API call with a bearer token: retries, 401 re-mint and short 429 wait included. */
+  async #call(operation: string, spec: RequestSpec, signal?: AbortSignal): Promise<HttpResponse> {
+    const callSignal = signal
+      ? AbortSignal.any([signal, this.#closing.signal])
+      : this.#closing.signal;
+    const maxInlineWaitMs = this.#options.maxInlineThrottleWaitMs ?? 1_000;
+    let reminted = false;
+    let waitedOnThrottle = false;
+    return withRetry(this.#retryContext(operation, callSignal), async () => {
+      for (;;) {
+        let token: string;
+        try {
+          token = await this.#tokens.accessToken(callSignal);
+        } catch (error) {
+          // The mint has its own retries: retrying it again here would multiply them.
+          throw new AbortError(error instanceof Error ? error : String(error));
+        }
+        try {
+          return await this.#send(operation, spec, `Bearer ${token}`, callSignal);
+        } catch (error) {
+          if (error instanceof AuthError && error.status === 401 && !reminted) {
+            reminted = true;
+            await this.#tokens.invalidate(token);
+            continue;
+          }
+          if (
+            error instanceof ThrottledError &&
+            !waitedOnThrottle &&
+            error.retryAfterMs <= maxInlineWaitMs
+          ) {
+            waitedOnThrottle = true;
+            const delayMs = error.retryAfterMs;
+            this.#options.hooks?.onRetry?.({
+              operation,
+              attempt: 0,
+              delayMs,
+              reason: error.message,
+            });
+            await sleep(delayMs, callSignal);
+            continue;
+          }
+          throw error;
+        }
+      }
+    });
+  }
+
+  async #mintToken(): Promise<MintedToken> {
+    const operation = 'mintToken';
+    return withRetry(this.#retryContext(operation, this.#closing.signal), async () => {
+      const response = await this.#send(
+        operation,
+        { method: 'POST', path: '/tokens', body: { grant_type: 'client_credentials' } },
+        `Basic ${this.#basicAuth}`,
+        this.#closing.signal,
+      );
+      const parsed = tokenResponseSchema.safeParse(parseJsonBody(operation, response));
+      if (!parsed.success) throw shapeError(operation, parsed.error);
+      return { accessToken: parsed.data.access_token, lifetimeMs: parsed.data.expires_in * 1000 };
+    });
+  }
+
+  #retryContext(operation: string, signal: AbortSignal) {
+    return {
+      operation,
+      retry: this.#retry,
+      signal,
+      onRetry: this.#options.hooks?.onRetry?.bind(this.#options.hooks),
+      logger: this.#options.logger,
+    };
+  }
+
+  /** One exchange; a non-2xx becomes its typed error. */
+  async #send(
+    operation: string,
+    spec: RequestSpec,
+    authorization: string,
+    signal: AbortSignal,
+  ): Promise<HttpResponse> {
+    const headers: Record<string, string> = {
+      authorization,
+      'x-api-version': this.#options.apiVersion ?? '2.0.0',
+      accept: 'application/json',
+    };
+    const body = spec.body === undefined ? undefined : JSON.stringify(spec.body);
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    const query = spec.query?.toString();
+    const url = `${this.#baseUrl}${spec.path}${query ? `?${query}` : ''}`;
+    const secrets = [
+      this.#options.clientSecret,
+      this.#basicAuth,
+      authorization.replace(/^\S+ /, ''),
+    ];
+    const startedAt = performance.now();
+    let status: number | undefined;
+    try {
+      const response = await exchange(
+        {
+          dispatcher: this.#dispatcher,
+          timeoutMs: this.#options.timeoutMs ?? 10_000,
+          maxResponseBytes: this.#options.maxResponseBytes ?? 8 * 1024 * 1024,
+          secrets,
+        },
+        {
+          operation,
+          method: spec.method,
+          url,
+          headers,
+          signal,
+          ...(body === undefined ? {} : { body }),
+        },
+      );
+      status = response.status;
+      if (status < 200 || status > 299) {
+        throw errorFromResponse({
+          operation,
+          status,
+          headers: response.headers,
+          body: response.body,
+          secrets,
+        });
+      }
+      this.#report(operation, status, startedAt);
+      return response;
+    } catch (error) {
+      this.#report(operation, status, startedAt, error);
+      throw error;
+    }
+  }
+
+  #report(operation: string, status: number | undefined, startedAt: number, error?: unknown): void {
+    const durationMs = Math.round(performance.now() - startedAt);
+    const errorName =
+      error === undefined ? undefined : error instanceof Error ? error.name : 'Error';
+    this.#options.hooks?.onRequest?.({
+      operation,
+      status,
+      durationMs,
+      ...(errorName === undefined ? {} : { error: errorName }),
+    });
+    this.#options.logger?.debug(
+      { operation, status, durationMs, error: errorName },
+      'perks: request',
+    );
+  }
+}

@@ -1,0 +1,197 @@
+/**
+ * The Perks API's shapes, parsed at the boundary (zod 4). Strict where the spec is explicit
+ * (patterns, lengths, formats, required keys), tolerant where it is silent: reward `type` and
+ * `status` are open sets, and unknown extra fields are accepted and kept in `raw`.
+ */
+import { z } from 'zod';
+
+// --- Consumers and consents -----------------------------------------------------------------
+
+export const CONSENTS = [
+  'BASIC',
+  'TRANSACTION_TRIGGERS',
+  'TARGETING',
+  'STATISTICS',
+  'SMART_RANKING',
+  'WEB_ANALYTICS',
+] as const;
+export type Consent = (typeof CONSENTS)[number];
+export const consentSchema = z.enum(CONSENTS);
+
+const CONSUMER_ID_PATTERN = /^[a-zA-Z0-9_-]+$/;
+export const consumerIdSchema = z
+  .string()
+  .min(2, { error: 'must be 2 to 100 characters' })
+  .max(100, { error: 'must be 2 to 100 characters' })
+  .regex(CONSUMER_ID_PATTERN, { error: 'must match ^[a-zA-Z0-9_-]+$' });
+
+export function isConsumerId(value: string): boolean {
+  return consumerIdSchema.safeParse(value).success;
+}
+
+/**
+ * Any 8-4-4-4-12 hex identifier. The spec says "uuid" without a version; z.uuid() would also
+ * demand RFC 9562 version and variant bits, which would reject a whole page for one odd id.
+ */
+export const uuidSchema = z.guid({ error: 'must be a uuid' });
+
+// --- Money ------------------------------------------------------------------------------------
+
+/** The spec's exact amount pattern: rejects "", "+", ".", "1e5", "12,5". */
+export const AMOUNT_PATTERN = /^(?!^[-+.]*$)[+-]?0*\d*\.?\d*$/;
+
+/**
+ * The canonical form of a decimal string the API sent: no `+`, no leading zeros, no trailing
+ * dot, no sign on zero; fractional digits are kept as sent (they carry the precision).
+ * "+0012.50" -> "12.50", ".5" -> "0.5", "7." -> "7", "-3" -> "-3", "-0.0" -> "0.0".
+ */
+export function canonicalDecimal(value: string): string {
+  if (!AMOUNT_PATTERN.test(value)) {
+    throw new RangeError(`not a decimal amount: ${JSON.stringify(value.slice(0, 40))}`);
+  }
+  const negative = value.startsWith('-');
+  const unsigned = value.replace(/^[+-]/, '');
+  const [whole = '', fraction = ''] = unsigned.split('.');
+  const integer = whole.replace(/^0+/, '') || '0';
+  const digits = fraction === '' ? integer : `${integer}.${fraction}`;
+  const isZero = /^[0.]*$/.test(digits);
+  return negative && !isZero ? `-${digits}` : digits;
+}
+
+const amountPatternSchema = z.string().regex(AMOUNT_PATTERN, {
+  error: 'must be a decimal string matching the spec pattern',
+});
+
+/** An amount as sent -> its canonical decimal string. Never a JS number. */
+export const amountSchema = amountPatternSchema.transform(canonicalDecimal);
+
+// --- Rewards ----------------------------------------------------------------------------------
+
+export type RewardType = 'CASHBACK' | 'GIFT' | (string & {});
+export type RewardStatus = 'VALIDATED' | 'PAID_IN' | 'PAID_OUT' | (string & {});
+export const CONSUMER_STATUSES = ['VALIDATION', 'POOLED', 'PAID'] as const;
+export type ConsumerStatus = (typeof CONSUMER_STATUSES)[number];
+
+/** RFC 3339 in UTC with the Z suffix, as the spec's conventions require. */
+const utcDateTime = z.iso.datetime({ error: 'must be an RFC 3339 date-time in UTC (Z)' });
+
+const transactionSchema = z
+  .object({
+    external_id: z.string().min(1),
+    // The transaction table says only "date-time": an explicit offset is tolerated here.
+    executed_at: z.iso.datetime({ offset: true, error: 'must be an RFC 3339 date-time' }),
+  })
+  .loose();
+
+const brandSchema = z
+  .object({
+    name: z.string().nullable(),
+    // http(s) only: a logo is rendered to consumers, a javascript: or data: URL must not pass.
+    logo: z
+      .url({ protocol: /^https?$/, error: 'must be an absolute http(s) URL' })
+      .min(1)
+      .max(2083, { error: 'must be at most 2083 characters' })
+      .nullable()
+      .optional(),
+  })
+  .loose();
+
+/** A reward on the wire: every field required, extra fields tolerated. */
+export const wireRewardSchema = z
+  .object({
+    id: uuidSchema,
+    amount: amountPatternSchema,
+    created_at: utcDateTime,
+    type: z.string().min(1),
+    status: z.string().min(1),
+    consumer_status: z.enum(CONSUMER_STATUSES),
+    transaction: transactionSchema.nullable(),
+    brand: brandSchema,
+  })
+  .loose();
+
+export type WireReward = z.infer<typeof wireRewardSchema>;
+
+/**
+ * The parsed reward; structurally the store's `RewardRecord` (the shared contract).
+ * `raw` is the item exactly as received, extra fields included.
+ */
+export interface Reward {
+  id: string;
+  amount: string;
+  createdAt: string;
+  type: RewardType;
+  status: RewardStatus;
+  consumerStatus: ConsumerStatus;
+  transaction: { externalId: string; executedAt: string } | null;
+  brand: { name: string | null; logo?: string | null };
+  raw: Record<string, unknown>;
+}
+
+export function toReward(wire: WireReward, raw: Record<string, unknown>): Reward {
+  const brand: Reward['brand'] = { name: wire.brand.name };
+  if (wire.brand.logo !== undefined) brand.logo = wire.brand.logo;
+  return {
+    id: wire.id.toLowerCase(),
+    amount: canonicalDecimal(wire.amount),
+    createdAt: wire.created_at,
+    type: wire.type,
+    status: wire.status,
+    consumerStatus: wire.consumer_status,
+    transaction: wire.transaction && {
+      externalId: wire.transaction.external_id,
+      executedAt: wire.transaction.executed_at,
+    },
+    brand,
+    raw,
+  };
+}
+
+/**
+ * One reward item -> Reward. The wire schema transforms nothing, so its output (extra keys
+ * kept by `.loose()`) is the item as received and serves as `raw`.
+ */
+export const rewardSchema = wireRewardSchema.transform(
+  (wire): Reward => toReward(wire, wire as Record<string, unknown>),
+);
+
+// --- Collections ------------------------------------------------------------------------------
+
+export const pageMetaSchema = z
+  .object({
+    page: z.number().int().min(1),
+    per_page: z.number().int().min(1),
+    total: z.number().int().min(0),
+  })
+  .loose();
+
+/** The paginated envelope with items left unparsed: each item is parsed on its own. */
+export const collectionSchema = z
+  .object({
+    items: z.array(z.unknown()),
+    meta: pageMetaSchema,
+  })
+  .loose();
+
+// --- Other responses ------------------------------------------------------------------------
+
+export const enrollResponseSchema = z.object({ id: z.string().min(1) }).loose();
+
+/** POST /tokens. Only expires_in is named by the spec; the others are OAuth 2.0's names. */
+export const tokenResponseSchema = z
+  .object({
+    access_token: z.string().min(1),
+    token_type: z
+      .string()
+      .refine((type) => type.toLowerCase() === 'bearer', { error: 'must be Bearer' })
+      .optional(),
+    expires_in: z.number().positive(),
+  })
+  .loose();
+
+export const MAX_PER_PAGE = 1000;
+export const perPageSchema = z
+  .number()
+  .int({ error: 'must be a whole number' })
+  .min(1, { error: 'must be 1 to 1000' })
+  .max(MAX_PER_PAGE, { error: 'must be 1 to 1000' });

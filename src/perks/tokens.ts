@@ -1,0 +1,152 @@
+/**
+ * Access tokens: minted on demand, kept in memory and in the TokenCache, refreshed before they
+ * expire. Concurrent callers share one in-flight refresh; with a lock-capable cache, replicas
+ * share one mint too. A cache that fails (Redis down) degrades to minting locally: tokens are
+ * cheap, a stalled sync is not.
+ */
+import type { Logger } from 'pino';
+import { sleep } from './sleep.js';
+import type { CachedToken, TokenCache } from './token-cache.js';
+
+export interface MintedToken {
+  accessToken: string;
+  /** `expires_in` in milliseconds. */
+  lifetimeMs: number;
+}
+
+export interface TokenProviderOptions {
+  cache: TokenCache;
+  /** Calls POST /tokens (with its own timeout and retries). */
+  mint: () => Promise<MintedToken>;
+  now: () => number;
+  /** How long a mint lock is held at most. Default 15 s. */
+  lockTtlMs?: number;
+  /** How often a replica waiting on another's mint polls the cache. Default 50 ms. */
+  lockPollMs?: number;
+  onMinted?: () => void;
+  logger?: Logger | undefined;
+}
+
+/** Refresh ahead of expiry by 10% of the lifetime or 60 s, whichever is smaller. */
+export function refreshMarginMs(lifetimeMs: number): number {
+  return Math.min(lifetimeMs * 0.1, 60_000);
+}
+
+/** A token about to expire is not handed out: the request could arrive after its expiry. */
+const MIN_REMAINING_MS = 1_000;
+
+export class TokenProvider {
+  readonly #options: Required<Omit<TokenProviderOptions, 'logger' | 'onMinted'>> &
+    Pick<TokenProviderOptions, 'logger' | 'onMinted'>;
+  #memo: CachedToken | undefined;
+  #inflight: Promise<CachedToken> | undefined;
+
+  constructor(options: TokenProviderOptions) {
+    this.#options = { lockTtlMs: 15_000, lockPollMs: 50, ...options };
+  }
+
+  /** A token valid now. The caller's signal stops its wait, not the shared refresh. */
+  async accessToken(signal?: AbortSignal): Promise<string> {
+    if (this.#isFresh(this.#memo)) return this.#memo.accessToken;
+    this.#inflight ??= this.#refresh().finally(() => {
+      this.#inflight = undefined;
+    });
+    const token = await abortable(this.#inflight, signal);
+    return token.accessToken;
+  }
+
+  /** After a 401: forget this token here and in the shared cache. */
+  async invalidate(accessToken: string): Promise<void> {
+    if (this.#memo?.accessToken === accessToken) this.#memo = undefined;
+    await this.#cacheOp('invalidate', () => this.#options.cache.invalidate(accessToken));
+  }
+
+  #isFresh(token: CachedToken | undefined): token is CachedToken {
+    return token !== undefined && this.#options.now() < token.refreshAt;
+  }
+
+  #isUsable(token: CachedToken | undefined): token is CachedToken {
+    return token !== undefined && this.#options.now() < token.expiresAt - MIN_REMAINING_MS;
+  }
+
+  async #refresh(): Promise<CachedToken> {
+    const token = await this.#findOrMint();
+    this.#memo = token;
+    return token;
+  }
+
+  async #findOrMint(): Promise<CachedToken> {
+    const { cache, lockTtlMs, lockPollMs } = this.#options;
+    const cached = await this.#cacheOp('get', () => cache.get());
+    if (this.#isFresh(cached)) return cached;
+    if (!cache.lock) return this.#mintAndStore();
+
+    const giveUpAt = performance.now() + lockTtlMs;
+    for (;;) {
+      const lock = await this.#cacheOp('lock', async () => cache.lock?.(lockTtlMs), null);
+      if (lock === null) return this.#mintAndStore(); // the cache is down: mint locally
+      if (lock) {
+        try {
+          // Another replica may have stored a token between our get and our lock.
+          const again = await this.#cacheOp('get', () => cache.get());
+          if (this.#isFresh(again)) return again;
+          return await this.#mintAndStore();
+        } finally {
+          await this.#cacheOp('release', () => lock.release());
+        }
+      }
+      // Someone else is minting. The old token is accepted until it expires: keep using it.
+      if (this.#isUsable(cached)) return cached;
+      // The holder may have died: its lock expires after lockTtlMs, then we mint ourselves.
+      if (performance.now() >= giveUpAt) return this.#mintAndStore();
+      await sleep(lockPollMs);
+      const polled = await this.#cacheOp('get', () => cache.get());
+      if (this.#isUsable(polled)) return polled;
+    }
+  }
+
+  async #mintAndStore(): Promise<CachedToken> {
+    const { now, mint, cache } = this.#options;
+    const requestedAt = now();
+    const minted = await mint();
+    // Lifetimes count from the request, not the response: never later than the server's.
+    const expiresAt = requestedAt + minted.lifetimeMs;
+    const token: CachedToken = {
+      accessToken: minted.accessToken,
+      expiresAt,
+      refreshAt: expiresAt - refreshMarginMs(minted.lifetimeMs),
+    };
+    this.#options.onMinted?.();
+    this.#options.logger?.info({ expiresInMs: minted.lifetimeMs }, 'perks: minted an access token');
+    await this.#cacheOp('set', () => cache.set(token, now()));
+    return token;
+  }
+
+  /** Runs a cache operation; a failure is logged and answered with `fallback`. */
+  async #cacheOp<T, F = undefined>(
+    name: string,
+    op: () => Promise<T>,
+    fallback?: F,
+  ): Promise<T | F> {
+    try {
+      return await op();
+    } catch (error) {
+      this.#options.logger?.warn(
+        { op: name, err: error instanceof Error ? error.message : String(error) },
+        'perks: token cache unavailable, continuing without it',
+      );
+      return fallback as F;
+    }
+  }
+}
+
+/** Resolves like `promise`, or rejects with the signal's reason once it aborts. */
+function abortable<T>(promise: Promise<T>, signal?: AbortSignal): Promise<T> {
+  if (!signal) return promise;
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
