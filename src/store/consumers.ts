@@ -1,0 +1,182 @@
+/**
+ * Writes and reads of <schema>.consumers. Every write is an upsert: the order in which
+ * enrollment, sync and errors reach a consumer is not guaranteed, and a consumer synced before
+ * this worker existed has no enrollment to come first.
+ */
+import type pg from 'pg';
+import type { ConsumerRow, EnrollmentOutcome } from './types.js';
+
+/** last_error is for humans; a runaway message (a whole HTML error page) is cut. */
+const maxErrorLength = 2000;
+
+export interface RecordEnrollmentInput {
+  consumerId: string;
+  userId?: string;
+  outcome: EnrollmentOutcome;
+  extraConsents: readonly string[];
+  removedConsents: readonly string[];
+  at: Date;
+}
+
+/**
+ * Records a successful enrollment and clears last_error and not_enrolled_at. enrolled_at and
+ * the outcome of the first enrollment are kept when the consumer is enrolled again (a retried
+ * job answered 409), unless the API had since said the consumer was not enrolled.
+ */
+export async function recordEnrollment(
+  pool: pg.Pool,
+  schema: string,
+  input: RecordEnrollmentInput,
+): Promise<void> {
+  await pool.query(
+    `insert into ${schema}.consumers as c (consumer_id, user_id, enrolled_at, enrollment_outcome,
+       extra_consents, removed_consents, updated_at)
+     values ($1, $2, $3, $4, $5, $6, now())
+     on conflict (consumer_id) do update set
+       user_id = coalesce(excluded.user_id, c.user_id),
+       enrolled_at = case when c.enrolled_at is null or c.not_enrolled_at is not null
+                          then excluded.enrolled_at else c.enrolled_at end,
+       enrollment_outcome = case when c.enrolled_at is null or c.not_enrolled_at is not null
+                                 then excluded.enrollment_outcome else c.enrollment_outcome end,
+       extra_consents = excluded.extra_consents,
+       removed_consents = excluded.removed_consents,
+       not_enrolled_at = null,
+       last_error = null,
+       updated_at = now()`,
+    [
+      input.consumerId,
+      input.userId ?? null,
+      input.at,
+      input.outcome,
+      [...input.extraConsents],
+      [...input.removedConsents],
+    ],
+  );
+}
+
+export interface RecordConsumerErrorInput {
+  consumerId: string;
+  userId?: string;
+  /** Shown to support as is: never put a secret or token in it. */
+  message: string;
+  at: Date;
+}
+
+export async function recordConsumerError(
+  pool: pg.Pool,
+  schema: string,
+  input: RecordConsumerErrorInput,
+): Promise<void> {
+  await pool.query(
+    `insert into ${schema}.consumers as c (consumer_id, user_id, last_error, updated_at)
+     values ($1, $2, $3, now())
+     on conflict (consumer_id) do update set
+       user_id = coalesce(excluded.user_id, c.user_id),
+       last_error = excluded.last_error,
+       updated_at = now()`,
+    [input.consumerId, input.userId ?? null, input.message.slice(0, maxErrorLength)],
+  );
+}
+
+/** The API answered ERR-404-02: the consumer is left out of reconciliation from now on. */
+export async function markNotEnrolled(
+  pool: pg.Pool,
+  schema: string,
+  input: { consumerId: string; at: Date },
+): Promise<void> {
+  await pool.query(
+    `insert into ${schema}.consumers as c (consumer_id, not_enrolled_at, updated_at)
+     values ($1, $2, now())
+     on conflict (consumer_id) do update set not_enrolled_at = excluded.not_enrolled_at,
+       updated_at = now()`,
+    [input.consumerId, input.at],
+  );
+}
+
+/** A complete sync finished. A late, older report never moves last_synced_at back. */
+export async function markSynced(
+  pool: pg.Pool,
+  schema: string,
+  input: { consumerId: string; at: Date },
+): Promise<void> {
+  await pool.query(
+    `insert into ${schema}.consumers as c (consumer_id, last_synced_at, updated_at)
+     values ($1, $2, now())
+     on conflict (consumer_id) do update set
+       last_synced_at = greatest(c.last_synced_at, excluded.last_synced_at),
+       updated_at = now()`,
+    [input.consumerId, input.at],
+  );
+}
+
+interface ConsumerDbRow {
+  consumer_id: string;
+  user_id: string | null;
+  enrolled_at: Date | null;
+  enrollment_outcome: EnrollmentOutcome | null;
+  extra_consents: string[] | null;
+  removed_consents: string[] | null;
+  last_synced_at: Date | null;
+  not_enrolled_at: Date | null;
+  last_error: string | null;
+  updated_at: Date;
+}
+
+export async function getConsumer(
+  pool: pg.Pool,
+  schema: string,
+  consumerId: string,
+): Promise<ConsumerRow | undefined> {
+  const { rows } = await pool.query<ConsumerDbRow>(
+    `select consumer_id, user_id, enrolled_at, enrollment_outcome, extra_consents,
+       removed_consents, last_synced_at, not_enrolled_at, last_error, updated_at
+     from ${schema}.consumers where consumer_id = $1`,
+    [consumerId],
+  );
+  const row = rows[0];
+  if (!row) return undefined;
+  return {
+    consumerId: row.consumer_id,
+    userId: row.user_id,
+    enrolledAt: row.enrolled_at,
+    enrollmentOutcome: row.enrollment_outcome,
+    extraConsents: row.extra_consents,
+    removedConsents: row.removed_consents,
+    lastSyncedAt: row.last_synced_at,
+    notEnrolledAt: row.not_enrolled_at,
+    lastError: row.last_error,
+    updatedAt: row.updated_at,
+  };
+}
+
+/**
+ * One keyset page of the consumers to reconcile, in consumer_id (byte) order: pass the last
+ * id of a page as `after` for the next; an empty page is the end. Never OFFSET, never all ids.
+ *
+ * Rule: every consumer row whose not_enrolled_at is null. That includes consumers enrolled
+ * before this worker existed (enrolled_at null, rows created by their rewards) and consumers
+ * whose enrollment failed: a sync of those answers ERR-404-02 and markNotEnrolled drops them.
+ */
+export async function listEnrolledConsumerIds(
+  pool: pg.Pool,
+  schema: string,
+  input: { after: string | null; limit: number },
+): Promise<string[]> {
+  if (!Number.isInteger(input.limit) || input.limit < 1) {
+    throw new RangeError(`limit must be a positive integer, got ${input.limit}`);
+  }
+  const { rows } =
+    input.after === null
+      ? await pool.query<{ consumer_id: string }>(
+          `select consumer_id from ${schema}.consumers where not_enrolled_at is null
+           order by consumer_id limit $1`,
+          [input.limit],
+        )
+      : await pool.query<{ consumer_id: string }>(
+          `select consumer_id from ${schema}.consumers
+           where not_enrolled_at is null and consumer_id > $1
+           order by consumer_id limit $2`,
+          [input.after, input.limit],
+        );
+  return rows.map((r) => r.consumer_id);
+}

@@ -1,0 +1,96 @@
+/**
+ * The datastore: one pg pool and the operations the job processors call. The SQL lives in
+ * one module per table family (consumers.ts, rewards.ts); this file only binds them to a pool
+ * and a schema. Every value is a bound parameter; the schema name, the only identifier in the
+ * SQL text, is validated and quoted once here.
+ */
+import pg from 'pg';
+import type { Logger } from '../ops/logger.js';
+import * as consumers from './consumers.js';
+import { assertSchemaName, quoteIdentifier } from './identifier.js';
+import * as rewards from './rewards.js';
+import type { ConsumerRow, EnrollmentOutcome, RewardPageWrite, RewardRecord } from './types.js';
+
+export type { ConsumerRow, EnrollmentOutcome, RewardPageWrite, RewardRecord } from './types.js';
+
+export interface StoreConfig {
+  /** postgres:// URL (DATABASE_URL). */
+  url: string;
+  /** Schema holding the tables (DATABASE_SCHEMA, default perks). */
+  schema: string;
+  /** Connections in the pool (DATABASE_POOL_SIZE, default 10). */
+  poolSize: number;
+}
+
+export interface Store {
+  readonly pool: pg.Pool;
+  readonly schema: string;
+  /** Writes one API page of a consumer's rewards in one round trip and one transaction. */
+  writeRewardPage(input: {
+    consumerId: string;
+    rewards: readonly RewardRecord[];
+    observedAt: Date;
+  }): Promise<RewardPageWrite>;
+  /** After a COMPLETE, consistent scan only: see rewards.ts markMissingRewards. */
+  markMissingRewards(input: {
+    consumerId: string;
+    seenIds: readonly string[];
+    scanStartedAt: Date;
+    observedAt: Date;
+  }): Promise<{ markedMissing: number }>;
+  recordEnrollment(input: {
+    consumerId: string;
+    userId?: string;
+    outcome: EnrollmentOutcome;
+    extraConsents: readonly string[];
+    removedConsents: readonly string[];
+    at: Date;
+  }): Promise<void>;
+  recordConsumerError(input: {
+    consumerId: string;
+    userId?: string;
+    message: string;
+    at: Date;
+  }): Promise<void>;
+  markNotEnrolled(input: { consumerId: string; at: Date }): Promise<void>;
+  markSynced(input: { consumerId: string; at: Date }): Promise<void>;
+  getConsumer(consumerId: string): Promise<ConsumerRow | undefined>;
+  listEnrolledConsumerIds(input: { after: string | null; limit: number }): Promise<string[]>;
+  /** `select 1`, for readiness checks. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export function createStore(config: StoreConfig, options: { logger?: Logger } = {}): Store {
+  const schema = assertSchemaName(config.schema);
+  const s = quoteIdentifier(schema);
+  const pool = new pg.Pool({
+    connectionString: config.url,
+    max: config.poolSize,
+    application_name: 'perks-worker',
+    connectionTimeoutMillis: 10_000,
+  });
+  // An idle connection dropped by the server emits 'error' on the pool; unhandled, it would
+  // crash the process. The next query simply opens a new connection.
+  pool.on('error', (error) => {
+    options.logger?.warn({ err: error }, 'idle PostgreSQL connection lost');
+  });
+  const pageSql = rewards.rewardPageSql(s);
+
+  return {
+    pool,
+    schema,
+    writeRewardPage: (input) => rewards.writeRewardPage(pool, pageSql, input),
+    markMissingRewards: (input) => rewards.markMissingRewards(pool, s, input),
+    recordEnrollment: (input) => consumers.recordEnrollment(pool, s, input),
+    recordConsumerError: (input) => consumers.recordConsumerError(pool, s, input),
+    markNotEnrolled: (input) => consumers.markNotEnrolled(pool, s, input),
+    markSynced: (input) => consumers.markSynced(pool, s, input),
+    getConsumer: (consumerId) => consumers.getConsumer(pool, s, consumerId),
+    listEnrolledConsumerIds: (input) => consumers.listEnrolledConsumerIds(pool, s, input),
+    ping: async () => {
+      await pool.query('select 1');
+    },
+    close: () => pool.end(),
+  };
+}

@@ -1,0 +1,359 @@
+/** writeRewardPage against a real PostgreSQL: exact amounts, idempotence, change history. */
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createStore, type Store } from '../../../src/store/store.js';
+import { createTestDatabase, type TestDatabase } from '../../support/database.js';
+import { at, reward, withStatus } from './fixtures.js';
+
+let db: TestDatabase;
+let store: Store;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  store = createStore({ url: db.url, schema: 'perks', poolSize: 4 });
+});
+afterAll(async () => {
+  await store.close();
+  await db.drop();
+});
+
+async function storedReward(id: string) {
+  const { rows } = await store.pool.query<{
+    amount: string;
+    status: string;
+    consumer_status: string;
+    xmin: string;
+    observed_at: Date;
+    first_seen_at: Date;
+    last_seen_at: Date;
+    missing_since: Date | null;
+    raw: Record<string, unknown>;
+    brand_logo: string | null;
+    transaction_external_id: string | null;
+  }>(
+    `select amount::text, status, consumer_status, xmin::text, observed_at, first_seen_at,
+       last_seen_at, missing_since, raw, brand_logo, transaction_external_id
+     from perks.rewards where id = $1`,
+    [id],
+  );
+  return rows[0];
+}
+
+async function statusChanges(rewardId: string) {
+  const { rows } = await store.pool.query<{
+    old_status: string;
+    new_status: string;
+    old_consumer_status: string;
+    new_consumer_status: string;
+  }>(
+    `select old_status, new_status, old_consumer_status, new_consumer_status
+     from perks.reward_status_changes where reward_id = $1 order by id`,
+    [rewardId],
+  );
+  return rows;
+}
+
+describe('writeRewardPage', () => {
+  it('stores every amount form exactly, as numeric', async () => {
+    const cases = [
+      ['+0012.50', '12.50'],
+      ['12.50', '12.50'],
+      ['.5', '0.5'],
+      ['0.5', '0.5'],
+      ['7.', '7'],
+      ['7', '7'],
+      ['-3', '-3'],
+      ['-0.0', '0.0'],
+      ['123456789012345678901234567890.123456789', '123456789012345678901234567890.123456789'],
+      ['0.000000000000000000000000000001', '0.000000000000000000000000000001'],
+    ] as const;
+    const rewards = cases.map(([amount]) => reward({ amount }));
+    const result = await store.writeRewardPage({
+      consumerId: 'amounts',
+      rewards,
+      observedAt: at('2026-02-01T00:00:00Z'),
+    });
+    expect(result).toEqual({ inserted: cases.length, updated: 0, unchanged: 0, statusChanges: 0 });
+    for (const [i, [, stored]] of cases.entries()) {
+      const row = await storedReward(rewards[i]?.id ?? '');
+      expect(row?.amount).toBe(stored);
+    }
+  });
+
+  it('refuses an amount that is not a decimal string, writing nothing', async () => {
+    const bad = reward({ amount: '1e3' });
+    await expect(
+      store.writeRewardPage({ consumerId: 'bad', rewards: [bad], observedAt: new Date() }),
+    ).rejects.toThrow(/not a decimal string/);
+    expect(await storedReward(bad.id)).toBeUndefined();
+  });
+
+  it('keeps raw, null transaction and absent logo as received', async () => {
+    const gift = reward({ type: 'GIFT', transaction: null, brand: { name: null } });
+    gift.raw = { ...gift.raw, unknown_extra: { nested: [1, 'two'] } };
+    await store.writeRewardPage({ consumerId: 'gifts', rewards: [gift], observedAt: new Date() });
+    const row = await storedReward(gift.id);
+    expect(row?.transaction_external_id).toBeNull();
+    expect(row?.brand_logo).toBeNull();
+    expect(row?.raw).toEqual(gift.raw);
+  });
+
+  it('creates the consumer row for a consumer it has never seen', async () => {
+    await store.writeRewardPage({
+      consumerId: 'never-seen',
+      rewards: [reward()],
+      observedAt: new Date(),
+    });
+    const consumer = await store.getConsumer('never-seen');
+    expect(consumer).toMatchObject({ consumerId: 'never-seen', enrolledAt: null });
+  });
+
+  it('re-writing the same page changes no row and records no change', async () => {
+    const page = [reward(), reward({ amount: '+0001.10' }), reward({ transaction: null })];
+    const first = await store.writeRewardPage({
+      consumerId: 'idem',
+      rewards: page,
+      observedAt: at('2026-03-01T00:00:00Z'),
+    });
+    expect(first.inserted).toBe(3);
+    const before = await Promise.all(page.map((r) => storedReward(r.id)));
+
+    const again = await store.writeRewardPage({
+      consumerId: 'idem',
+      rewards: page,
+      observedAt: at('2026-03-01T00:10:00Z'),
+    });
+    expect(again).toEqual({ inserted: 0, updated: 0, unchanged: 3, statusChanges: 0 });
+    const after = await Promise.all(page.map((r) => storedReward(r.id)));
+    expect(after.map((r) => r?.xmin)).toEqual(before.map((r) => r?.xmin));
+    for (const r of page) expect(await statusChanges(r.id)).toEqual([]);
+  });
+
+  it('refreshes last_seen_at of an unchanged reward only once it is over an hour old', async () => {
+    const r = reward();
+    const t0 = at('2026-03-02T00:00:00Z');
+    await store.writeRewardPage({ consumerId: 'seen', rewards: [r], observedAt: t0 });
+    await store.writeRewardPage({
+      consumerId: 'seen',
+      rewards: [r],
+      observedAt: at('2026-03-02T00:59:00Z'),
+    });
+    expect((await storedReward(r.id))?.last_seen_at).toEqual(t0);
+    const later = at('2026-03-02T01:01:00Z');
+    const result = await store.writeRewardPage({
+      consumerId: 'seen',
+      rewards: [r],
+      observedAt: later,
+    });
+    expect(result).toEqual({ inserted: 0, updated: 0, unchanged: 1, statusChanges: 0 });
+    const row = await storedReward(r.id);
+    expect(row?.last_seen_at).toEqual(later);
+    expect(row?.first_seen_at).toEqual(t0);
+    expect(await statusChanges(r.id)).toEqual([]);
+  });
+
+  it('records a status change exactly once, with old and new values', async () => {
+    const r = reward();
+    await store.writeRewardPage({
+      consumerId: 'moves',
+      rewards: [r],
+      observedAt: at('2026-04-01T00:00:00Z'),
+    });
+    const paidIn = withStatus(r, 'PAID_IN', 'POOLED');
+    const moved = await store.writeRewardPage({
+      consumerId: 'moves',
+      rewards: [paidIn],
+      observedAt: at('2026-04-02T00:00:00Z'),
+    });
+    expect(moved).toEqual({ inserted: 0, updated: 1, unchanged: 0, statusChanges: 1 });
+    await store.writeRewardPage({
+      consumerId: 'moves',
+      rewards: [paidIn],
+      observedAt: at('2026-04-03T00:00:00Z'),
+    });
+    expect(await statusChanges(r.id)).toEqual([
+      {
+        old_status: 'VALIDATED',
+        new_status: 'PAID_IN',
+        old_consumer_status: 'VALIDATION',
+        new_consumer_status: 'POOLED',
+      },
+    ]);
+  });
+
+  it('an amount change is an update but not a status change', async () => {
+    const r = reward();
+    await store.writeRewardPage({ consumerId: 'amt', rewards: [r], observedAt: at('2026-04-01') });
+    const changed = { ...r, amount: '13.00', raw: { ...r.raw, amount: '13.00' } };
+    const result = await store.writeRewardPage({
+      consumerId: 'amt',
+      rewards: [changed],
+      observedAt: at('2026-04-02'),
+    });
+    expect(result).toEqual({ inserted: 0, updated: 1, unchanged: 0, statusChanges: 0 });
+    expect((await storedReward(r.id))?.amount).toBe('13.00');
+  });
+
+  it('never lets an older observation overwrite a newer one', async () => {
+    const r = reward();
+    const newer = withStatus(r, 'PAID_OUT', 'PAID');
+    await store.writeRewardPage({
+      consumerId: 'stale',
+      rewards: [newer],
+      observedAt: at('2026-05-02T00:00:00Z'),
+    });
+    const stale = await store.writeRewardPage({
+      consumerId: 'stale',
+      rewards: [r],
+      observedAt: at('2026-05-01T00:00:00Z'),
+    });
+    expect(stale).toEqual({ inserted: 0, updated: 0, unchanged: 1, statusChanges: 0 });
+    expect(await storedReward(r.id)).toMatchObject({ status: 'PAID_OUT', consumer_status: 'PAID' });
+    expect(await statusChanges(r.id)).toEqual([]);
+  });
+
+  it('two concurrent writers converge on the newest observation with a consistent history', async () => {
+    const other = createStore({ url: db.url, schema: 'perks', poolSize: 2 });
+    try {
+      for (let round = 0; round < 5; round++) {
+        const base = Array.from({ length: 50 }, () => reward());
+        const t0 = at('2026-06-01T00:00:00Z');
+        await store.writeRewardPage({ consumerId: 'race', rewards: base, observedAt: t0 });
+        const older = base.map((r) => withStatus(r, 'PAID_IN', 'POOLED'));
+        const newer = base.map((r) => withStatus(r, 'PAID_OUT', 'PAID'));
+        // Launch order alternates so that either writer may take the row locks first.
+        const writes = [
+          () =>
+            other.writeRewardPage({
+              consumerId: 'race',
+              rewards: older,
+              observedAt: at('2026-06-01T01:00:00Z'),
+            }),
+          () =>
+            store.writeRewardPage({
+              consumerId: 'race',
+              rewards: newer,
+              observedAt: at('2026-06-01T02:00:00Z'),
+            }),
+        ];
+        if (round % 2 === 1) writes.reverse();
+        await Promise.all(writes.map((w) => w()));
+        for (const r of base) {
+          expect(await storedReward(r.id)).toMatchObject({ status: 'PAID_OUT' });
+          // The history is a chain from the first status to the stored one, no gap, no repeat.
+          const chain = await statusChanges(r.id);
+          expect(chain.length).toBeGreaterThanOrEqual(1);
+          expect(chain[0]?.old_status).toBe('VALIDATED');
+          expect(chain.at(-1)?.new_status).toBe('PAID_OUT');
+          for (let i = 1; i < chain.length; i++) {
+            expect(chain[i]?.old_status).toBe(chain[i - 1]?.new_status);
+          }
+        }
+      }
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('writes a 1000-reward page with one query, then re-writes it with one query', async () => {
+    const page = Array.from({ length: 1000 }, (_, i) => reward({ amount: `${i}.99` }));
+    // Counted on the connections themselves: one statement on the wire, no BEGIN/COMMIT.
+    const query = vi.spyOn(pg.Client.prototype, 'query');
+    try {
+      const first = await store.writeRewardPage({
+        consumerId: 'big',
+        rewards: page,
+        observedAt: at('2026-07-01T00:00:00Z'),
+      });
+      expect(first).toEqual({ inserted: 1000, updated: 0, unchanged: 0, statusChanges: 0 });
+      expect(query).toHaveBeenCalledTimes(1);
+      const again = await store.writeRewardPage({
+        consumerId: 'big',
+        rewards: page.map((r, i) => (i < 10 ? withStatus(r, 'PAID_IN', 'POOLED') : r)),
+        observedAt: at('2026-07-01T00:05:00Z'),
+      });
+      expect(again).toEqual({ inserted: 0, updated: 10, unchanged: 990, statusChanges: 10 });
+      expect(query).toHaveBeenCalledTimes(2);
+    } finally {
+      query.mockRestore();
+    }
+    const { rows } = await store.pool.query<{ n: number }>(
+      `select count(*)::int as n from perks.rewards where consumer_id = 'big'`,
+    );
+    expect(rows[0]?.n).toBe(1000);
+  });
+
+  it('keeps one row for a reward listed twice in a page', async () => {
+    const r = reward();
+    const result = await store.writeRewardPage({
+      consumerId: 'dupes',
+      rewards: [r, withStatus(r, 'PAID_IN', 'POOLED')],
+      observedAt: new Date(),
+    });
+    expect(result).toEqual({ inserted: 1, updated: 0, unchanged: 1, statusChanges: 0 });
+    expect((await storedReward(r.id))?.status).toBe('PAID_IN');
+  });
+});
+
+describe('markMissingRewards', () => {
+  it('marks what a complete scan did not list, and clears it when the reward comes back', async () => {
+    const [kept, gone, fresh] = [reward(), reward(), reward()];
+    if (!kept || !gone || !fresh) throw new Error('unreachable');
+    await store.writeRewardPage({
+      consumerId: 'scan',
+      rewards: [kept, gone],
+      observedAt: at('2026-08-01T00:00:00Z'),
+    });
+    // Another sync stores `fresh` after this scan started: it must not be marked.
+    await store.writeRewardPage({
+      consumerId: 'scan',
+      rewards: [fresh],
+      observedAt: at('2026-08-02T00:00:05Z'),
+    });
+    const scanStartedAt = at('2026-08-02T00:00:00Z');
+    const marked = await store.markMissingRewards({
+      consumerId: 'scan',
+      seenIds: [kept.id],
+      scanStartedAt,
+      observedAt: at('2026-08-02T00:01:00Z'),
+    });
+    expect(marked).toEqual({ markedMissing: 1 });
+    expect((await storedReward(gone.id))?.missing_since).toEqual(at('2026-08-02T00:01:00Z'));
+    expect((await storedReward(kept.id))?.missing_since).toBeNull();
+    expect((await storedReward(fresh.id))?.missing_since).toBeNull();
+
+    // A second scan keeps the first missing_since.
+    const again = await store.markMissingRewards({
+      consumerId: 'scan',
+      seenIds: [kept.id],
+      scanStartedAt: at('2026-08-03T00:00:00Z'),
+      observedAt: at('2026-08-03T00:01:00Z'),
+    });
+    expect(again).toEqual({ markedMissing: 1 }); // `fresh` only
+    expect((await storedReward(gone.id))?.missing_since).toEqual(at('2026-08-02T00:01:00Z'));
+
+    const back = await store.writeRewardPage({
+      consumerId: 'scan',
+      rewards: [gone],
+      observedAt: at('2026-08-04T00:00:00Z'),
+    });
+    expect(back).toEqual({ inserted: 0, updated: 1, unchanged: 0, statusChanges: 0 });
+    expect((await storedReward(gone.id))?.missing_since).toBeNull();
+  });
+
+  it('does not touch other consumers', async () => {
+    const mine = reward();
+    const theirs = reward();
+    const t = at('2026-09-01T00:00:00Z');
+    await store.writeRewardPage({ consumerId: 'mine', rewards: [mine], observedAt: t });
+    await store.writeRewardPage({ consumerId: 'theirs', rewards: [theirs], observedAt: t });
+    await store.markMissingRewards({
+      consumerId: 'mine',
+      seenIds: [],
+      scanStartedAt: at('2026-09-02T00:00:00Z'),
+      observedAt: at('2026-09-02T00:00:00Z'),
+    });
+    expect((await storedReward(mine.id))?.missing_since).not.toBeNull();
+    expect((await storedReward(theirs.id))?.missing_since).toBeNull();
+  });
+});
