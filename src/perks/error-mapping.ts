@@ -155,6 +155,8 @@ export function parseRetryAfter(value: string | undefined, now: () => number = D
   if (/^\d+(\.\d+)?$/.test(text)) {
     ms = Math.ceil(Number(text) * 1000);
   } else {
+    // Date.parse reads "-5" as a year: an HTTP date always names its day and month.
+    if (!/[A-Za-z]/.test(text)) return DEFAULT_THROTTLE_DELAY_MS;
     const date = Date.parse(text);
     if (Number.isNaN(date)) return DEFAULT_THROTTLE_DELAY_MS;
     ms = date - now();

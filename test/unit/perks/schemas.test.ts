@@ -1,0 +1,182 @@
+import { describe, expect, it } from 'vitest';
+import { ResponseShapeError } from '../../../src/perks/errors.js';
+import { parseRewardPage } from '../../../src/perks/paging.js';
+import {
+  amountSchema,
+  CONSENTS,
+  canonicalDecimal,
+  consentSchema,
+  consumerIdSchema,
+  isConsumerId,
+  type Reward,
+  rewardSchema,
+} from '../../../src/perks/schemas.js';
+import { wireReward } from './fake-api.js';
+
+/** The store's copy of the shared contract: the client's Reward must be assignable to it. */
+interface RewardRecord {
+  id: string;
+  amount: string;
+  createdAt: string;
+  type: string;
+  status: string;
+  consumerStatus: string;
+  transaction: { externalId: string; executedAt: string } | null;
+  brand: { name: string | null; logo?: string | null };
+  raw: Record<string, unknown>;
+}
+
+describe('amounts', () => {
+  it.each([
+    ['+0012.50', '12.50'],
+    ['.5', '0.5'],
+    ['7.', '7'],
+    ['-3', '-3'],
+    ['-0.0', '0.0'],
+    ['0', '0'],
+    ['000', '0'],
+    ['-.25', '-0.25'],
+    ['12.50', '12.50'],
+  ])('accepts %j as %j', (input, canonical) => {
+    expect(amountSchema.parse(input)).toBe(canonical);
+    expect(canonicalDecimal(input)).toBe(canonical);
+  });
+
+  it.each(['1e5', '12,5', '', '+', '-', '.', '+.', '1.2.3', ' 1', 'NaN', '١٢'])(
+    'rejects %j',
+    (input) => {
+      expect(amountSchema.safeParse(input).success).toBe(false);
+      expect(() => canonicalDecimal(input)).toThrow(RangeError);
+    },
+  );
+
+  it('never turns an amount into a JS number', () => {
+    expect(amountSchema.parse('12345678901234567890.123456789')).toBe(
+      '12345678901234567890.123456789',
+    );
+  });
+});
+
+describe('consumer ids and consents', () => {
+  it.each(['ab', 'user_42', 'A-b_9', 'x'.repeat(100)])('accepts %j', (id) => {
+    expect(isConsumerId(id)).toBe(true);
+    expect(consumerIdSchema.safeParse(id).success).toBe(true);
+  });
+  it.each(['a', '', 'x'.repeat(101), 'has space', 'é', 'a/b', 'a.b'])('rejects %j', (id) => {
+    expect(isConsumerId(id)).toBe(false);
+  });
+  it('knows the six consents', () => {
+    expect(CONSENTS).toEqual([
+      'BASIC',
+      'TRANSACTION_TRIGGERS',
+      'TARGETING',
+      'STATISTICS',
+      'SMART_RANKING',
+      'WEB_ANALYTICS',
+    ]);
+    expect(consentSchema.safeParse('MARKETING').success).toBe(false);
+  });
+});
+
+describe('rewardSchema', () => {
+  it('maps the wire reward to the shared contract, keeping the raw item', () => {
+    const wire = wireReward({ id: 'AAAAAAAA-0000-4000-8000-00000000000A', extra_field: { x: 1 } });
+    const reward: Reward = rewardSchema.parse(wire);
+    const record: RewardRecord = reward;
+    expect(record).toEqual({
+      id: 'aaaaaaaa-0000-4000-8000-00000000000a',
+      amount: '12.50',
+      createdAt: wire.created_at,
+      type: 'CASHBACK',
+      status: 'VALIDATED',
+      consumerStatus: 'VALIDATION',
+      transaction: { externalId: expect.any(String), executedAt: '2024-04-30T09:00:00Z' },
+      brand: { name: 'Acme', logo: 'https://cdn.perks.test/acme.png' },
+      raw: wire,
+    });
+    expect(reward.raw.extra_field).toEqual({ x: 1 });
+  });
+
+  it('accepts a null transaction, a null or absent logo, a null brand name', () => {
+    const gift = rewardSchema.parse(
+      wireReward({ type: 'GIFT', transaction: null, brand: { name: null, logo: null } }),
+    );
+    expect(gift.transaction).toBeNull();
+    expect(gift.brand).toEqual({ name: null, logo: null });
+    const noLogo = rewardSchema.parse(wireReward({ brand: { name: 'Acme' } }));
+    expect(noLogo.brand).toEqual({ name: 'Acme' });
+    expect('logo' in noLogo.brand).toBe(false);
+  });
+
+  it('accepts unknown type and status values (open sets)', () => {
+    const reward = rewardSchema.parse(wireReward({ type: 'VOUCHER', status: 'CANCELLED' }));
+    expect(reward.type).toBe('VOUCHER');
+    expect(reward.status).toBe('CANCELLED');
+  });
+
+  it.each([
+    ['created_at without Z', { created_at: '2024-05-01T10:00:00' }, 'created_at'],
+    ['created_at with an offset', { created_at: '2024-05-01T10:00:00+02:00' }, 'created_at'],
+    ['an unknown consumer_status', { consumer_status: 'REFUNDED' }, 'consumer_status'],
+    ['a non-uuid id', { id: '1234' }, 'id'],
+    ['an amount in exponent form', { amount: '1e5' }, 'amount'],
+    ['an amount as a number', { amount: 12.5 }, 'amount'],
+    ['a brand without the name key', { brand: { logo: null } }, 'brand.name'],
+    ['a relative logo', { brand: { name: 'A', logo: '/logo.png' } }, 'brand.logo'],
+    ['a javascript: logo', { brand: { name: 'A', logo: 'javascript:alert(1)' } }, 'brand.logo'],
+    [
+      'a logo over 2083 chars',
+      { brand: { name: 'A', logo: `https://x.test/${'a'.repeat(2070)}` } },
+      'brand.logo',
+    ],
+    [
+      'a transaction without external_id',
+      { transaction: { executed_at: '2024-01-01T00:00:00Z' } },
+      'transaction.external_id',
+    ],
+    ['a missing transaction key', { transaction: undefined }, 'transaction'],
+  ])('rejects %s', (_name, overrides, field) => {
+    const result = rewardSchema.safeParse(wireReward(overrides));
+    expect(result.success).toBe(false);
+    expect(result.error?.issues[0]?.path.join('.')).toBe(field);
+  });
+});
+
+describe('parseRewardPage', () => {
+  it('fails the whole page on one bad item, naming its index and field', () => {
+    const items = [wireReward(), wireReward(), wireReward(), wireReward()];
+    delete items[3]?.amount;
+    const error = catchError(() =>
+      parseRewardPage('listRewardPages', { items, meta: { page: 1, per_page: 10, total: 4 } }),
+    );
+    expect(error).toBeInstanceOf(ResponseShapeError);
+    expect(error).toMatchObject({ path: 'items[3].amount', index: 3 });
+    expect((error as Error).message).toContain('items[3].amount');
+  });
+
+  it.each([
+    ['no meta', { items: [] }, 'meta'],
+    ['a string total', { items: [], meta: { page: 1, per_page: 10, total: '3' } }, 'meta.total'],
+    ['items not an array', { items: {}, meta: { page: 1, per_page: 10, total: 0 } }, 'items'],
+  ])('rejects an envelope with %s', (_name, json, path) => {
+    expect(catchError(() => parseRewardPage('listRewardPages', json))).toMatchObject({ path });
+  });
+
+  it('tolerates extra envelope and meta fields', () => {
+    const page = parseRewardPage('listRewardPages', {
+      items: [wireReward()],
+      meta: { page: 1, per_page: 10, total: 1, next: null },
+      links: {},
+    });
+    expect(page.items).toHaveLength(1);
+  });
+});
+
+function catchError(fn: () => unknown): unknown {
+  try {
+    fn();
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected a throw');
+}
