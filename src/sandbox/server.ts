@@ -84,9 +84,9 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
   const state = new SandboxState(settings.seed);
   const faults = new FaultController();
   const tokens = await TokenAuthority.create(settings.program, settings.tokenTtlSeconds);
-  const limiter = new RateLimiter(settings.rateLimitPerSecond);
+  const limiter = new RateLimiter(undefined);
   const timers: TimerSet = new Set();
-  let latencyMs = settings.latencyMs;
+  let latencyMs = 0;
 
   state.revokeTokens = () => tokens.revokeAll();
   state.setLatency = (ms) => {
@@ -102,8 +102,9 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     const scenario = options.scenario;
     for (const c of scenario?.consumers ?? []) state.addConsumer(c.id, c);
     for (const fault of scenario?.faults ?? []) faults.inject(fault);
-    latencyMs = scenario?.latencyMs ?? settings.latencyMs;
-    limiter.set(scenario?.rateLimitPerSecond ?? settings.rateLimitPerSecond);
+    // Explicit options win over the scenario's settings (a command-line flag over a file).
+    latencyMs = options.latencyMs ?? scenario?.latencyMs ?? 0;
+    limiter.set(options.rateLimitPerSecond ?? scenario?.rateLimitPerSecond);
   };
   const reset = () => {
     state.clear();
@@ -287,8 +288,6 @@ function resolveOptions(options: SandboxOptions) {
     scopes,
     program: options.program ?? 'sandbox-program',
     tokenTtlSeconds: ttl,
-    latencyMs: options.latencyMs ?? 0,
-    rateLimitPerSecond: options.rateLimitPerSecond,
     logger: options.logger,
   };
 }

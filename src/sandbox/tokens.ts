@@ -61,18 +61,22 @@ export class TokenAuthority {
     overrides: { program?: string; environment?: string; ttlSeconds?: number } = {},
   ): Promise<MintedToken> {
     const ttl = overrides.ttlSeconds ?? this.ttlSeconds;
-    const nowSeconds = Math.floor(Date.now() / 1000);
+    const nowMs = Date.now();
+    const expiresAtMs = nowMs + ttl * 1000;
     const token = await new SignJWT({
       program: overrides.program ?? this.program,
       environment: overrides.environment ?? 'sandbox',
       scope: scopes.join(' '),
       gen: this.generation,
+      // exp is whole seconds; this is the exact expiry the sandbox enforces, so a token
+      // lives exactly its TTL, which short-TTL tests rely on.
+      exp_ms: expiresAtMs,
     })
       .setProtectedHeader({ alg: 'ES256', typ: 'JWT' })
       .setIssuer(issuer)
       .setSubject(subject)
-      .setIssuedAt(nowSeconds)
-      .setExpirationTime(nowSeconds + ttl)
+      .setIssuedAt(Math.floor(nowMs / 1000))
+      .setExpirationTime(Math.ceil(expiresAtMs / 1000))
       .setJti(randomUUID())
       .sign(this.privateKey);
     return { access_token: token, token_type: 'Bearer', expires_in: ttl, scope: scopes.join(' ') };
@@ -123,7 +127,7 @@ export class TokenAuthority {
         scopes: typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [],
         program: String(payload.program),
         environment: String(payload.environment),
-        expiresAtMs: payload.exp * 1000,
+        expiresAtMs: typeof payload.exp_ms === 'number' ? payload.exp_ms : payload.exp * 1000,
         generation: typeof payload.gen === 'number' ? payload.gen : -1,
       };
     } catch {
