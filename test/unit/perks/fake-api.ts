@@ -96,8 +96,9 @@ export function fakeApi(options: FakeApiOptions = {}) {
     clientId: CLIENT_ID,
     clientSecret: SECRET,
     dispatcher: agent,
-    retry: { minDelayMs: 1, maxDelayMs: 5 },
     ...options.client,
+    // Fast backoff unless a test asks otherwise.
+    retry: { minDelayMs: 1, maxDelayMs: 5, ...options.client?.retry },
   });
   return {
     agent,

@@ -1,0 +1,171 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { RewardPage } from '../../../src/perks/client.js';
+import { InvalidInputError, ResponseShapeError } from '../../../src/perks/errors.js';
+import { CONSUMER, fakeApi, type SeenRequest, wireReward } from './fake-api.js';
+
+let api: ReturnType<typeof fakeApi> | undefined;
+afterEach(async () => {
+  await api?.close();
+  api = undefined;
+});
+
+/** A server holding `count` rewards, paging them as the spec says. */
+function rewardsServer(count: number, tweak?: (page: number, body: PageBody) => PageBody) {
+  const all = Array.from({ length: count }, () => wireReward());
+  return (req: SeenRequest) => {
+    const page = Number(req.url.searchParams.get('page') ?? 1);
+    const perPage = Number(req.url.searchParams.get('per_page') ?? 50);
+    const body: PageBody = {
+      items: all.slice((page - 1) * perPage, page * perPage),
+      meta: { page, per_page: perPage, total: count },
+    };
+    return { status: 200, body: tweak ? tweak(page, body) : body };
+  };
+}
+
+interface PageBody {
+  items: Record<string, unknown>[];
+  meta: { page: number; per_page: number; total: number };
+}
+
+async function collect(iterable: AsyncIterable<RewardPage>): Promise<RewardPage[]> {
+  const pages: RewardPage[] = [];
+  for await (const page of iterable) pages.push(page);
+  return pages;
+}
+
+describe('listRewardPages', () => {
+  it.each([
+    [0, [0]],
+    [1, [1]],
+    [1000, [1000]],
+    [1001, [1000, 1]],
+    [2500, [1000, 1000, 500]],
+  ])('%i rewards at 1000 a page -> pages of %j', async (count, sizes) => {
+    api = fakeApi({ api: rewardsServer(count) });
+    const pages = await collect(api.client.listRewardPages(CONSUMER));
+    expect(pages.map((p) => p.items.length)).toEqual(sizes);
+    expect(pages.map((p) => p.lastPage)).toEqual(sizes.map((_, i) => i === sizes.length - 1));
+    expect(pages.every((p) => p.total === count && !p.totalChanged)).toBe(true);
+    expect(new Set(pages.flatMap((p) => p.items.map((r) => r.id))).size).toBe(count);
+    expect(api.apiRequests()).toHaveLength(sizes.length);
+  });
+
+  it('sends page, per_page, sort and repeated type parameters on an encoded path', async () => {
+    api = fakeApi({ api: rewardsServer(3) });
+    await collect(
+      api.client.listRewardPages('user_42', { perPage: 2, types: ['CASHBACK', 'GIFT'] }),
+    );
+    const [first, second] = api.apiRequests();
+    expect(first?.url.pathname).toBe('/programs/acme/perks/consumers/user_42/rewards');
+    expect(first?.url.searchParams.getAll('type')).toEqual(['CASHBACK', 'GIFT']);
+    expect(first?.url.searchParams.get('sort')).toBe('-executed_at');
+    expect(first?.url.searchParams.get('per_page')).toBe('2');
+    expect(second?.url.searchParams.get('page')).toBe('2');
+  });
+
+  it('reports a total that changed mid-walk and follows the new total', async () => {
+    api = fakeApi({
+      api: rewardsServer(5, (page, body) =>
+        page === 1 ? body : { ...body, meta: { ...body.meta, total: 7 } },
+      ),
+    });
+    const pages = await collect(api.client.listRewardPages(CONSUMER, { perPage: 2 }));
+    expect(pages.map((p) => [p.total, p.totalChanged])).toEqual([
+      [5, false],
+      [7, true],
+      [7, true],
+      [7, true],
+    ]);
+  });
+
+  it('detects a server that repeats a page', async () => {
+    api = fakeApi({
+      api: rewardsServer(10, (page, body) => (page === 2 ? { ...body, items: pageOne } : body)),
+    });
+    let pageOne: Record<string, unknown>[] = [];
+    const iterable = api.client.listRewardPages(CONSUMER, { perPage: 3 });
+    const pages: RewardPage[] = [];
+    const error = await (async () => {
+      for await (const page of iterable) {
+        if (page.page === 1) pageOne = page.items.map((r) => r.raw);
+        pages.push(page);
+      }
+    })().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ResponseShapeError);
+    expect((error as Error).message).toContain('repeated');
+    expect(pages).toHaveLength(1);
+  });
+
+  it('refuses more items than per_page', async () => {
+    api = fakeApi({
+      api: rewardsServer(10, (_page, body) => ({ ...body, items: [...body.items, wireReward()] })),
+    });
+    await expect(collect(api.client.listRewardPages(CONSUMER, { perPage: 3 }))).rejects.toThrow(
+      /exceed per_page/,
+    );
+  });
+
+  it('refuses more items than the total announces', async () => {
+    api = fakeApi({
+      api: rewardsServer(5, (_page, body) => ({ ...body, meta: { ...body.meta, total: 1 } })),
+    });
+    await expect(collect(api.client.listRewardPages(CONSUMER, { perPage: 3 }))).rejects.toThrow(
+      /total 1 leaves 1/,
+    );
+  });
+
+  it('refuses an answer for another page than asked', async () => {
+    api = fakeApi({
+      api: rewardsServer(5, (_page, body) => ({ ...body, meta: { ...body.meta, page: 1 } })),
+    });
+    await expect(collect(api.client.listRewardPages(CONSUMER, { perPage: 3 }))).rejects.toThrow(
+      /answered page 1/,
+    );
+  });
+
+  it('stops on an empty page even if the total promised more', async () => {
+    api = fakeApi({
+      api: rewardsServer(4, (page, body) => (page === 2 ? { ...body, items: [] } : body)),
+    });
+    const pages = await collect(api.client.listRewardPages(CONSUMER, { perPage: 2 }));
+    expect(pages.map((p) => [p.items.length, p.lastPage])).toEqual([
+      [2, false],
+      [0, true],
+    ]);
+  });
+
+  it('a bad item fails the page, naming index and field; no item of it is yielded', async () => {
+    api = fakeApi({
+      api: rewardsServer(4, (page, body) => {
+        if (page !== 2) return body;
+        const items = body.items.map((item, i) => (i === 1 ? { ...item, amount: '12,5' } : item));
+        return { ...body, items };
+      }),
+    });
+    const seen: RewardPage[] = [];
+    const error = await (async () => {
+      for await (const page of api.client.listRewardPages(CONSUMER, { perPage: 2 }))
+        seen.push(page);
+    })().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ResponseShapeError);
+    expect(error).toMatchObject({ path: 'items[1].amount', index: 1 });
+    expect(seen.map((p) => p.page)).toEqual([1]);
+  });
+
+  it.each([
+    ['perPage 0', 'user_42', { perPage: 0 }, 'perPage'],
+    ['perPage 1001', 'user_42', { perPage: 1001 }, 'perPage'],
+    ['perPage 2.5', 'user_42', { perPage: 2.5 }, 'perPage'],
+    ['a bad consumer id', 'a/b', {}, 'consumerId'],
+    ['a bad type', 'user_42', { types: ['CASH BACK'] }, 'types[0]'],
+  ])('rejects %s before any request', async (_name, consumerId, opts, field) => {
+    api = fakeApi({ api: rewardsServer(1) });
+    const error = await collect(api.client.listRewardPages(consumerId, opts)).catch(
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(InvalidInputError);
+    expect(error).toMatchObject({ field });
+    expect(api.requests).toHaveLength(0);
+  });
+});

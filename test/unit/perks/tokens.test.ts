@@ -1,0 +1,174 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { AuthError, ResponseShapeError } from '../../../src/perks/errors.js';
+import { InMemoryTokenCache } from '../../../src/perks/token-cache.js';
+import { refreshMarginMs } from '../../../src/perks/tokens.js';
+import {
+  CLIENT_ID,
+  CONSUMER,
+  envelope,
+  fakeApi,
+  fakeToken,
+  REWARD_ID,
+  SECRET,
+  sequence,
+  wireReward,
+} from './fake-api.js';
+
+let api: ReturnType<typeof fakeApi> | undefined;
+afterEach(async () => {
+  await api?.close();
+  api = undefined;
+});
+
+const okReward = () => ({ status: 200, body: wireReward({ id: REWARD_ID }) });
+
+describe('POST /tokens', () => {
+  it('sends Basic credentials, the JSON grant and x-api-version; the bearer goes to API calls', async () => {
+    api = fakeApi({ api: okReward, client: { apiVersion: '2.1.0' } });
+    await api.client.getReward(CONSUMER, REWARD_ID);
+    const [mint] = api.tokenRequests();
+    expect(mint?.method).toBe('POST');
+    expect(mint?.headers.authorization).toBe(
+      `Basic ${Buffer.from(`${CLIENT_ID}:${SECRET}`).toString('base64')}`,
+    );
+    expect(mint?.headers['content-type']).toBe('application/json');
+    expect(mint?.headers['x-api-version']).toBe('2.1.0');
+    expect(JSON.parse(mint?.body ?? '')).toEqual({ grant_type: 'client_credentials' });
+
+    const [call] = api.apiRequests();
+    expect(call?.headers.authorization).toBe(`Bearer ${api.minted[0]}`);
+    expect(call?.headers['x-api-version']).toBe('2.1.0');
+    expect(call?.headers.accept).toBe('application/json');
+    expect(call?.headers['content-type']).toBeUndefined();
+    // The secret is only ever sent to /tokens.
+    expect(JSON.stringify(call)).not.toContain(SECRET);
+  });
+
+  it('tolerates extra fields and a lower-case token_type', async () => {
+    api = fakeApi({
+      tokens: () => ({
+        status: 200,
+        body: {
+          access_token: fakeToken(1),
+          token_type: 'bearer',
+          expires_in: 3600,
+          scope: 'PERKS',
+        },
+      }),
+      api: okReward,
+    });
+    await expect(api.client.getReward(CONSUMER, REWARD_ID)).resolves.toBeDefined();
+  });
+
+  it('rejects a token response without expires_in, naming the field', async () => {
+    api = fakeApi({ tokens: () => ({ status: 200, body: { access_token: 'x' } }), api: okReward });
+    const error = await api.client.getReward(CONSUMER, REWARD_ID).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ResponseShapeError);
+    expect(error).toMatchObject({ operation: 'mintToken', path: 'expires_in' });
+  });
+
+  it('bad credentials -> AuthError from mintToken, no API call, no loop', async () => {
+    api = fakeApi({ tokens: () => envelope(401, 'ERR-401-00', 'Unauthorized'), api: okReward });
+    const error = await api.client.getReward(CONSUMER, REWARD_ID).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AuthError);
+    expect(error).toMatchObject({ operation: 'mintToken', status: 401 });
+    expect(api.tokenRequests()).toHaveLength(1);
+    expect(api.apiRequests()).toHaveLength(0);
+  });
+
+  it('a 503 on /tokens is retried by the mint, not multiplied by the call', async () => {
+    api = fakeApi({
+      tokens: () => ({ status: 503, body: '' }),
+      api: okReward,
+      client: { retry: { attempts: 3, minDelayMs: 1 } },
+    });
+    await expect(api.client.getReward(CONSUMER, REWARD_ID)).rejects.toMatchObject({
+      operation: 'mintToken',
+      status: 503,
+    });
+    expect(api.tokenRequests()).toHaveLength(3);
+  });
+});
+
+describe('token lifetime', () => {
+  it('refreshes ahead of expiry by min(10% of lifetime, 60 s)', () => {
+    expect(refreshMarginMs(3_600_000)).toBe(60_000);
+    expect(refreshMarginMs(100_000)).toBe(10_000);
+    expect(refreshMarginMs(10_000)).toBe(1_000);
+  });
+
+  it('reuses the token until the margin, then mints a new one (injected clock)', async () => {
+    let now = Date.parse('2024-05-01T10:00:00Z');
+    let minted = 0;
+    api = fakeApi({
+      tokens: () => {
+        minted += 1;
+        return { status: 200, body: { access_token: fakeToken(minted), expires_in: 100 } };
+      },
+      api: okReward,
+      client: { now: () => now },
+    });
+    await api.client.getReward(CONSUMER, REWARD_ID);
+    now += 89_000; // 100 s lifetime, 10 s margin: still fresh
+    await api.client.getReward(CONSUMER, REWARD_ID);
+    expect(minted).toBe(1);
+    now += 2_000; // 91 s: inside the margin
+    await api.client.getReward(CONSUMER, REWARD_ID);
+    expect(minted).toBe(2);
+    const bearers = api.apiRequests().map((r) => r.headers.authorization);
+    expect(bearers[0]).toBe(bearers[1]);
+    expect(bearers[2]).not.toBe(bearers[1]);
+  });
+
+  it('100 concurrent calls share one mint', async () => {
+    api = fakeApi({ api: okReward });
+    const client = api.client;
+    await Promise.all(Array.from({ length: 100 }, () => client.getReward(CONSUMER, REWARD_ID)));
+    expect(api.tokenRequests()).toHaveLength(1);
+    expect(api.apiRequests()).toHaveLength(100);
+  });
+
+  it('two clients given one cache share one token', async () => {
+    const cache = new InMemoryTokenCache();
+    api = fakeApi({ api: okReward, client: { tokenCache: cache } });
+    const other = fakeApi({ api: okReward, client: { tokenCache: cache } });
+    await api.client.getReward(CONSUMER, REWARD_ID);
+    await other.client.getReward(CONSUMER, REWARD_ID);
+    expect(api.tokenRequests().length + other.tokenRequests().length).toBe(1);
+    await other.close();
+  });
+});
+
+describe('401 on an API call', () => {
+  it('drops the token, mints a new one and retries the call once', async () => {
+    const minted: number[] = [];
+    api = fakeApi({
+      api: sequence(envelope(401, 'ERR-401-00', 'Unauthorized'), okReward()),
+      client: { hooks: { onTokenMinted: () => minted.push(1) } },
+    });
+    await expect(api.client.getReward(CONSUMER, REWARD_ID)).resolves.toMatchObject({
+      id: REWARD_ID,
+    });
+    expect(api.tokenRequests()).toHaveLength(2);
+    expect(minted).toHaveLength(2);
+    const [first, second] = api.apiRequests();
+    expect(first?.headers.authorization).toBe(`Bearer ${api.minted[0]}`);
+    expect(second?.headers.authorization).toBe(`Bearer ${api.minted[1]}`);
+  });
+
+  it('a second 401 surfaces AuthError instead of looping', async () => {
+    api = fakeApi({ api: () => ({ status: 401, body: '' }) });
+    const error = await api.client.getReward(CONSUMER, REWARD_ID).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AuthError);
+    expect(error).toMatchObject({ status: 401, operation: 'getReward' });
+    expect(api.tokenRequests()).toHaveLength(2);
+    expect(api.apiRequests()).toHaveLength(2);
+  });
+
+  it('a 403 does not re-mint', async () => {
+    api = fakeApi({ api: () => envelope(403, 'ERR-403-00', 'Forbidden') });
+    await expect(api.client.getReward(CONSUMER, REWARD_ID)).rejects.toBeInstanceOf(AuthError);
+    expect(api.tokenRequests()).toHaveLength(1);
+    expect(api.apiRequests()).toHaveLength(1);
+  });
+});
