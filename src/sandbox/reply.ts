@@ -91,7 +91,11 @@ export class Reply {
     if (this.done) return;
     this.done = true;
     const write = () => {
-      if (this.res.destroyed) return;
+      // The client may have given up (its timeout): log what it would have received.
+      if (this.res.destroyed) {
+        this.log(status);
+        return;
+      }
       const all: Record<string, string | number> = {
         ...headers,
         'content-length': Buffer.byteLength(body),

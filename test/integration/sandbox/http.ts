@@ -23,8 +23,8 @@ export async function call(
     method: init.method ?? 'GET',
     headers: init.headers,
     body: init.body,
-    headersTimeout: init.timeoutMs,
-    bodyTimeout: init.timeoutMs,
+    // A client-side timeout, as the worker's client would have.
+    signal: init.timeoutMs === undefined ? undefined : AbortSignal.timeout(init.timeoutMs),
   });
   const text = await response.body.text();
   return {
