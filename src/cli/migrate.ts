@@ -1,0 +1,64 @@
+/**
+ * `perks-worker migrate`: creates the database when missing and applies the migrations.
+ * Safe to run from every replica at start-up (see src/store/migrate.ts).
+ */
+import { loadConfig } from '../config.js';
+import { createLogger } from '../ops/logger.js';
+import {
+  DatabaseUnreachableError,
+  MigrationChecksumError,
+  MigrationFileError,
+} from '../store/errors.js';
+import { loadMigrationFiles, migrate } from '../store/migrate.js';
+import { type CommandSpec, parseCommandArgs, usage } from './command.js';
+
+const spec = {
+  name: 'migrate',
+  summary:
+    'Create the database named in DATABASE_URL if it does not exist, then apply the migrations\nto DATABASE_SCHEMA. Idempotent, and safe when several replicas run it at once.',
+  options: { help: { type: 'boolean', short: 'h' } },
+  help: [],
+} as const satisfies CommandSpec;
+
+export async function run(argv: readonly string[]): Promise<number> {
+  const { values } = parseCommandArgs(spec, argv);
+  if (values.help) {
+    process.stdout.write(`${usage(spec)}\n`);
+    return 0;
+  }
+  const config = loadConfig(['database', 'log']);
+  // The readable lines below say what happened; the logger adds only warnings unless the
+  // user asked for more than `info`.
+  const logger = createLogger(config.log, { command: 'migrate' });
+  const quiet = config.log.level === 'info' ? logger.child({}, { level: 'warn' }) : logger;
+  const schema = config.database.schema;
+
+  let result: Awaited<ReturnType<typeof migrate>>;
+  try {
+    result = await migrate({ databaseUrl: config.database.url, schema, logger: quiet });
+  } catch (error) {
+    if (
+      error instanceof DatabaseUnreachableError ||
+      error instanceof MigrationChecksumError ||
+      error instanceof MigrationFileError
+    ) {
+      process.stderr.write(`perks-worker: migrate: ${error.message}\n`);
+      return 1;
+    }
+    throw error;
+  }
+
+  const lines: string[] = [];
+  if (result.databaseCreated) lines.push(`created database ${databaseName(config.database.url)}`);
+  for (const file of result.applied) lines.push(`applied ${file}`);
+  const count = (await loadMigrationFiles()).filter((f) => f.version <= result.current).length;
+  lines.push(
+    `schema ${schema} is at ${result.current} (${count} migration${count === 1 ? '' : 's'})`,
+  );
+  process.stdout.write(`${lines.join('\n')}\n`);
+  return 0;
+}
+
+function databaseName(url: string): string {
+  return decodeURIComponent(new URL(url).pathname.replace(/^\//, ''));
+}

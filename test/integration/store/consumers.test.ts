@@ -1,0 +1,166 @@
+/** Consumer rows: enrollment, errors, not-enrolled, sync marks and the keyset listing. */
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createStore, type Store } from '../../../src/store/store.js';
+import { createTestDatabase, type TestDatabase } from '../../support/database.js';
+import { at, reward } from './fixtures.js';
+
+let db: TestDatabase;
+let store: Store;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  store = createStore({ url: db.url, schema: 'perks', poolSize: 2 });
+});
+afterAll(async () => {
+  await store.close();
+  await db.drop();
+});
+
+describe('consumers', () => {
+  it('records an enrollment, clearing a previous error', async () => {
+    await store.recordConsumerError({
+      consumerId: 'c-enroll',
+      userId: 'user-1',
+      message: 'Perks API answered 502',
+      at: at('2026-01-01T00:00:00Z'),
+    });
+    expect(await store.getConsumer('c-enroll')).toMatchObject({
+      userId: 'user-1',
+      lastError: 'Perks API answered 502',
+      enrolledAt: null,
+    });
+    await store.recordEnrollment({
+      consumerId: 'c-enroll',
+      outcome: 'created',
+      extraConsents: ['TARGETING'],
+      removedConsents: ['STATISTICS'],
+      at: at('2026-01-01T00:01:00Z'),
+    });
+    expect(await store.getConsumer('c-enroll')).toMatchObject({
+      consumerId: 'c-enroll',
+      userId: 'user-1', // kept: the enrollment did not know it
+      enrolledAt: at('2026-01-01T00:01:00Z'),
+      enrollmentOutcome: 'created',
+      extraConsents: ['TARGETING'],
+      removedConsents: ['STATISTICS'],
+      lastError: null,
+      notEnrolledAt: null,
+    });
+  });
+
+  it('keeps the first enrollment when a retry answers already_enrolled', async () => {
+    const first = at('2026-01-02T00:00:00Z');
+    const enrollment = {
+      consumerId: 'c-retry',
+      extraConsents: [],
+      removedConsents: [],
+    } as const;
+    await store.recordEnrollment({ ...enrollment, outcome: 'created', at: first });
+    await store.recordEnrollment({
+      ...enrollment,
+      outcome: 'already_enrolled',
+      at: at('2026-01-02T00:05:00Z'),
+    });
+    expect(await store.getConsumer('c-retry')).toMatchObject({
+      enrolledAt: first,
+      enrollmentOutcome: 'created',
+    });
+  });
+
+  it('re-enrolls a consumer the API said was not enrolled', async () => {
+    const enrollment = { consumerId: 'c-again', extraConsents: [], removedConsents: [] } as const;
+    await store.recordEnrollment({ ...enrollment, outcome: 'created', at: at('2026-01-03') });
+    await store.markNotEnrolled({ consumerId: 'c-again', at: at('2026-01-04') });
+    expect((await store.getConsumer('c-again'))?.notEnrolledAt).toEqual(at('2026-01-04'));
+    await store.recordEnrollment({
+      ...enrollment,
+      outcome: 'already_enrolled',
+      at: at('2026-01-05'),
+    });
+    expect(await store.getConsumer('c-again')).toMatchObject({
+      enrolledAt: at('2026-01-05'),
+      enrollmentOutcome: 'already_enrolled',
+      notEnrolledAt: null,
+    });
+  });
+
+  it('marks synced without moving last_synced_at back', async () => {
+    await store.markSynced({ consumerId: 'c-sync', at: at('2026-02-02') });
+    await store.markSynced({ consumerId: 'c-sync', at: at('2026-02-01') });
+    expect((await store.getConsumer('c-sync'))?.lastSyncedAt).toEqual(at('2026-02-02'));
+  });
+
+  it('cuts a runaway error message', async () => {
+    await store.recordConsumerError({
+      consumerId: 'c-long',
+      message: 'x'.repeat(10_000),
+      at: new Date(),
+    });
+    expect((await store.getConsumer('c-long'))?.lastError).toHaveLength(2000);
+  });
+
+  it('returns undefined for an unknown consumer', async () => {
+    expect(await store.getConsumer('nobody')).toBeUndefined();
+  });
+});
+
+describe('listEnrolledConsumerIds', () => {
+  it('pages through consumers by keyset, skipping the not-enrolled ones', async () => {
+    const local = await createTestDatabase();
+    const s = createStore({ url: local.url, schema: 'perks', poolSize: 2 });
+    try {
+      // Byte order ("C" collation): upper case before lower case, '-' before digits.
+      const enrolled = ['A-1', 'B_2', 'a-0', 'a0', 'b', 'zz'];
+      for (const id of enrolled) {
+        await s.recordEnrollment({
+          consumerId: id,
+          outcome: 'created',
+          extraConsents: [],
+          removedConsents: [],
+          at: new Date(),
+        });
+      }
+      // Synced before the worker existed: no enrollment, rows created by its rewards.
+      await s.writeRewardPage({
+        consumerId: 'legacy',
+        rewards: [reward()],
+        observedAt: new Date(),
+      });
+      await s.markNotEnrolled({ consumerId: 'gone', at: new Date() });
+      await s.markNotEnrolled({ consumerId: 'b', at: new Date() });
+
+      const query = vi.spyOn(s.pool, 'query');
+      const pages: string[][] = [];
+      let after: string | null = null;
+      for (;;) {
+        const page: string[] = await s.listEnrolledConsumerIds({ after, limit: 2 });
+        if (page.length === 0) break;
+        pages.push(page);
+        after = page.at(-1) ?? null;
+      }
+      const sql = query.mock.calls.map((call) => String(call[0]));
+      query.mockRestore();
+      expect(pages).toEqual([
+        ['A-1', 'B_2'],
+        ['a-0', 'a0'],
+        ['legacy', 'zz'],
+      ]);
+      expect(sql.every((text) => !/offset/i.test(text))).toBe(true);
+    } finally {
+      await s.close();
+      await local.drop();
+    }
+  });
+
+  it('refuses a limit that is not a positive integer', async () => {
+    await expect(store.listEnrolledConsumerIds({ after: null, limit: 0 })).rejects.toThrow(
+      RangeError,
+    );
+  });
+});
+
+describe('ping', () => {
+  it('answers when the database does', async () => {
+    await expect(store.ping()).resolves.toBeUndefined();
+  });
+});

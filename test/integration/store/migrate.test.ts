@@ -1,0 +1,194 @@
+/** The migration runner and the `migrate` command against the real PostgreSQL server. */
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { afterAll, afterEach, describe, expect, inject, it, vi } from 'vitest';
+import { run } from '../../../src/cli/migrate.js';
+import { DatabaseUnreachableError, MigrationChecksumError } from '../../../src/store/errors.js';
+import { loadMigrationFiles, migrate } from '../../../src/store/migrate.js';
+import { createTestDatabase } from '../../support/database.js';
+
+const execFileAsync = promisify(execFile);
+const adminUrl = inject('adminDatabaseUrl');
+const created: string[] = [];
+
+/** A database name that does not exist yet, dropped after the file (and by the run's sweep). */
+function newDatabaseUrl(): { url: string; name: string } {
+  const runPid = inject('templateDatabase').split('_').pop();
+  const name = `perks_test_mig${randomBytes(5).toString('hex')}_${runPid}`;
+  created.push(name);
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return { url: url.toString(), name };
+}
+
+async function query<T extends pg.QueryResultRow>(url: string, sql: string): Promise<T[]> {
+  const client = new pg.Client(url);
+  await client.connect();
+  try {
+    return (await client.query<T>(sql)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+afterAll(async () => {
+  for (const name of created) {
+    await query(adminUrl, `drop database if exists ${name} with (force)`);
+  }
+});
+
+describe('migrate', () => {
+  it('creates a missing database, applies every migration, and is idempotent', async () => {
+    const { url } = newDatabaseUrl();
+    const files = await loadMigrationFiles();
+    const first = await migrate({ databaseUrl: url, schema: 'perks' });
+    expect(first).toEqual({
+      databaseCreated: true,
+      applied: files.map((f) => f.file),
+      current: files.at(-1)?.version,
+    });
+    const second = await migrate({ databaseUrl: url, schema: 'perks' });
+    expect(second).toEqual({ databaseCreated: false, applied: [], current: first.current });
+    const tables = await query<{ table_name: string }>(
+      url,
+      `select table_name from information_schema.tables where table_schema = 'perks' order by 1`,
+    );
+    expect(tables.map((t) => t.table_name)).toEqual([
+      'consumers',
+      'reward_status_changes',
+      'rewards',
+      'schema_migrations',
+    ]);
+  });
+
+  it('is safe when two processes migrate a brand-new database at once', async () => {
+    const { url } = newDatabaseUrl();
+    const child = fileURLToPath(new URL('./migrate-child.ts', import.meta.url));
+    // Far enough ahead for both children to have loaded tsx and the store.
+    const startAt = String(Date.now() + 2500);
+    const runChild = () =>
+      execFileAsync(process.execPath, ['--import', 'tsx', child, url, 'perks', startAt], {
+        timeout: 60_000,
+      });
+    const outputs = await Promise.all([runChild(), runChild()]);
+    const results = outputs.map((o) => JSON.parse(o.stdout) as Awaited<ReturnType<typeof migrate>>);
+    const files = await loadMigrationFiles();
+    // Each migration applied by exactly one of them, the database created by one.
+    expect(results.flatMap((r) => r.applied).sort()).toEqual(files.map((f) => f.file));
+    expect(results.filter((r) => r.databaseCreated).length).toBe(1);
+    expect(results.map((r) => r.current)).toEqual([files.at(-1)?.version, files.at(-1)?.version]);
+    const rows = await query<{ n: number }>(
+      url,
+      'select count(*)::int as n from perks.schema_migrations',
+    );
+    expect(rows[0]?.n).toBe(files.length);
+  });
+
+  it('migrates another schema, leaving the default one alone', async () => {
+    const db = await createTestDatabase();
+    try {
+      await migrate({ databaseUrl: db.url, schema: 'perks_alt' });
+      const rows = await query<{ table_schema: string; n: number }>(
+        db.url,
+        `select table_schema, count(*)::int as n from information_schema.tables
+         where table_schema like 'perks%' group by 1 order by 1`,
+      );
+      expect(rows).toEqual([
+        { table_schema: 'perks', n: 4 },
+        { table_schema: 'perks_alt', n: 4 },
+      ]);
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('refuses a schema name that is not a plain identifier', async () => {
+    await expect(
+      migrate({ databaseUrl: adminUrl, schema: 'perks"; drop table x; --' }),
+    ).rejects.toThrow(/invalid schema name/);
+  });
+
+  it('refuses to run when an applied migration was edited', async () => {
+    const db = await createTestDatabase();
+    try {
+      await query(db.url, `update perks.schema_migrations set checksum = 'edited'`);
+      await expect(migrate({ databaseUrl: db.url, schema: 'perks' })).rejects.toBeInstanceOf(
+        MigrationChecksumError,
+      );
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('reports an unreachable server with its host and port, not its URL', async () => {
+    const error = await migrate({
+      databaseUrl: 'postgres://postgres:s3cret@127.0.0.1:1/perks',
+      schema: 'perks',
+    }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DatabaseUnreachableError);
+    expect((error as Error).message).toMatch(/127\.0\.0\.1:1 .*ECONNREFUSED/);
+    expect((error as Error).message).not.toContain('s3cret');
+  });
+});
+
+describe('perks-worker migrate', () => {
+  afterEach(() => {
+    vi.unstubAllEnvs();
+    vi.restoreAllMocks();
+  });
+
+  function capture() {
+    const out: string[] = [];
+    const err: string[] = [];
+    vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
+      out.push(String(chunk));
+      return true;
+    });
+    vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => {
+      err.push(String(chunk));
+      return true;
+    });
+    return { out, err };
+  }
+
+  it('prints what it did, then that there is nothing to do', async () => {
+    const { url, name } = newDatabaseUrl();
+    vi.stubEnv('DATABASE_URL', url);
+    vi.stubEnv('DATABASE_SCHEMA', 'perks');
+    vi.stubEnv('LOG_LEVEL', 'silent');
+    const first = capture();
+    expect(await run([])).toBe(0);
+    expect(first.out.join('')).toBe(
+      `created database ${name}\napplied 000001_init.sql\nschema perks is at 000001 (1 migration)\n`,
+    );
+    vi.restoreAllMocks();
+    const second = capture();
+    expect(await run([])).toBe(0);
+    expect(second.out.join('')).toBe('schema perks is at 000001 (1 migration)\n');
+  });
+
+  it('says in one line that the server cannot be reached, and exits 1', async () => {
+    vi.stubEnv('DATABASE_URL', 'postgres://postgres@127.0.0.1:1/perks');
+    vi.stubEnv('LOG_LEVEL', 'silent');
+    const { out, err } = capture();
+    expect(await run([])).toBe(1);
+    expect(out).toEqual([]);
+    expect(err).toHaveLength(1);
+    expect(err[0]).toMatch(
+      /^perks-worker: migrate: cannot reach PostgreSQL at 127\.0\.0\.1:1 \(database perks\): .*ECONNREFUSED.*\n$/,
+    );
+  });
+
+  it('shows its help', async () => {
+    const { out } = capture();
+    expect(await run(['--help'])).toBe(0);
+    expect(out.join('')).toMatch(/^Usage: perks-worker migrate \[options\]/);
+  });
+
+  it('rejects an unknown option', async () => {
+    await expect(run(['--force'])).rejects.toThrow(/migrate: Unknown option '--force'/);
+  });
+});
