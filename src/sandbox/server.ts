@@ -186,7 +186,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const baseUrl = `http://${host}:${address.port}`;
-  settings.logger?.info({ baseUrl, consumers: settings.consumers }, 'sandbox listening');
+  settings.logger?.debug({ baseUrl, consumers: settings.consumers }, 'sandbox listening');
 
   return {
     baseUrl,

@@ -46,7 +46,7 @@ describe('POST /tokens', () => {
 
   it('answers 401 ERR-401-00 to bad or missing credentials, and mints nothing', async () => {
     const before = sandbox.state.counters().tokensMinted;
-    const cases = [
+    const cases: Record<string, string>[] = [
       {},
       { authorization: basicAuth(sandbox.clientId, 'sk_sandbox_wrong') },
       { authorization: basicAuth('someone-else', sandbox.clientSecret) },

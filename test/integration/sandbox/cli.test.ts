@@ -1,0 +1,62 @@
+import { PassThrough } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { UsageError } from '../../../src/cli/command.js';
+import { run } from '../../../src/cli/sandbox.js';
+import { basicAuth, call } from './http.js';
+
+async function firstOutput(stream: PassThrough): Promise<string> {
+  const chunk: Buffer = await new Promise((resolve) => stream.once('data', resolve));
+  return chunk.toString();
+}
+
+describe('perks-worker sandbox', () => {
+  it('prints the base URL and env lines, serves, and stops with status 0', async () => {
+    const stdout = new PassThrough();
+    const stop = new AbortController();
+    const printed = firstOutput(stdout);
+    const exit = run(['--port', '0', '--consumers', '3', '--seed', '9', '--token-ttl', '60'], {
+      signal: stop.signal,
+      stdout,
+    });
+    const text = await printed;
+    const baseUrl = /listening on (http:\/\/127\.0\.0\.1:\d+) /.exec(text)?.[1];
+    expect(baseUrl).toBeDefined();
+    expect(text).toBe(
+      [
+        `Perks sandbox listening on ${baseUrl} (3 consumers, seed 9)`,
+        `  PERKS_BASE_URL=${baseUrl}`,
+        '  PERKS_CLIENT_ID=sandbox-client',
+        '  PERKS_CLIENT_SECRET=sk_sandbox_demo_secret',
+        '',
+      ].join('\n'),
+    );
+    const token = await call(`${baseUrl}/tokens`, {
+      method: 'POST',
+      headers: { authorization: basicAuth('sandbox-client', 'sk_sandbox_demo_secret') },
+    });
+    expect(token.json()).toMatchObject({ expires_in: 60 });
+    stop.abort();
+    expect(await exit).toBe(0);
+    await expect(call(`${baseUrl}/_sandbox/health`)).rejects.toThrow();
+  });
+
+  it.each([
+    [['--port', 'abc'], /--port must be a whole number from 0 to 65535, got "abc"/],
+    [['--consumers', '-1'], /--consumers/],
+    [['--rate-limit', '0'], /--rate-limit/],
+    [['--rewards-min', '10', '--rewards-max', '5'], /--rewards-max \(5\) must not be below/],
+    [['--latency-ms', '1.5'], /--latency-ms/],
+    [['--bogus'], /bogus/],
+    [['--scenario', '/nonexistent/file.json'], /scenario \/nonexistent\/file\.json/],
+  ])('rejects %j with one precise UsageError', async (argv, message) => {
+    await expect(run(argv)).rejects.toThrow(UsageError);
+    await expect(run(argv)).rejects.toThrow(message);
+  });
+
+  it('prints its help', async () => {
+    const stdout = new PassThrough();
+    const printed = firstOutput(stdout);
+    expect(await run(['--help'], { stdout })).toBe(0);
+    expect(await printed).toContain('--rate-limit N');
+  });
+});
