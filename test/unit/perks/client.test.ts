@@ -79,7 +79,7 @@ describe('enrollConsumer', () => {
     api = fakeApi({ api: () => envelope(400, 'ERR-400-00', 'Bad Request', { errors }) });
     const error = await api.client.enrollConsumer({ id: CONSUMER }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ValidationError);
-    expect((error as ValidationError).errors[0]?.loc).toEqual(['extra_consents', 0]);
+    expect((error as ValidationError).errors?.[0]?.loc).toEqual(['extra_consents', 0]);
   });
 
   it('a success body without the id -> ResponseShapeError', async () => {

@@ -3,7 +3,7 @@
  * the request, and inspect every request the client made.
  */
 import { randomUUID } from 'node:crypto';
-import { MockAgent, type MockPool } from 'undici';
+import { MockAgent } from 'undici';
 import { PerksClient, type PerksClientOptions } from '../../../src/perks/client.js';
 
 export const ORIGIN = 'https://api.perks.test';
@@ -41,7 +41,7 @@ export interface FakeApiOptions {
   /** Answers every other request. */
   api?: Handler;
   /** Registers interceptors that take precedence (delays, raw bodies). */
-  prepend?: (pool: MockPool) => void;
+  prepend?: (pool: ReturnType<MockAgent['get']>) => void;
   client?: Partial<PerksClientOptions>;
 }
 

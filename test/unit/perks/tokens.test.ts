@@ -172,3 +172,27 @@ describe('401 on an API call', () => {
     expect(api.apiRequests()).toHaveLength(1);
   });
 });
+
+describe('a failing token cache', () => {
+  it('degrades to minting locally: calls still succeed, one mint per process', async () => {
+    const down = async () => {
+      throw new Error('connect ECONNREFUSED 127.0.0.1:6379');
+    };
+    const warnings: string[] = [];
+    const logger = {
+      info: () => undefined,
+      debug: () => undefined,
+      warn: (_obj: unknown, msg: string) => warnings.push(msg),
+    } as unknown as import('pino').Logger;
+    api = fakeApi({
+      api: okReward,
+      client: {
+        tokenCache: { get: down, set: down, invalidate: down, lock: down },
+        logger,
+      },
+    });
+    await Promise.all(Array.from({ length: 10 }, () => api?.client.getReward(CONSUMER, REWARD_ID)));
+    expect(api.tokenRequests()).toHaveLength(1);
+    expect(warnings.length).toBeGreaterThan(0);
+  });
+});

@@ -1,0 +1,143 @@
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { RedisTokenCache } from '../../src/queues/token-cache.js';
+import { testQueuePrefix } from '../support/redis.js';
+import {
+  BASE_PATH,
+  CONSUMER,
+  fakeApi,
+  fakeToken,
+  REWARD_ID,
+  wireReward,
+} from '../unit/perks/fake-api.js';
+
+const { redisUrl, prefix, cleanup } = testQueuePrefix();
+const connections: Redis[] = [];
+const apis: Array<ReturnType<typeof fakeApi>> = [];
+
+function connect(): Redis {
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+  connections.push(redis);
+  return redis;
+}
+
+let name = 0;
+afterEach(async () => {
+  await Promise.all(apis.splice(0).map((api) => api.close()));
+});
+afterAll(async () => {
+  for (const redis of connections) redis.disconnect();
+  await cleanup();
+});
+
+/** N replicas (own client, own Redis connection) sharing one token key; mints are counted. */
+function replicas(count: number, mintDelayMs = 0) {
+  /** Bearer values the fake API answers 401 to (a revoked token). */
+  const revoked = new Set<string>();
+  const cacheName = `client_${++name}`;
+  const mints: string[] = [];
+  const make = () => {
+    const api = fakeApi({
+      api: (req) =>
+        revoked.has(req.headers.authorization ?? '')
+          ? { status: 401, body: '' }
+          : { status: 200, body: wireReward({ id: REWARD_ID }) },
+      prepend: (pool) => {
+        const interceptor = pool
+          .intercept({ path: `${BASE_PATH}/tokens`, method: 'POST' })
+          .reply(() => {
+            const token = fakeToken(mints.length + 1);
+            mints.push(token);
+            return {
+              statusCode: 200,
+              data: JSON.stringify({ access_token: token, token_type: 'Bearer', expires_in: 3600 }),
+              responseOptions: { headers: { 'content-type': 'application/json' } },
+            };
+          });
+        if (mintDelayMs > 0) interceptor.delay(mintDelayMs);
+        interceptor.persist();
+      },
+      client: { tokenCache: new RedisTokenCache({ redis: connect(), prefix, name: cacheName }) },
+    });
+    apis.push(api);
+    return api;
+  };
+  return { clients: Array.from({ length: count }, make), mints, cacheName, revoked };
+}
+
+describe('RedisTokenCache', () => {
+  it('two clients sharing the cache mint one token', async () => {
+    const { clients, mints } = replicas(2);
+    const [a, b] = clients;
+    await a?.client.getReward(CONSUMER, REWARD_ID);
+    await b?.client.getReward(CONSUMER, REWARD_ID);
+    expect(mints).toHaveLength(1);
+    expect(b?.apiRequests()[0]?.headers.authorization).toBe(`Bearer ${mints[0]}`);
+  });
+
+  it('the lock keeps a herd of concurrent replicas to one mint', async () => {
+    const { clients, mints } = replicas(8, 100);
+    await Promise.all(
+      clients.flatMap((api) =>
+        Array.from({ length: 5 }, () => api.client.getReward(CONSUMER, REWARD_ID)),
+      ),
+    );
+    expect(mints).toHaveLength(1);
+    const bearers = new Set(
+      clients.flatMap((api) => api.apiRequests().map((r) => r.headers.authorization)),
+    );
+    expect(bearers).toEqual(new Set([`Bearer ${mints[0]}`]));
+  });
+
+  it('stores the token with a PX expiry under the prefix', async () => {
+    const { clients, cacheName } = replicas(1);
+    await clients[0]?.client.getReward(CONSUMER, REWARD_ID);
+    const redis = connect();
+    const key = `${prefix}:perks:token:${cacheName}`;
+    const ttl = await redis.pttl(key);
+    expect(ttl).toBeGreaterThan(3_500_000);
+    expect(ttl).toBeLessThanOrEqual(3_600_000);
+    expect(await redis.exists(`${key}:lock`)).toBe(0);
+  });
+
+  it('invalidate drops only the token it names', async () => {
+    const cache = new RedisTokenCache({ redis: connect(), prefix, name: 'cas' });
+    const now = Date.now();
+    await cache.set(
+      { accessToken: 'token-new', expiresAt: now + 60_000, refreshAt: now + 50_000 },
+      now,
+    );
+    await cache.invalidate('token-old');
+    expect((await cache.get())?.accessToken).toBe('token-new');
+    await cache.invalidate('token-new');
+    expect(await cache.get()).toBeUndefined();
+  });
+
+  it('the lock is exclusive until released', async () => {
+    const cache = new RedisTokenCache({ redis: connect(), prefix, name: 'lock' });
+    const held = await cache.lock(5_000);
+    expect(held).toBeDefined();
+    expect(await cache.lock(5_000)).toBeUndefined();
+    await held?.release();
+    const again = await cache.lock(5_000);
+    expect(again).toBeDefined();
+    await again?.release();
+  });
+
+  it('a 401 makes one replica re-mint once; the others pick the new token from Redis', async () => {
+    const { clients, mints, revoked } = replicas(3);
+    const [a, b, c] = clients;
+    await a?.client.getReward(CONSUMER, REWARD_ID);
+    await b?.client.getReward(CONSUMER, REWARD_ID);
+    revoked.add(`Bearer ${mints[0]}`);
+    await b?.client.getReward(CONSUMER, REWARD_ID); // 401, re-mint, retry
+    expect(mints).toHaveLength(2);
+    // c never held the old token in memory: it reads the new one from Redis.
+    await c?.client.getReward(CONSUMER, REWARD_ID);
+    expect(c?.apiRequests()[0]?.headers.authorization).toBe(`Bearer ${mints[1]}`);
+    // a still holds the revoked one: its 401 finds the new token in Redis, no third mint.
+    await a?.client.getReward(CONSUMER, REWARD_ID);
+    expect(mints).toHaveLength(2);
+    expect(a?.apiRequests().at(-1)?.headers.authorization).toBe(`Bearer ${mints[1]}`);
+  });
+});
