@@ -1,0 +1,15 @@
+import type { Logger } from '../ops/logger.js';
+import type { PerksClient } from '../perks/client.js';
+import type { Queues } from '../queues/queues.js';
+import type { Store } from '../store/store.js';
+
+/** What every processor works with. Built once per process by `startWorker`. */
+export interface JobContext {
+  client: Pick<PerksClient, 'enrollConsumer' | 'listRewardPages'>;
+  store: Store;
+  queues: Queues;
+  logger: Logger;
+  /** PERKS_CONSUMER_ID_KEY, for enrollment jobs that carry only a userId. */
+  consumerIdKey: string | undefined;
+  reconcile: { batchSize: number; maxPending: number };
+}

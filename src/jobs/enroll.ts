@@ -1,0 +1,63 @@
+/**
+ * Enrollment: POST /perks/consumers with the deterministic consumer id. A 409 means an
+ * earlier attempt (perhaps one that timed out after the API applied it) already enrolled
+ * this consumer: that is success, recorded as 'already_enrolled'. Then a first reward sync.
+ */
+import type { Job } from 'bullmq';
+import { AuthError, ValidationError } from '../perks/errors.js';
+import { deriveConsumerId } from '../queues/consumer-id.js';
+import { enrollmentPayloadSchema, parsePayload } from '../queues/payloads.js';
+import { enqueueRewardSync } from '../queues/producer.js';
+import type { JobContext } from './context.js';
+import { isPermanent, steerFailure } from './failures.js';
+
+export interface EnrollmentResult {
+  consumerId: string;
+  outcome: 'created' | 'already_enrolled';
+}
+
+export async function processEnrollment(
+  job: Job,
+  ctx: JobContext,
+  signal?: AbortSignal,
+): Promise<EnrollmentResult> {
+  let consumerId: string | undefined;
+  let userId: string | undefined;
+  try {
+    const payload = parsePayload(enrollmentPayloadSchema, job.data, 'enrollment');
+    userId = payload.userId;
+    consumerId = payload.consumerId ?? deriveConsumerId(payload.userId ?? '', ctx.consumerIdKey);
+    const extraConsents = payload.extraConsents ?? [];
+    const removedConsents = payload.removedConsents ?? [];
+
+    const { outcome } = await ctx.client.enrollConsumer(
+      { id: consumerId, extraConsents, removedConsents },
+      { signal },
+    );
+    await ctx.store.recordEnrollment({
+      consumerId,
+      userId,
+      outcome,
+      extraConsents,
+      removedConsents,
+      at: new Date(),
+    });
+    await enqueueRewardSync(ctx.queues, { consumerId, reason: 'enrollment' });
+    return { consumerId, outcome };
+  } catch (error) {
+    // The API refused this consumer for good: say why where support will look for it.
+    if (
+      consumerId &&
+      isPermanent(error) &&
+      (error instanceof ValidationError || error instanceof AuthError)
+    ) {
+      await ctx.store.recordConsumerError({
+        consumerId,
+        userId,
+        message: (error as Error).message,
+        at: new Date(),
+      });
+    }
+    return steerFailure(error, ctx.queues.enrollment);
+  }
+}

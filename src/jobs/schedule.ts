@@ -1,0 +1,34 @@
+import type { Redis } from 'ioredis';
+import type { Logger } from '../ops/logger.js';
+import { jobNames, reconcileSchedulerId } from '../queues/names.js';
+import type { Queues } from '../queues/queues.js';
+
+/**
+ * Registers the reconciliation cron. Replicas booting together have produced duplicate
+ * schedules in the past, so one replica at a time does it, under a short Redis lock, and
+ * only when the stored pattern differs from the configured one.
+ */
+export async function registerReconcileSchedule(
+  queues: Queues,
+  redis: Redis,
+  prefix: string,
+  cron: string,
+  logger: Logger,
+): Promise<'registered' | 'unchanged' | 'skipped'> {
+  const lockKey = `${prefix}:reconciliation:schedule-lock`;
+  const gotLock = await redis.set(lockKey, String(process.pid), 'PX', 30_000, 'NX');
+  if (gotLock !== 'OK') return 'skipped';
+  try {
+    const existing = await queues.reconciliation.getJobScheduler(reconcileSchedulerId);
+    if (existing?.pattern === cron && existing.tz === 'UTC') return 'unchanged';
+    await queues.reconciliation.upsertJobScheduler(
+      reconcileSchedulerId,
+      { pattern: cron, tz: 'UTC' },
+      { name: jobNames.reconcileTick, data: {}, opts: { attempts: 3 } },
+    );
+    logger.info({ cron, tz: 'UTC' }, 'reconciliation schedule registered');
+    return 'registered';
+  } finally {
+    await redis.del(lockKey);
+  }
+}

@@ -1,0 +1,135 @@
+/**
+ * The running worker: one BullMQ Worker per queue, sharing one JobContext. Many replicas run
+ * this side by side; BullMQ hands each job to exactly one of them and hands the jobs of a
+ * replica that died to another (stalled-job recovery).
+ */
+import { type Job, type Processor, Worker, type WorkerOptions } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { WorkerConfig } from '../config.js';
+import { jobNames, type QueueKind, queueNames } from '../queues/names.js';
+import type { JobContext } from './context.js';
+import { processEnrollment } from './enroll.js';
+import { processReconcileTick, processReconciliation } from './reconcile.js';
+import { processRewardSync } from './sync-rewards.js';
+
+export interface RunningWorker {
+  workers: Record<QueueKind, Worker>;
+  /** Stops taking jobs, waits up to `timeoutMs` for active ones, then cancels what is left. */
+  close(timeoutMs: number): Promise<{ timedOut: boolean }>;
+}
+
+/**
+ * BullMQ's queue.rateLimit (used on 429s) only works with a limiter configured, so there is
+ * always one; without PERKS_RATE_LIMIT_PER_SECOND it is too high to ever bind.
+ */
+const unboundedRate = 1_000_000;
+
+export function startWorker(
+  ctx: JobContext,
+  connection: Redis,
+  prefix: string,
+  config: Pick<
+    WorkerConfig,
+    'enrollConcurrency' | 'syncConcurrency' | 'rateLimitPerSecond' | 'jobLockMs'
+  >,
+): RunningWorker {
+  const limiter = { max: config.rateLimitPerSecond ?? unboundedRate, duration: 1000 };
+  const common: Omit<WorkerOptions, 'concurrency'> = {
+    connection,
+    prefix,
+    limiter,
+    // A dead replica's jobs return to the queue after about one lock duration.
+    lockDuration: config.jobLockMs,
+    stalledInterval: config.jobLockMs,
+  };
+
+  const logOutcome = (worker: Worker) => {
+    worker.on('completed', (job: Job, result: unknown) => {
+      ctx.logger.info(
+        {
+          queue: job.queueName,
+          jobId: job.id,
+          attempt: job.attemptsMade,
+          durationMs: durationOf(job),
+          result,
+        },
+        'job completed',
+      );
+    });
+    worker.on('failed', (job: Job | undefined, error: Error) => {
+      if (!job) return;
+      const final =
+        job.finishedOn !== undefined &&
+        job.failedReason !== undefined &&
+        job.attemptsMade >= (job.opts.attempts ?? 1);
+      ctx.logger.warn(
+        {
+          queue: job.queueName,
+          jobId: job.id,
+          attempt: job.attemptsMade,
+          durationMs: durationOf(job),
+          err: { name: error.name, message: error.message },
+          final,
+        },
+        final ? 'job failed' : 'job attempt failed; will retry',
+      );
+    });
+    // A worker 'error' (Redis away, a lock lost) must never crash the process.
+    worker.on('error', (error: Error) => {
+      ctx.logger.error({ queue: worker.name, err: { message: error.message } }, 'worker error');
+    });
+    return worker;
+  };
+
+  const enrollment: Processor = (job, _token, signal) => processEnrollment(job, ctx, signal);
+  const rewardSync: Processor = (job, _token, signal) => processRewardSync(job, ctx, signal);
+  const reconciliation: Processor = (job, _token, signal) =>
+    job.name === jobNames.reconcileTick
+      ? processReconcileTick(ctx)
+      : processReconciliation(job, ctx, signal);
+
+  const workers: Record<QueueKind, Worker> = {
+    enrollment: logOutcome(
+      new Worker(queueNames.enrollment, enrollment, {
+        ...common,
+        concurrency: config.enrollConcurrency,
+      }),
+    ),
+    rewardSync: logOutcome(
+      new Worker(queueNames.rewardSync, rewardSync, {
+        ...common,
+        concurrency: config.syncConcurrency,
+      }),
+    ),
+    // 2: the cron tick must be able to run (and be deduplicated) while a reconciliation runs.
+    reconciliation: logOutcome(
+      new Worker(queueNames.reconciliation, reconciliation, { ...common, concurrency: 2 }),
+    ),
+  };
+
+  return {
+    workers,
+    async close(timeoutMs) {
+      const all = Object.values(workers);
+      const closing = Promise.all(all.map((w) => w.close()));
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = await Promise.race([
+        closing.then(() => false),
+        new Promise<boolean>((resolve) => {
+          timer = setTimeout(() => resolve(true), timeoutMs);
+        }),
+      ]);
+      clearTimeout(timer);
+      if (timedOut) {
+        // Abort what is still running; those jobs fail this attempt and are retried later.
+        for (const w of all) w.cancelAllJobs('worker shutting down');
+        await Promise.race([closing, new Promise((r) => setTimeout(r, 5000))]);
+      }
+      return { timedOut };
+    },
+  };
+}
+
+function durationOf(job: Job): number | undefined {
+  return job.finishedOn && job.processedOn ? job.finishedOn - job.processedOn : undefined;
+}

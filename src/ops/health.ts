@@ -1,0 +1,110 @@
+/**
+ * The operations HTTP server of `work`: /healthz (alive, event loop responsive), /readyz
+ * (Redis and Postgres reachable) and, when a registry is given, /metrics.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import type { Logger } from './logger.js';
+
+export interface ReadinessCheck {
+  name: string;
+  check(): Promise<void>;
+}
+
+export interface OpsServerOptions {
+  port: number;
+  host?: string;
+  checks: readonly ReadinessCheck[];
+  logger: Logger;
+  /** Extra routes (metrics, dashboard), tried before the 404. Return true when handled. */
+  routes?: (req: IncomingMessage, res: ServerResponse) => Promise<boolean> | boolean;
+  /** A check slower than this counts as failed. Default 2000 ms. */
+  checkTimeoutMs?: number;
+}
+
+/** An event loop stalled longer than this (p99 over the last interval) is not healthy. */
+const maxLoopDelayMs = 2000;
+
+export async function startOpsServer(options: OpsServerOptions): Promise<Server> {
+  const loop = monitorEventLoopDelay({ resolution: 20 });
+  loop.enable();
+  const timeoutMs = options.checkTimeoutMs ?? 2000;
+
+  const server = createServer((req, res) => {
+    void handle(req, res).catch((error: unknown) => {
+      options.logger.error({ err: { message: String(error) } }, 'ops server error');
+      if (!res.headersSent) send(res, 500, { status: 'error' });
+    });
+  });
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? '/').split('?')[0];
+    if (path === '/healthz') {
+      const p99 = loop.percentile(99) / 1e6;
+      loop.reset();
+      const ok = p99 < maxLoopDelayMs;
+      return send(res, ok ? 200 : 503, {
+        status: ok ? 'ok' : 'event loop stalled',
+        loopDelayP99Ms: Math.round(p99),
+      });
+    }
+    if (path === '/readyz') {
+      const results = await Promise.all(
+        options.checks.map(async ({ name, check }) => {
+          try {
+            await withTimeout(check(), timeoutMs);
+            return { name, ok: true as const };
+          } catch (error) {
+            return {
+              name,
+              ok: false as const,
+              error: error instanceof Error ? error.message : String(error),
+            };
+          }
+        }),
+      );
+      const failing = results.filter((r) => !r.ok);
+      const body = {
+        status:
+          failing.length === 0
+            ? 'ready'
+            : `not ready: ${failing.map((f) => f.name).join(', ')} unreachable`,
+        checks: Object.fromEntries(results.map((r) => [r.name, r.ok ? 'ok' : r.error])),
+      };
+      return send(res, failing.length === 0 ? 200 : 503, body);
+    }
+    if (options.routes && (await options.routes(req, res))) return;
+    send(res, 404, { status: 'not found' });
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host ?? '0.0.0.0', () => resolve());
+  });
+  server.on('close', () => loop.disable());
+  return server;
+}
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(body));
+}
+
+async function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export async function closeServer(server: Server): Promise<void> {
+  server.closeAllConnections();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+}

@@ -1,0 +1,49 @@
+import { createHmac } from 'node:crypto';
+import { isConsumerId } from '../perks/schemas.js';
+
+/** Thrown when a user id needs the HMAC key and none is configured. */
+export class ConsumerIdKeyMissingError extends Error {
+  override readonly name = 'ConsumerIdKeyMissingError';
+  constructor(readonly field: string) {
+    super(
+      `${field}: this user id is not a valid consumer id (2-100 of [a-zA-Z0-9_-]), so it must be derived, and PERKS_CONSUMER_ID_KEY is not set`,
+    );
+  }
+}
+
+const base32Alphabet = 'abcdefghijklmnopqrstuvwxyz234567';
+
+/** RFC 4648 base32, lower case, no padding: consumer-id safe and case-insensitive. */
+function base32(bytes: Uint8Array): string {
+  let out = '';
+  let buffer = 0;
+  let bits = 0;
+  for (const byte of bytes) {
+    buffer = (buffer << 8) | byte;
+    bits += 8;
+    while (bits >= 5) {
+      out += base32Alphabet[(buffer >>> (bits - 5)) & 31];
+      bits -= 5;
+    }
+  }
+  if (bits > 0) out += base32Alphabet[(buffer << (5 - bits)) & 31];
+  return out;
+}
+
+/**
+ * The consumer id of a customer, the same on every call, replica and retry: that is what
+ * makes a retried enrollment answer 409 instead of creating a second consumer.
+ *
+ * A user id that already obeys the API's consumer id rules is used as it is. Any other
+ * becomes `u_` + base32(HMAC-SHA256(key, userId)) (54 characters). The key must never change:
+ * under another key the same customer would become another consumer.
+ */
+export function deriveConsumerId(
+  userId: string,
+  key: string | undefined,
+  field = 'userId',
+): string {
+  if (isConsumerId(userId)) return userId;
+  if (!key) throw new ConsumerIdKeyMissingError(field);
+  return `u_${base32(createHmac('sha256', key).update(userId, 'utf8').digest())}`;
+}

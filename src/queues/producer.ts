@@ -1,0 +1,151 @@
+/**
+ * The typed producer API: what the client's own Node services import to feed the worker.
+ *
+ *   const perks = await createProducer({ redisUrl, consumerIdKey });
+ *   await perks.enqueueEnrollment({ userId: 'customer-8812', extraConsents: ['TARGETING'] });
+ *
+ * Payloads are validated here, before anything reaches Redis, and again by the worker.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Logger } from '../ops/logger.js';
+import { connected, createRedisConnection } from './connection.js';
+import { deriveConsumerId } from './consumer-id.js';
+import { enrollmentJobId, jobNames, reconcileDeduplicationId } from './names.js';
+import {
+  type EnrollmentPayload,
+  enrollmentPayloadSchema,
+  parsePayload,
+  type ReconciliationPayload,
+  type RewardSyncPayload,
+  rewardSyncPayloadSchema,
+} from './payloads.js';
+import {
+  closeQueues,
+  defaultJobPolicy,
+  type JobPolicy,
+  openQueues,
+  type Queues,
+} from './queues.js';
+
+/** Priority of the syncs a reconciliation fans out: after those of new enrollments. */
+const reconciliationSyncPriority = 10;
+
+export interface EnqueuedEnrollment {
+  consumerId: string;
+  jobId: string;
+}
+
+/** Enqueues an enrollment; the job id is derived from the consumer id (one pending per consumer). */
+export async function enqueueEnrollment(
+  queues: Queues,
+  payload: EnrollmentPayload,
+  consumerIdKey: string | undefined,
+): Promise<EnqueuedEnrollment> {
+  const valid = parsePayload(enrollmentPayloadSchema, payload, 'enrollment');
+  const consumerId = valid.consumerId ?? deriveConsumerId(valid.userId ?? '', consumerIdKey);
+  const jobId = enrollmentJobId(consumerId);
+  await queues.enrollment.add(jobNames.enroll, { ...valid, consumerId }, { jobId });
+  return { consumerId, jobId };
+}
+
+/**
+ * Enqueues a reward sync. At most one sync per consumer runs at a time; a request arriving
+ * while one runs is kept and runs after it (`keepLastIfActive`), so no change is missed.
+ */
+export async function enqueueRewardSync(queues: Queues, payload: RewardSyncPayload): Promise<Job> {
+  const valid = parsePayload(rewardSyncPayloadSchema, payload, 'reward sync');
+  return queues.rewardSync.add(jobNames.syncRewards, valid, {
+    deduplication: { id: valid.consumerId, keepLastIfActive: true },
+    ...(valid.reason === 'reconciliation' ? { priority: reconciliationSyncPriority } : {}),
+  });
+}
+
+/** Enqueues many syncs in one round trip (the reconciliation's fan-out). */
+export async function enqueueRewardSyncs(
+  queues: Queues,
+  consumerIds: readonly string[],
+  reason: RewardSyncPayload['reason'],
+): Promise<void> {
+  await queues.rewardSync.addBulk(
+    consumerIds.map((consumerId) => ({
+      name: jobNames.syncRewards,
+      data: { consumerId, reason },
+      opts: {
+        deduplication: { id: consumerId, keepLastIfActive: true },
+        ...(reason === 'reconciliation' ? { priority: reconciliationSyncPriority } : {}),
+      },
+    })),
+  );
+}
+
+export interface StartedReconciliation {
+  jobId: string;
+  /** False when a reconciliation was already pending or running: that one goes on alone. */
+  started: boolean;
+}
+
+/** Starts a reconciliation unless one is already pending or running. */
+export async function startReconciliation(
+  queues: Queues,
+  trigger: 'manual' | 'schedule' = 'manual',
+): Promise<StartedReconciliation> {
+  const now = new Date();
+  const data: ReconciliationPayload = { trigger, startedAt: now.toISOString() };
+  // Our own id, so that a deduplicated add (which answers with the running job's id) shows.
+  const jobId = `reconcile-${now.getTime()}-${randomBytes(3).toString('hex')}`;
+  const job = await queues.reconciliation.add(jobNames.reconcile, data, {
+    jobId,
+    deduplication: { id: reconcileDeduplicationId },
+    // A reconciliation resumes from its cursor; a few attempts cover a crashed replica.
+    attempts: 3,
+  });
+  return { jobId: job.id ?? jobId, started: job.id === jobId };
+}
+
+export interface ProducerOptions {
+  redisUrl: string;
+  /** QUEUE_PREFIX of the worker. Default `perks`. */
+  queuePrefix?: string;
+  /** PERKS_CONSUMER_ID_KEY of the worker; needed only for user ids that are not consumer ids. */
+  consumerIdKey?: string;
+  jobPolicy?: JobPolicy;
+  logger?: Logger;
+}
+
+export interface Producer {
+  enqueueEnrollment(payload: EnrollmentPayload): Promise<EnqueuedEnrollment>;
+  enqueueRewardSync(payload: RewardSyncPayload): Promise<{ jobId: string }>;
+  startReconciliation(): Promise<StartedReconciliation>;
+  readonly queues: Queues;
+  close(): Promise<void>;
+}
+
+/** A fail-fast producer: rejects at once when Redis is unreachable rather than queueing in memory. */
+export async function createProducer(options: ProducerOptions): Promise<Producer> {
+  const connection: Redis = createRedisConnection(options.redisUrl, 'producer', options.logger);
+  try {
+    await connected(connection);
+  } catch (error) {
+    connection.disconnect();
+    throw error;
+  }
+  const queues = openQueues(
+    connection,
+    options.queuePrefix ?? 'perks',
+    options.jobPolicy ?? defaultJobPolicy,
+  );
+  return {
+    queues,
+    enqueueEnrollment: (payload) => enqueueEnrollment(queues, payload, options.consumerIdKey),
+    enqueueRewardSync: async (payload) => ({
+      jobId: (await enqueueRewardSync(queues, payload)).id ?? '',
+    }),
+    startReconciliation: () => startReconciliation(queues),
+    async close() {
+      await closeQueues(queues);
+      connection.disconnect();
+    },
+  };
+}

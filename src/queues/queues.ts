@@ -1,0 +1,47 @@
+import { type DefaultJobOptions, Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { WorkerConfig } from '../config.js';
+import { type QueueKind, queueNames } from './names.js';
+
+/** What jobs carry by default, whoever enqueues them (our CLI, the worker, a client service). */
+export type JobPolicy = Pick<
+  WorkerConfig,
+  'jobAttempts' | 'jobBackoffMs' | 'keepCompletedJobs' | 'keepFailedJobs'
+>;
+
+export const defaultJobPolicy: JobPolicy = {
+  jobAttempts: 8,
+  jobBackoffMs: 5000,
+  keepCompletedJobs: 1000,
+  keepFailedJobs: 10_000,
+};
+
+export function defaultJobOptions(policy: JobPolicy): DefaultJobOptions {
+  return {
+    attempts: policy.jobAttempts,
+    backoff: { type: 'exponential', delay: policy.jobBackoffMs, jitter: 0.5 },
+    removeOnComplete: { count: policy.keepCompletedJobs },
+    removeOnFail: { count: policy.keepFailedJobs },
+  };
+}
+
+export type Queues = Record<QueueKind, Queue>;
+
+/** The three queues on one shared connection (Queue objects do not block, so they can share). */
+export function openQueues(connection: Redis, prefix: string, policy: JobPolicy): Queues {
+  const open = (kind: QueueKind) =>
+    new Queue(queueNames[kind], {
+      connection,
+      prefix,
+      defaultJobOptions: defaultJobOptions(policy),
+    });
+  return {
+    enrollment: open('enrollment'),
+    rewardSync: open('rewardSync'),
+    reconciliation: open('reconciliation'),
+  };
+}
+
+export async function closeQueues(queues: Queues): Promise<void> {
+  await Promise.all(Object.values(queues).map((queue) => queue.close()));
+}

@@ -1,0 +1,87 @@
+import { describe, expect, it } from 'vitest';
+import { ConsumerIdKeyMissingError, deriveConsumerId } from '../../src/queues/consumer-id.js';
+import { enrollmentJobId } from '../../src/queues/names.js';
+import {
+  enrollmentPayloadSchema,
+  InvalidPayloadError,
+  parsePayload,
+  rewardSyncPayloadSchema,
+} from '../../src/queues/payloads.js';
+
+const key = 'unit-test-key-0123456789abcdef';
+
+describe('deriveConsumerId', () => {
+  it('keeps a user id that is already a valid consumer id', () => {
+    expect(deriveConsumerId('customer-0042', key)).toBe('customer-0042');
+    expect(deriveConsumerId('ab', undefined)).toBe('ab');
+  });
+
+  it('derives a stable, valid id from any other user id', () => {
+    const a = deriveConsumerId('alice@example.com', key);
+    expect(a).toMatch(/^u_[a-z2-7]{52}$/);
+    expect(deriveConsumerId('alice@example.com', key)).toBe(a);
+    expect(deriveConsumerId('alice@example.com', `${key}x`)).not.toBe(a);
+    expect(deriveConsumerId('x', key)).toMatch(/^u_/); // too short to be a consumer id
+    expect(deriveConsumerId('a'.repeat(101), key)).toMatch(/^u_/); // too long
+  });
+
+  it('matches a known vector (the derivation must never change)', () => {
+    expect(
+      deriveConsumerId('alice@example.com', 'fixed-test-key-0123456789'),
+    ).toMatchInlineSnapshot(`"u_djzvvo2lboabh34wka2hwyvsg25miptugqkzzakborxzh3amc2uq"`);
+  });
+
+  it('refuses to derive without a key, naming the field', () => {
+    expect(() => deriveConsumerId('bob@example.com', undefined)).toThrow(ConsumerIdKeyMissingError);
+    expect(() => deriveConsumerId('bob@example.com', undefined)).toThrow(
+      /^userId: .*PERKS_CONSUMER_ID_KEY/,
+    );
+  });
+
+  it('gives job ids BullMQ accepts (no colon, not all digits)', () => {
+    const id = enrollmentJobId(deriveConsumerId('12345', key));
+    expect(id).not.toContain(':');
+    expect(id).not.toMatch(/^\d+$/);
+  });
+});
+
+describe('job payloads', () => {
+  const reason = (schema: Parameters<typeof parsePayload>[0], data: unknown) => {
+    try {
+      parsePayload(schema, data, 'test');
+    } catch (error) {
+      expect(error).toBeInstanceOf(InvalidPayloadError);
+      return (error as Error).message;
+    }
+    return 'valid';
+  };
+
+  it('accepts a userId or a consumerId with known consents', () => {
+    expect(reason(enrollmentPayloadSchema, { userId: 'a@b.c', extraConsents: ['TARGETING'] })).toBe(
+      'valid',
+    );
+    expect(
+      reason(enrollmentPayloadSchema, { consumerId: 'c_1', removedConsents: ['STATISTICS'] }),
+    ).toBe('valid');
+  });
+
+  it('names the offending field', () => {
+    expect(reason(enrollmentPayloadSchema, {})).toMatch(
+      /userId: one of userId or consumerId is required/,
+    );
+    expect(reason(enrollmentPayloadSchema, { userId: 7 })).toMatch(/userId: must be a string/);
+    expect(reason(enrollmentPayloadSchema, { userId: '' })).toMatch(/userId: must not be empty/);
+    expect(reason(enrollmentPayloadSchema, { userId: 'u'.repeat(10_000) })).toMatch(
+      /userId: must be at most 256/,
+    );
+    expect(
+      reason(enrollmentPayloadSchema, { userId: 'a', extraConsents: ['BASIC', 'ALL'] }),
+    ).toMatch(/extraConsents\[1\]/);
+    expect(reason(enrollmentPayloadSchema, { consumerId: 'has space' })).toMatch(
+      /^invalid test payload: consumerId: /,
+    );
+    expect(reason(enrollmentPayloadSchema, { userId: 'a', surprise: 1 })).toMatch(/surprise/);
+    expect(reason(rewardSyncPayloadSchema, { consumerId: ['c_1'] })).toMatch(/consumerId: /);
+    expect(reason(rewardSyncPayloadSchema, null)).toMatch(/\(payload\)/);
+  });
+});
