@@ -59,6 +59,25 @@ export const variables = {
     default: '10000',
     example: '10000',
   },
+  PERKS_RETRY_ATTEMPTS: {
+    group: 'perks',
+    description:
+      'Attempts of one idempotent API call on 500/502/503/504 and transport errors, inside a job.',
+    default: '4',
+    example: '4',
+  },
+  PERKS_RETRY_MAX_MS: {
+    group: 'perks',
+    description: 'Upper bound on the time one API call spends retrying, in milliseconds.',
+    default: '30000',
+    example: '30000',
+  },
+  PERKS_CONNECTIONS: {
+    group: 'perks',
+    description: 'Keep-alive connections to the API per process.',
+    default: '16',
+    example: '16',
+  },
   PERKS_CONSUMER_ID_KEY: {
     group: 'consumerIds',
     description:
@@ -96,6 +115,87 @@ export const variables = {
     description: 'Connections in the PostgreSQL pool of one process.',
     default: '10',
     example: '10',
+  },
+  PERKS_RATE_LIMIT_PER_SECOND: {
+    group: 'worker',
+    description:
+      'Global cap on jobs started per second per queue, across all replicas (BullMQ limiter). Unset: no cap.',
+    example: '50',
+  },
+  PERKS_RECONCILE_CRON: {
+    group: 'worker',
+    description: 'When the reconciliation re-syncs every enrolled consumer (cron, UTC).',
+    default: '0 3 * * *',
+    example: '0 3 * * *',
+  },
+  ENROLL_CONCURRENCY: {
+    group: 'worker',
+    description: 'Enrollment jobs processed at once by one replica.',
+    default: '10',
+    example: '10',
+  },
+  SYNC_CONCURRENCY: {
+    group: 'worker',
+    description: 'Reward sync jobs processed at once by one replica.',
+    default: '8',
+    example: '8',
+  },
+  RECONCILE_BATCH_SIZE: {
+    group: 'worker',
+    description: 'Consumers read and enqueued per batch by a reconciliation.',
+    default: '500',
+    example: '500',
+  },
+  RECONCILE_MAX_PENDING: {
+    group: 'worker',
+    description:
+      'A reconciliation waits while more sync jobs than this are pending, so Redis holds a bounded number of jobs.',
+    default: '2000',
+    example: '2000',
+  },
+  JOB_ATTEMPTS: {
+    group: 'worker',
+    description: 'Attempts of a job before it is failed (exponential backoff between them).',
+    default: '8',
+    example: '8',
+  },
+  JOB_BACKOFF_MS: {
+    group: 'worker',
+    description: 'First delay of the exponential backoff between job attempts, in milliseconds.',
+    default: '5000',
+    example: '5000',
+  },
+  KEEP_COMPLETED_JOBS: {
+    group: 'worker',
+    description: 'Completed jobs kept per queue for inspection (the oldest are removed).',
+    default: '1000',
+    example: '1000',
+  },
+  KEEP_FAILED_JOBS: {
+    group: 'worker',
+    description: 'Failed jobs kept per queue for inspection and `failed --retry`.',
+    default: '10000',
+    example: '10000',
+  },
+  JOB_LOCK_MS: {
+    group: 'worker',
+    description:
+      "How long a replica's hold on a running job lasts without renewal; the jobs of a replica that died are taken up by another after about this long.",
+    default: '30000',
+    example: '30000',
+  },
+  SHUTDOWN_TIMEOUT_MS: {
+    group: 'worker',
+    description:
+      'On SIGTERM/SIGINT, how long active jobs may run to completion before the process exits anyway (they are then retried elsewhere).',
+    default: '30000',
+    example: '30000',
+  },
+  PORT: {
+    group: 'worker',
+    description: 'Port of the health and metrics HTTP server of `work`.',
+    default: '9464',
+    example: '9464',
   },
   LOG_LEVEL: {
     group: 'log',
@@ -135,6 +235,9 @@ const schemas = {
   PERKS_CLIENT_SECRET_FILE: z.string().min(1).optional(),
   PERKS_API_VERSION: z.string().regex(/^\d+\.\d+\.\d+$/, { error: 'must look like 2.0.0' }),
   PERKS_TIMEOUT_MS: wholeNumber(100, 600_000),
+  PERKS_RETRY_ATTEMPTS: wholeNumber(1, 20),
+  PERKS_RETRY_MAX_MS: wholeNumber(0, 3_600_000),
+  PERKS_CONNECTIONS: wholeNumber(1, 1024),
   PERKS_CONSUMER_ID_KEY: z.string().min(16, { error: 'must be at least 16 characters' }).optional(),
   REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }),
   QUEUE_PREFIX: z
@@ -148,6 +251,21 @@ const schemas = {
     .string()
     .regex(/^[a-z_][a-z0-9_]{0,62}$/, { error: 'must be a lower-case SQL identifier' }),
   DATABASE_POOL_SIZE: wholeNumber(1, 200),
+  PERKS_RATE_LIMIT_PER_SECOND: wholeNumber(1, 100_000).optional(),
+  PERKS_RECONCILE_CRON: z
+    .string()
+    .regex(/^(\S+\s+){4,5}\S+$/, { error: 'must be a cron expression of 5 or 6 fields' }),
+  ENROLL_CONCURRENCY: wholeNumber(1, 1000),
+  SYNC_CONCURRENCY: wholeNumber(1, 1000),
+  RECONCILE_BATCH_SIZE: wholeNumber(1, 10_000),
+  RECONCILE_MAX_PENDING: wholeNumber(1, 1_000_000),
+  JOB_ATTEMPTS: wholeNumber(1, 100),
+  JOB_BACKOFF_MS: wholeNumber(0, 3_600_000),
+  KEEP_COMPLETED_JOBS: wholeNumber(0, 1_000_000),
+  KEEP_FAILED_JOBS: wholeNumber(0, 1_000_000),
+  JOB_LOCK_MS: wholeNumber(1000, 3_600_000),
+  SHUTDOWN_TIMEOUT_MS: wholeNumber(0, 3_600_000),
+  PORT: wholeNumber(0, 65_535),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   LOG_FORMAT: z.enum(['json', 'pretty']),
 } satisfies Record<VariableName, z.ZodType>;
@@ -159,6 +277,25 @@ export interface PerksConfig {
   clientSecret: string;
   apiVersion: string;
   timeoutMs: number;
+  retryAttempts: number;
+  retryMaxMs: number;
+  connections: number;
+}
+export interface WorkerConfig {
+  /** Jobs started per second per queue across replicas; undefined: no cap. */
+  rateLimitPerSecond: number | undefined;
+  reconcileCron: string;
+  enrollConcurrency: number;
+  syncConcurrency: number;
+  reconcileBatchSize: number;
+  reconcileMaxPending: number;
+  jobAttempts: number;
+  jobBackoffMs: number;
+  keepCompletedJobs: number;
+  keepFailedJobs: number;
+  jobLockMs: number;
+  shutdownTimeoutMs: number;
+  port: number;
 }
 export interface RedisConfig {
   url: string;
@@ -183,6 +320,7 @@ export interface Config {
   consumerIds: ConsumerIdConfig;
   redis: RedisConfig;
   database: DatabaseConfig;
+  worker: WorkerConfig;
   log: LogConfig;
 }
 
@@ -244,6 +382,9 @@ export function loadConfig<G extends ConfigGroup>(
       clientSecret: secret ?? '',
       apiVersion: v.PERKS_API_VERSION,
       timeoutMs: v.PERKS_TIMEOUT_MS,
+      retryAttempts: v.PERKS_RETRY_ATTEMPTS,
+      retryMaxMs: v.PERKS_RETRY_MAX_MS,
+      connections: v.PERKS_CONNECTIONS,
     };
   }
   if (problems.length > 0) throw new ConfigError(problems);
@@ -255,6 +396,23 @@ export function loadConfig<G extends ConfigGroup>(
       url: v.DATABASE_URL,
       schema: v.DATABASE_SCHEMA,
       poolSize: v.DATABASE_POOL_SIZE,
+    };
+  }
+  if (wanted.has('worker')) {
+    config.worker = {
+      rateLimitPerSecond: v.PERKS_RATE_LIMIT_PER_SECOND,
+      reconcileCron: v.PERKS_RECONCILE_CRON,
+      enrollConcurrency: v.ENROLL_CONCURRENCY,
+      syncConcurrency: v.SYNC_CONCURRENCY,
+      reconcileBatchSize: v.RECONCILE_BATCH_SIZE,
+      reconcileMaxPending: v.RECONCILE_MAX_PENDING,
+      jobAttempts: v.JOB_ATTEMPTS,
+      jobBackoffMs: v.JOB_BACKOFF_MS,
+      keepCompletedJobs: v.KEEP_COMPLETED_JOBS,
+      keepFailedJobs: v.KEEP_FAILED_JOBS,
+      jobLockMs: v.JOB_LOCK_MS,
+      shutdownTimeoutMs: v.SHUTDOWN_TIMEOUT_MS,
+      port: v.PORT,
     };
   }
   if (wanted.has('log')) config.log = { level: v.LOG_LEVEL, format: v.LOG_FORMAT };

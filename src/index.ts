@@ -1,6 +1,5 @@
 #!/usr/bin/env node
 import { UsageError } from './cli/command.js';
-import { notBuilt } from './cli/not-built.js';
 /**
  * The `perks-worker` command: parses argv, dispatches to one command module, and turns the
  * errors a user can fix (bad arguments, bad environment) into one line and a non-zero exit.
@@ -15,39 +14,39 @@ interface CommandModule {
 const commands: Record<string, { summary: string; load: () => Promise<CommandModule> }> = {
   work: {
     summary: 'run the worker (enrollment, reward sync, reconciliation)',
-    load: async () => notBuilt('work', ['perks', 'consumerIds', 'redis', 'database', 'log']),
+    load: () => import('./cli/work.js'),
   },
   migrate: {
     summary: 'create the database if needed and apply migrations',
-    load: async () => notBuilt('migrate', ['database', 'log']),
+    load: () => import('./cli/migrate.js'),
   },
   enroll: {
     summary: 'enqueue the enrollment of one customer',
-    load: async () => notBuilt('enroll', ['consumerIds', 'redis', 'log']),
+    load: () => import('./cli/enroll.js'),
   },
   sync: {
     summary: 'enqueue a reward sync of one consumer',
-    load: async () => notBuilt('sync', ['redis', 'log']),
+    load: () => import('./cli/sync.js'),
   },
   reconcile: {
     summary: 'start a reconciliation of every enrolled consumer now',
-    load: async () => notBuilt('reconcile', ['redis', 'log']),
+    load: () => import('./cli/reconcile.js'),
   },
   status: {
     summary: 'show queue counts, the last reconciliation and failures',
-    load: async () => notBuilt('status', ['redis', 'database', 'log']),
+    load: () => import('./cli/status.js'),
   },
   failed: {
     summary: 'list failed jobs, or retry them with --retry',
-    load: async () => notBuilt('failed', ['redis', 'log']),
+    load: () => import('./cli/failed.js'),
   },
   sandbox: {
     summary: 'run the Perks API sandbox (simulator)',
-    load: async () => notBuilt('sandbox', ['log']),
+    load: () => import('./cli/sandbox.js'),
   },
   demo: {
     summary: 'run the whole job against an in-process sandbox and show the result',
-    load: async () => notBuilt('demo', ['redis', 'database', 'log']),
+    load: () => import('./cli/demo.js'),
   },
 };
 

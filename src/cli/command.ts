@@ -40,6 +40,8 @@ export function parseCommandArgs<O extends OptionSpecs>(
   } catch (error) {
     throw new UsageError(`${spec.name}: ${(error as Error).message.split('\n')[0]}`);
   }
+  // `--help` answers even when the rest of the line is incomplete.
+  if ((parsed.values as { help?: unknown }).help === true) return parsed;
   const expected = spec.positionals ?? [];
   if (parsed.positionals.length > expected.length) {
     const extra = parsed.positionals.slice(expected.length).join(' ');

@@ -18,6 +18,7 @@ const spec = {
     seed: { type: 'string' },
     'rewards-min': { type: 'string' },
     'rewards-max': { type: 'string' },
+    'rewards-on-enroll': { type: 'string' },
     'latency-ms': { type: 'string' },
     'rate-limit': { type: 'string' },
     'token-ttl': { type: 'string' },
@@ -31,6 +32,7 @@ const spec = {
     '--seed N                   seed of the generated data (default 1)',
     '--rewards-min N            fewest rewards per generated consumer (default 0)',
     '--rewards-max N            most rewards per generated consumer (default 30)',
+    '--rewards-on-enroll N      rewards given to a consumer the API enrolls (default 0)',
     '--latency-ms N             delay added to every API response (default 0)',
     '--rate-limit N             requests per second per token before 429s (default none)',
     '--token-ttl N              lifetime of access tokens in seconds (default 3600)',
@@ -93,6 +95,8 @@ function sandboxOptions(values: Values): SandboxOptions {
     );
   }
   options.rewardsPerConsumer = { min, max };
+  const onEnroll = wholeNumber(values['rewards-on-enroll'], '--rewards-on-enroll', 0, 100_000);
+  if (onEnroll !== undefined) options.rewardsOnEnroll = onEnroll;
   const latency = wholeNumber(values['latency-ms'], '--latency-ms', 0, 600_000);
   if (latency !== undefined) options.latencyMs = latency;
   const rate = wholeNumber(values['rate-limit'], '--rate-limit', 1, 1_000_000);

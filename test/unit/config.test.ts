@@ -29,6 +29,9 @@ describe('loadConfig', () => {
       clientSecret: 'sk_sandbox_topsecretvalue',
       apiVersion: '2.0.0',
       timeoutMs: 10_000,
+      retryAttempts: 4,
+      retryMaxMs: 30_000,
+      connections: 16,
     });
     expect(config.redis).toEqual({ url: 'redis://127.0.0.1:6379', queuePrefix: 'perks' });
     expect(config.database).toEqual({

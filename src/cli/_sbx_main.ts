@@ -1,0 +1,2 @@
+import { run } from './sandbox.js';
+process.exitCode = await run(process.argv.slice(2));

@@ -1,0 +1,260 @@
+/**
+ * `perks-worker demo`: the whole job against an in-process sandbox, on the local Redis and
+ * PostgreSQL, with no credentials. It writes to its own schema and queue prefix (reset at
+ * each run), never to the production ones, and ends with a summary read back from Postgres.
+ */
+import pg from 'pg';
+import { type Config, loadConfig } from '../config.js';
+import type { JobContext } from '../jobs/context.js';
+import { createRuntime } from '../jobs/runtime.js';
+import { startWorker } from '../jobs/worker.js';
+import { createLogger } from '../ops/logger.js';
+import { deriveConsumerId } from '../queues/consumer-id.js';
+import { failedJobs } from '../queues/inspect.js';
+import { enqueueEnrollment, startReconciliation } from '../queues/producer.js';
+import { startSandbox } from '../sandbox/index.js';
+import { migrate } from '../store/migrate.js';
+import { consumerFailures, readSummary } from '../store/summary.js';
+import { type CommandSpec, parseCommandArgs, UsageError, usage } from './command.js';
+import { redactUrl as redact } from './producer-session.js';
+import { datastoreBlock, failuresBlock } from './report.js';
+
+const spec: CommandSpec = {
+  name: 'demo',
+  summary:
+    'Run the whole job against a built-in sandbox: migrate, enroll a batch of customers, sync\ntheir rewards, change some statuses upstream and reconcile, then print what Postgres holds.\nNeeds only Redis and PostgreSQL (REDIS_URL, DATABASE_URL). Uses its own schema\n(<DATABASE_SCHEMA>_demo) and queue prefix (<QUEUE_PREFIX>-demo), reset at each run.',
+  options: {
+    customers: { type: 'string' },
+    seed: { type: 'string' },
+    verbose: { type: 'boolean', short: 'v' },
+    help: { type: 'boolean', short: 'h' },
+  },
+  help: [
+    '--customers N          customers to enroll (default 200, 1 to 100000)',
+    '--seed N               seed of the sandbox data (default 7)',
+    '-v, --verbose          print the worker log lines (JSON) too',
+  ],
+};
+
+/** A demo-only HMAC key: the demo's consumers live in the demo's own sandbox and schema. */
+const demoConsumerIdKey = 'perks-worker-demo-key-not-for-production';
+
+function wholeNumberFlag(value: unknown, flag: string, fallback: number, max: number): number {
+  if (value === undefined) return fallback;
+  const text = String(value);
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || n < 1 || n > max) {
+    throw new UsageError(
+      `demo: ${flag} must be a whole number from 1 to ${max}, got ${JSON.stringify(text)}`,
+    );
+  }
+  return n;
+}
+
+export async function run(argv: readonly string[]): Promise<number> {
+  const { values } = parseCommandArgs(spec, argv);
+  if (values.help) {
+    process.stdout.write(`${usage(spec)}\n`);
+    return 0;
+  }
+  const customers = wholeNumberFlag(values.customers, '--customers', 200, 100_000);
+  const seed = wholeNumberFlag(values.seed, '--seed', 7, 1_000_000);
+  const base = loadConfig(['redis', 'database', 'worker', 'log']);
+  const logger = createLogger({
+    level: values.verbose ? base.log.level : 'warn',
+    format: base.log.format,
+  });
+  const say = (line: string) => process.stdout.write(`${line}\n`);
+  const started = performance.now();
+
+  const schema = `${base.database.schema}_demo`.slice(0, 63);
+  const prefix = `${base.redis.queuePrefix}-demo`;
+  say(`perks-worker demo: ${customers} customers, sandbox seed ${seed}`);
+  say(`  datastore ${redact(base.database.url)}, schema ${schema} (reset)`);
+  say(`  redis ${redact(base.redis.url)}, queue prefix ${prefix} (reset)`);
+
+  await resetSchema(base.database.url, schema);
+  const migrated = await migrate({ databaseUrl: base.database.url, schema, logger });
+  say(
+    `1. migrated: ${migrated.databaseCreated ? 'database created, ' : ''}${migrated.applied.length} migration(s) applied, schema at ${migrated.current}`,
+  );
+
+  const sandbox = await startSandbox({ seed, logger });
+  const userIds = demoUserIds(customers);
+  const consumerIds = userIds.map((u) => deriveConsumerId(u, demoConsumerIdKey));
+  seedUpstream(sandbox, consumerIds);
+  say(
+    `2. sandbox on ${sandbox.baseUrl}: ${consumerIds.length} customers with rewards waiting, ${Math.ceil(consumerIds.length / 20)} already enrolled upstream, faults armed (502 HTML, 500, text/plain 429, a POST that times out after being applied)`,
+  );
+
+  const config: Pick<Config, 'perks' | 'consumerIds' | 'redis' | 'database' | 'worker'> = {
+    perks: {
+      baseUrl: sandbox.baseUrl,
+      clientId: sandbox.clientId,
+      clientSecret: sandbox.clientSecret,
+      apiVersion: '2.0.0',
+      timeoutMs: 1500,
+      retryAttempts: 4,
+      retryMaxMs: 10_000,
+      connections: 16,
+    },
+    consumerIds: { key: demoConsumerIdKey },
+    redis: { url: base.redis.url, queuePrefix: prefix },
+    database: { ...base.database, schema },
+    worker: { ...base.worker, jobBackoffMs: 200, rateLimitPerSecond: undefined },
+  };
+  const runtime = createRuntime(config, logger);
+  try {
+    await Promise.all(Object.values(runtime.ctx.queues).map((q) => q.obliterate({ force: true })));
+    const worker = startWorker(runtime.ctx, runtime.connection, prefix, config.worker);
+    try {
+      for (const userId of userIds)
+        await enqueueEnrollment(runtime.ctx.queues, { userId }, demoConsumerIdKey);
+      say(
+        `3. enqueued ${userIds.length} enrollments; the worker enrolls each customer, then syncs its rewards`,
+      );
+      await waitUntilDrained(runtime.ctx, say);
+
+      const moved = moveStatuses(sandbox, consumerIds);
+      say(
+        `4. upstream: ${moved} rewards moved VALIDATED -> PAID_IN, ${Math.min(3, consumerIds.length)} removed; reconciling every enrolled consumer`,
+      );
+      const reconciliation = await startReconciliation(runtime.ctx.queues);
+      await waitUntilDrained(runtime.ctx, say, reconciliation.jobId);
+
+      const [summary, jobs, consumers] = await Promise.all([
+        readSummary(runtime.ctx.store.pool, schema),
+        failedJobs(runtime.ctx.queues, 10),
+        consumerFailures(runtime.ctx.store.pool, schema, 10),
+      ]);
+      const upstream = sandbox.state.counters();
+      say('');
+      say(datastoreBlock(summary));
+      say('');
+      say(failuresBlock(jobs, consumers));
+      say('');
+      say(
+        `upstream sandbox: ${upstream.enrollmentsCreated} enrollments created, ${upstream.enrollmentsConflicted} answered 409, ${upstream.tokensMinted} token(s) minted`,
+      );
+      say(`elapsed: ${((performance.now() - started) / 1000).toFixed(1)} s`);
+      say(
+        `inspect it: psql ${redact(base.database.url)} -c 'select * from ${schema}.rewards limit 5'`,
+      );
+    } finally {
+      await worker.close(5000);
+    }
+  } finally {
+    await runtime.close();
+    await sandbox.close();
+  }
+  return 0;
+}
+
+/** Customer ids as a client's systems have them: some are valid consumer ids, some are not. */
+function demoUserIds(count: number): string[] {
+  return Array.from({ length: count }, (_, i) =>
+    i % 3 === 0 ? `customer-${String(i + 1).padStart(5, '0')}` : `user${i + 1}@example.com`,
+  );
+}
+
+type DemoSandbox = Awaited<ReturnType<typeof startSandbox>>;
+
+/**
+ * Upstream before the worker runs: each customer has rewards waiting (the sandbox shows them
+ * once enrolled); one in twenty is already enrolled (409); one has 2,500 rewards (3 pages).
+ */
+function seedUpstream(sandbox: DemoSandbox, consumerIds: readonly string[]): void {
+  consumerIds.forEach((id, i) => {
+    const rewards = i === 1 ? 2500 : (i * 37) % 60;
+    sandbox.state.addConsumer(id, { enrolled: i % 20 === 5, rewards });
+  });
+  const [first, second] = consumerIds;
+  if (first) {
+    sandbox.faults.inject({
+      route: 'enroll',
+      consumerId: first,
+      count: 1,
+      kind: 'delay',
+      delayMs: 2500,
+      applyWrite: true,
+    });
+  }
+  if (second) {
+    sandbox.faults.inject({ route: 'listRewards', consumerId: second, count: 1, kind: 'html502' });
+  }
+  sandbox.faults.inject({ route: 'listRewards', count: 2, kind: 'status', status: 500 });
+  sandbox.faults.inject({
+    route: 'listRewards',
+    count: 1,
+    kind: 'throttle429',
+    retryAfterSeconds: 2,
+  });
+}
+
+/** Moves about a fifth of the VALIDATED rewards to PAID_IN and removes a few, upstream. */
+function moveStatuses(sandbox: DemoSandbox, consumerIds: readonly string[]): number {
+  let moved = 0;
+  for (const id of consumerIds) {
+    const rewards = sandbox.state.rewardsOf(id) as { id: string; status: string }[];
+    for (const [i, reward] of rewards.entries()) {
+      if (reward.status === 'VALIDATED' && i % 5 === 0) {
+        sandbox.state.setRewardStatus(id, reward.id, 'PAID_IN');
+        moved += 1;
+      }
+    }
+  }
+  for (const id of consumerIds.slice(2, 5)) {
+    const [reward] = sandbox.state.rewardsOf(id) as { id: string }[];
+    if (reward) sandbox.state.removeReward(id, reward.id);
+  }
+  return moved;
+}
+
+/** Prints progress until no job is waiting, delayed or running (and the reconciliation, if any, ended). */
+async function waitUntilDrained(
+  ctx: JobContext,
+  say: (line: string) => void,
+  reconciliationJobId?: string,
+): Promise<void> {
+  const tty = process.stdout.isTTY;
+  let lastLine = '';
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 300));
+    const counts = await Promise.all(
+      Object.values(ctx.queues).map((q) =>
+        q.getJobCounts('wait', 'prioritized', 'active', 'delayed', 'completed', 'failed'),
+      ),
+    );
+    const pending = counts.reduce(
+      (n, c) => n + (c.wait ?? 0) + (c.prioritized ?? 0) + (c.active ?? 0) + (c.delayed ?? 0),
+      0,
+    );
+    const [enroll, sync] = counts;
+    const { rows } = await ctx.store.pool.query<{ n: string }>(
+      `select count(*) as n from "${ctx.store.schema}".rewards`,
+    );
+    const line = `   enrollments done ${enroll?.completed ?? 0} (failed ${enroll?.failed ?? 0}), syncs done ${sync?.completed ?? 0} (failed ${sync?.failed ?? 0}), pending jobs ${pending}, rewards stored ${rows[0]?.n ?? 0}`;
+    if (tty) process.stdout.write(`\r${line}`);
+    else if (line !== lastLine) say(line);
+    lastLine = line;
+    const reconciling = reconciliationJobId
+      ? !(await ctx.queues.reconciliation.getJob(reconciliationJobId).then((j) => j?.finishedOn))
+      : false;
+    if (pending === 0 && !reconciling) break;
+  }
+  if (tty) process.stdout.write('\n');
+}
+
+async function resetSchema(databaseUrl: string, schema: string): Promise<void> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  try {
+    await client.connect();
+  } catch {
+    return; // the database does not exist yet: migrate creates it
+  }
+  try {
+    await client.query(`drop schema if exists "${schema}" cascade`);
+  } finally {
+    await client.end();
+  }
+}

@@ -1,0 +1,60 @@
+import { failedJobs } from '../queues/inspect.js';
+import { type CommandSpec, parseCommandArgs, UsageError, usage } from './command.js';
+import { withProducer } from './producer-session.js';
+import { renderTable } from './table.js';
+
+const spec: CommandSpec = {
+  name: 'failed',
+  summary: 'List the failed jobs of every queue, newest first, or retry them with --retry.',
+  options: {
+    retry: { type: 'boolean' },
+    limit: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  },
+  help: [
+    '--retry                retry the listed failed jobs (they go back to the queue)',
+    '--limit N              how many failed jobs to list or retry (default 50, at most 10000)',
+  ],
+};
+
+export async function run(argv: readonly string[]): Promise<number> {
+  const { values } = parseCommandArgs(spec, argv);
+  if (values.help) {
+    process.stdout.write(`${usage(spec)}\n`);
+    return 0;
+  }
+  const limitText = (values.limit as string | undefined) ?? '50';
+  const limit = Number(limitText);
+  if (!/^\d+$/.test(limitText) || limit < 1 || limit > 10_000) {
+    throw new UsageError(
+      `failed: --limit must be a whole number from 1 to 10000, got ${JSON.stringify(limitText)}`,
+    );
+  }
+  return withProducer(async ({ queues }) => {
+    const failed = await failedJobs(queues, limit);
+    if (failed.length === 0) {
+      process.stdout.write('no failed jobs\n');
+      return 0;
+    }
+    const rows = failed.map(({ queue, job }) => [
+      queue,
+      job.id ?? '',
+      String(
+        (job.data as { consumerId?: string; userId?: string }).consumerId ??
+          (job.data as { userId?: string }).userId ??
+          '',
+      ),
+      job.attemptsMade,
+      job.finishedOn ? new Date(job.finishedOn).toISOString() : '',
+      (job.failedReason ?? '').slice(0, 160),
+    ]);
+    process.stdout.write(
+      `${renderTable(['queue', 'job', 'consumer', 'attempts', 'failed at', 'reason'], rows)}\n`,
+    );
+    if (values.retry) {
+      for (const { job } of failed) await job.retry('failed');
+      process.stdout.write(`retried ${failed.length} job(s)\n`);
+    }
+    return 0;
+  });
+}

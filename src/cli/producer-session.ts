@@ -1,0 +1,28 @@
+import { loadConfig } from '../config.js';
+import { createLogger } from '../ops/logger.js';
+import { createProducer, type Producer } from '../queues/producer.js';
+
+/** Runs `fn` with a fail-fast producer on the configured Redis, and closes it. */
+export async function withProducer<T>(fn: (producer: Producer) => Promise<T>): Promise<T> {
+  const config = loadConfig(['consumerIds', 'redis', 'log']);
+  const logger = createLogger(config.log);
+  const producer = await createProducer({
+    redisUrl: config.redis.url,
+    queuePrefix: config.redis.queuePrefix,
+    consumerIdKey: config.consumerIds.key,
+    logger,
+  }).catch((error: unknown) => {
+    throw new Error(
+      `cannot reach Redis at ${redactUrl(config.redis.url)}: ${(error as Error).message}`,
+    );
+  });
+  try {
+    return await fn(producer);
+  } finally {
+    await producer.close();
+  }
+}
+
+export function redactUrl(url: string): string {
+  return url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
+}

@@ -1,0 +1,75 @@
+/** Text blocks shared by `status` and `demo`. */
+
+import type { CountedState, FailedJob, ReconciliationView } from '../queues/inspect.js';
+import type { QueueKind } from '../queues/names.js';
+import type { ConsumerFailure, DatastoreSummary } from '../store/summary.js';
+import { renderTable } from './table.js';
+
+export function queuesBlock(counts: Record<QueueKind, Record<CountedState, number>>): string {
+  const rows = Object.entries(counts).map(([queue, c]) => [
+    queue,
+    c.wait,
+    c.prioritized,
+    c.active,
+    c.delayed,
+    c.completed,
+    c.failed,
+  ]);
+  return renderTable(
+    ['queue', 'waiting', 'prioritized', 'active', 'delayed', 'completed', 'failed'],
+    rows,
+  );
+}
+
+export function reconciliationLine(view: ReconciliationView | undefined): string {
+  if (!view) return 'last reconciliation: none retained';
+  const parts = [
+    `job ${view.jobId}`,
+    view.state,
+    `${view.trigger}`,
+    `${view.enqueued} consumers enqueued`,
+  ];
+  if (view.startedAt) parts.push(`started ${view.startedAt}`);
+  if (view.finishedAt) parts.push(`finished ${view.finishedAt}`);
+  if (view.failedReason) parts.push(`reason: ${view.failedReason}`);
+  return `last reconciliation: ${parts.join(', ')}`;
+}
+
+export function datastoreBlock(s: DatastoreSummary): string {
+  const byStatus = Object.entries(s.rewardsByConsumerStatus)
+    .map(([status, n]) => `${status} ${n}`)
+    .join(', ');
+  return renderTable(
+    ['datastore', 'value'],
+    [
+      ['consumers', s.consumers],
+      ['  enrolled (created)', s.enrolledCreated],
+      ['  enrolled (already existed, 409)', s.enrolledAlready],
+      ['  not enrolled upstream (ERR-404-02)', s.notEnrolled],
+      ['  with an error', s.withError],
+      ['  synced at least once', s.synced],
+      ['rewards stored', s.rewards],
+      ['  by consumer status', byStatus || '-'],
+      ['  missing upstream', s.rewardsMissing],
+      ['  total amount', s.totalAmount],
+      ['status changes recorded', s.statusChanges],
+      ['last sync finished', s.lastSyncedAt?.toISOString() ?? '-'],
+    ],
+  );
+}
+
+export function failuresBlock(
+  jobs: readonly FailedJob[],
+  consumers: readonly ConsumerFailure[],
+): string {
+  if (jobs.length === 0 && consumers.length === 0) return 'failures: none';
+  const rows = [
+    ...jobs.map(({ queue, job }) => [
+      `job ${queue}/${job.id ?? ''}`,
+      String((job.data as { consumerId?: string }).consumerId ?? ''),
+      (job.failedReason ?? '').slice(0, 140),
+    ]),
+    ...consumers.map((c) => ['consumer last_error', c.consumerId, c.lastError.slice(0, 140)]),
+  ];
+  return renderTable(['failure', 'consumer', 'reason'], rows);
+}

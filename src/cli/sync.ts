@@ -1,0 +1,31 @@
+import { consumerIdSchema } from '../perks/schemas.js';
+import { type CommandSpec, parseCommandArgs, UsageError, usage } from './command.js';
+import { withProducer } from './producer-session.js';
+
+const spec: CommandSpec = {
+  name: 'sync',
+  summary:
+    'Enqueue a reward sync of one consumer, known to the datastore or not (consumers enrolled\nbefore the worker existed can be synced too). A running `perks-worker work` does it.',
+  positionals: ['<consumer-id>'],
+  options: { help: { type: 'boolean', short: 'h' } },
+  help: [],
+};
+
+export async function run(argv: readonly string[]): Promise<number> {
+  const { values, positionals } = parseCommandArgs(spec, argv);
+  if (values.help) {
+    process.stdout.write(`${usage(spec)}\n`);
+    return 0;
+  }
+  const consumerId = positionals[0] ?? '';
+  if (!consumerIdSchema.safeParse(consumerId).success) {
+    throw new UsageError(
+      `sync: <consumer-id> ${JSON.stringify(consumerId.slice(0, 120))} is not a consumer id (2 to 100 of a-z A-Z 0-9 _ -)`,
+    );
+  }
+  const { jobId } = await withProducer((producer) =>
+    producer.enqueueRewardSync({ consumerId, reason: 'manual' }),
+  );
+  process.stdout.write(`enqueued reward sync of consumer ${consumerId} (job ${jobId})\n`);
+  return 0;
+}
