@@ -181,7 +181,7 @@ export function listRewards(
   const { query } = parsed;
   const page = ctx.state.rewardPage(consumerId, query);
   const meta = `{"page":${query.page},"per_page":${query.perPage},"total":${page.total}}`;
-  reply.jsonText(200, `{"items":[${page.texts.join(',')}],"meta":${meta}}`);
+  reply.jsonText(200, `{"items":${page.itemsJson},"meta":${meta}}`);
 }
 
 export function getReward(

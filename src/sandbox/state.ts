@@ -2,9 +2,10 @@
  * The sandbox's data: consumers, their rewards, counters and the request log.
  *
  * Built for speed under benchmarks: each reward's JSON is serialised once and cached as a
- * string, a page is a join of cached strings, and each sort order of a consumer's rewards is
- * computed once and kept until a reward is added or removed (a status change rewrites the
- * cached string in place and keeps every order).
+ * string, a page is a join of cached strings (itself cached until the consumer's rewards
+ * change), and each sort order of a consumer's rewards is computed once and kept until a
+ * reward is added or removed (a status change rewrites the cached string in place and keeps
+ * every order).
  */
 import { SandboxLookupError } from './lookup-error.js';
 import { SeededRandom } from './random.js';
@@ -38,13 +39,18 @@ interface ConsumerRecord {
   rng: SeededRandom;
   rewards: Map<string, StoredReward>;
   sorted: Map<RewardSort, StoredReward[]>;
+  /** Serialised pages by query, dropped on any change to the consumer's rewards. */
+  pages: Map<string, RewardPage>;
 }
 
 export interface RewardPage {
-  /** The items, already serialised: `[` + texts.join(',') + `]` is the JSON array. */
-  texts: string[];
+  /** The items as a JSON array, joined from the cached reward strings. */
+  itemsJson: string;
   total: number;
 }
+
+/** Enough for a few clients paging a few sort orders; a sync re-reads the same pages. */
+const pageCacheLimit = 64;
 
 export class SandboxState {
   private readonly consumers = new Map<string, ConsumerRecord>();
@@ -68,6 +74,7 @@ export class SandboxState {
       rng: new SeededRandom(this.seed, id),
       rewards: new Map(),
       sorted: new Map(),
+      pages: new Map(),
     });
     if (opts.rewards) this.addRewards(id, opts.rewards);
   }
@@ -153,6 +160,7 @@ export class SandboxState {
     stored.json.consumer_status =
       consumerStatus ?? consumerStatusOf[status] ?? stored.json.consumer_status;
     stored.text = JSON.stringify(stored.json);
+    this.record(consumerId).pages.clear();
     return structuredClone(stored.json);
   }
 
@@ -162,6 +170,7 @@ export class SandboxState {
       throw new SandboxLookupError('unknown-reward', `no reward ${rewardId} for ${consumerId}`);
     }
     consumer.sorted.clear();
+    consumer.pages.clear();
   }
 
   /** The consumer's rewards as API JSON items (copies), in insertion order. */
@@ -179,13 +188,20 @@ export class SandboxState {
     consumerId: string,
     query: { sort: RewardSort; types: readonly string[]; page: number; perPage: number },
   ): RewardPage {
-    const ordered = this.ordered(this.record(consumerId), query.sort);
+    const consumer = this.record(consumerId);
+    const key = `${query.sort} ${query.page} ${query.perPage} ${query.types.join(',')}`;
+    const cached = consumer.pages.get(key);
+    if (cached) return cached;
+    const ordered = this.ordered(consumer, query.sort);
     const wanted = new Set(query.types.map((t) => t.toUpperCase()));
     const matching =
       wanted.size === 0 ? ordered : ordered.filter((r) => wanted.has(r.json.type.toUpperCase()));
     const start = (query.page - 1) * query.perPage;
     const texts = matching.slice(start, start + query.perPage).map((r) => r.text);
-    return { texts, total: matching.length };
+    const page = { itemsJson: `[${texts.join(',')}]`, total: matching.length };
+    if (consumer.pages.size >= pageCacheLimit) consumer.pages.clear();
+    consumer.pages.set(key, page);
+    return page;
   }
 
   counters(): SandboxCounters {
@@ -238,6 +254,7 @@ export class SandboxState {
       executedMs: executed === undefined ? null : Date.parse(executed),
     });
     consumer.sorted.clear();
+    consumer.pages.clear();
     return structuredClone(json);
   }
 

@@ -46,6 +46,7 @@ describe('perks-worker sandbox', () => {
     [['--rate-limit', '0'], /--rate-limit/],
     [['--rewards-min', '10', '--rewards-max', '5'], /--rewards-max \(5\) must not be below/],
     [['--latency-ms', '1.5'], /--latency-ms/],
+    [['--rewards-on-enroll', 'many'], /--rewards-on-enroll/],
     [['--bogus'], /bogus/],
     [['--scenario', '/nonexistent/file.json'], /scenario \/nonexistent\/file\.json/],
   ])('rejects %j with one precise UsageError', async (argv, message) => {

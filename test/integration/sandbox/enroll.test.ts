@@ -55,6 +55,18 @@ describe('POST /perks/consumers', () => {
     expect(page.meta.total).toBe(4);
   });
 
+  it('generates rewards for newly enrolled consumers when rewardsOnEnroll is set', async () => {
+    const generous = await startSandbox({ rewardsOnEnroll: 5 });
+    try {
+      const client = await apiClient(generous);
+      expect((await client.post('/perks/consumers', { id: 'lucky' })).status).toBe(201);
+      const page = (await client.get('/perks/consumers/lucky/rewards')).json();
+      expect(page).toMatchObject({ meta: { total: 5 } });
+    } finally {
+      await generous.close();
+    }
+  });
+
   it('reports every invalid field with its loc path', async () => {
     const answer = await api.post('/perks/consumers', {
       id: 'bad id!',
