@@ -25,6 +25,7 @@ export type { RewardPage } from './paging.js';
 import type { CallOptions, PerksClientOptions } from './options.js';
 import { defaultRetry, type RetryOptions, withRetry } from './retry.js';
 import { enrollResponseSchema, type Reward, rewardSchema, tokenResponseSchema } from './schemas.js';
+import { linkSignals } from './signals.js';
 import { sleep } from './sleep.js';
 import { InMemoryTokenCache } from './token-cache.js';
 import { type MintedToken, TokenProvider } from './tokens.js';
@@ -146,13 +147,23 @@ export class PerksClient {
 
   /** One API call with a bearer token: retries, 401 re-mint and short 429 wait included. */
   async #call(operation: string, spec: RequestSpec, signal?: AbortSignal): Promise<HttpResponse> {
-    const callSignal = signal
-      ? AbortSignal.any([signal, this.#closing.signal])
-      : this.#closing.signal;
+    const linked = linkSignals([signal, this.#closing.signal]);
+    try {
+      return await this.#callWithRetries(operation, spec, linked.signal);
+    } finally {
+      linked.dispose();
+    }
+  }
+
+  async #callWithRetries(
+    operation: string,
+    spec: RequestSpec,
+    callSignal: AbortSignal,
+  ): Promise<HttpResponse> {
     const maxInlineWaitMs = this.#options.maxInlineThrottleWaitMs ?? 1_000;
     let reminted = false;
     let waitedOnThrottle = false;
-    return withRetry(this.#retryContext(operation, callSignal), async () => {
+    return withRetry(this.#retryContext(operation, callSignal), async (attempt) => {
       for (;;) {
         let token: string;
         try {
@@ -176,12 +187,7 @@ export class PerksClient {
           ) {
             waitedOnThrottle = true;
             const delayMs = error.retryAfterMs;
-            this.#options.hooks?.onRetry?.({
-              operation,
-              attempt: 0,
-              delayMs,
-              reason: error.message,
-            });
+            this.#options.hooks?.onRetry?.({ operation, attempt, delayMs, reason: error.message });
             await sleep(delayMs, callSignal);
             continue;
           }

@@ -7,6 +7,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { type Dispatcher, request } from 'undici';
 import { PerksError, ResponseShapeError, ResponseTooLargeError, TransportError } from './errors.js';
 import { redactSecrets } from './redact.js';
+import { linkSignals } from './signals.js';
 
 export interface HttpExchangeOptions {
   dispatcher: Dispatcher;
@@ -38,8 +39,8 @@ export async function exchange(
   options: HttpExchangeOptions,
   req: HttpRequest,
 ): Promise<HttpResponse> {
-  const deadline = AbortSignal.timeout(options.timeoutMs);
-  const signal = req.signal ? AbortSignal.any([req.signal, deadline]) : deadline;
+  const linked = linkSignals([req.signal], options.timeoutMs);
+  const signal = linked.signal;
   try {
     const response = await request(req.url, {
       dispatcher: options.dispatcher,
@@ -56,8 +57,8 @@ export async function exchange(
     // The caller's own cancellation is not a transport failure: it must not be retried.
     if (req.signal?.aborted) throw req.signal.reason;
     if (error instanceof PerksError) throw error;
-    const transportCode = deadline.aborted ? 'ETIMEDOUT' : transportCodeOf(error);
-    const reason = deadline.aborted
+    const transportCode = linked.timedOut() ? 'ETIMEDOUT' : transportCodeOf(error);
+    const reason = linked.timedOut()
       ? `no complete response within ${options.timeoutMs} ms`
       : error instanceof Error
         ? error.message
@@ -66,6 +67,8 @@ export async function exchange(
       redactSecrets(`${req.operation}: ${transportCode} ${reason}`, options.secrets),
       { operation: req.operation, transportCode, cause: error },
     );
+  } finally {
+    linked.dispose();
   }
 }
 

@@ -58,7 +58,11 @@ export interface RetryContext {
   logger?: Logger | undefined;
 }
 
-export function withRetry<T>(context: RetryContext, attempt: () => Promise<T>): Promise<T> {
+/** Runs `attempt` (given its number, 1 = first) under the policy. */
+export function withRetry<T>(
+  context: RetryContext,
+  attempt: (attemptNumber: number) => Promise<T>,
+): Promise<T> {
   const { operation, retry, signal } = context;
   const startedAt = performance.now();
   return pRetry(attempt, {

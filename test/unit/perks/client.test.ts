@@ -221,3 +221,35 @@ describe('secrets', () => {
     expect(lines.length).toBeGreaterThan(0);
   });
 });
+
+describe('close', () => {
+  it('rejects calls made after close without sending anything', async () => {
+    api = fakeApi({ api: () => ({ status: 200, body: wireReward({ id: REWARD_ID }) }) });
+    await api.client.close();
+    await expect(api.client.getReward(CONSUMER, REWARD_ID)).rejects.toThrow(/closed/);
+    expect(api.requests).toHaveLength(0);
+  });
+});
+
+describe('linkSignals', () => {
+  it('detaches from a long-lived source once disposed', async () => {
+    const { EventEmitter } = await import('node:events');
+    const { linkSignals } = await import('../../../src/perks/signals.js');
+    const shutdown = new AbortController();
+    for (let i = 0; i < 50; i++) linkSignals([shutdown.signal], 1_000).dispose();
+    expect(EventEmitter.getEventListeners(shutdown.signal, 'abort')).toHaveLength(0);
+    const live = linkSignals([shutdown.signal]);
+    shutdown.abort(new Error('stop'));
+    expect(live.signal.aborted).toBe(true);
+    expect(live.timedOut()).toBe(false);
+    live.dispose();
+  });
+
+  it('aborts on its deadline and says so', async () => {
+    const { linkSignals } = await import('../../../src/perks/signals.js');
+    const linked = linkSignals([], 1);
+    await new Promise((resolve) => linked.signal.addEventListener('abort', resolve));
+    expect(linked.timedOut()).toBe(true);
+    linked.dispose();
+  });
+});
