@@ -187,7 +187,13 @@ describe('GET /perks/consumers/{id}/rewards/{reward_id}', () => {
     sandbox.state.addConsumer('mover', { rewards: 1 });
     const [moving] = sandbox.state.rewardsOf('mover');
     const path = `/perks/consumers/mover/rewards/${moving?.id}`;
+    const listPath = '/perks/consumers/mover/rewards';
+    expect((await api.get(listPath)).json()).toMatchObject({ items: [{ id: moving?.id }] });
     sandbox.state.setRewardStatus('mover', String(moving?.id), 'PAID_OUT');
+    // The cached page must not serve the old status.
+    expect((await api.get(listPath)).json()).toMatchObject({
+      items: [{ status: 'PAID_OUT', consumer_status: 'PAID' }],
+    });
     expect((await api.get(path)).json()).toMatchObject({
       status: 'PAID_OUT',
       consumer_status: 'PAID',
