@@ -1,2 +1,0 @@
-import { run } from './sandbox.js';
-process.exitCode = await run(process.argv.slice(2));

@@ -1,0 +1,91 @@
+/** Reconciliation end to end: every enrolled consumer re-synced, with a bounded backlog. */
+import { afterEach, describe, expect, it } from 'vitest';
+import { processReconcileTick } from '../../src/jobs/reconcile.js';
+import { startReconciliation } from '../../src/queues/producer.js';
+import { type Harness, startHarness } from '../support/worker-harness.js';
+
+let harness: Harness | undefined;
+afterEach(async () => {
+  await harness?.close();
+  harness = undefined;
+});
+
+async function seedConsumers(h: Harness, count: number): Promise<string[]> {
+  const ids = Array.from({ length: count }, (_, i) => `rc_${String(i).padStart(4, '0')}`);
+  for (const id of ids) {
+    h.sandbox.state.addConsumer(id, { rewards: 2 });
+    await h.runtime.ctx.store.recordEnrollment({
+      consumerId: id,
+      outcome: 'created',
+      extraConsents: [],
+      removedConsents: [],
+      at: new Date(),
+    });
+  }
+  return ids;
+}
+
+describe('reconciliation', () => {
+  it('re-syncs every enrolled consumer while the sync backlog stays bounded', async () => {
+    harness = await startHarness({
+      sandbox: { latencyMs: 5 },
+      worker: { syncConcurrency: 2, reconcileBatchSize: 25, reconcileMaxPending: 40 },
+    });
+    const h = harness;
+    const ids = await seedConsumers(h, 300);
+    // One consumer marked not enrolled is skipped.
+    await h.runtime.ctx.store.markNotEnrolled({ consumerId: 'rc_0000', at: new Date() });
+
+    let peak = 0;
+    let watching = true;
+    const watcher = (async () => {
+      while (watching) {
+        const c = await h.runtime.ctx.queues.rewardSync.getJobCounts('wait', 'prioritized', 'delayed');
+        peak = Math.max(peak, (c.wait ?? 0) + (c.prioritized ?? 0) + (c.delayed ?? 0));
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+
+    const first = await startReconciliation(h.runtime.ctx.queues);
+    const second = await startReconciliation(h.runtime.ctx.queues);
+    const tick = await processReconcileTick(h.runtime.ctx);
+    expect(first.started).toBe(true);
+    expect(second).toEqual({ jobId: first.jobId, started: false });
+    expect(tick.started).toBe(false);
+
+    await h.idle(60_000);
+    watching = false;
+    await watcher;
+
+    const job = await h.runtime.ctx.queues.reconciliation.getJob(first.jobId);
+    expect(job?.returnvalue).toMatchObject({ enqueued: 299 });
+    expect(peak).toBeLessThanOrEqual(40 + 25);
+    const { rows } = await h.runtime.ctx.store.pool.query<{ n: string }>(
+      'select count(*) as n from perks.rewards',
+    );
+    expect(Number(rows[0]?.n)).toBe((ids.length - 1) * 2);
+    // One sync per consumer: no doubled work.
+    expect(h.sandbox.state.counters().requests.listRewards).toBe(299);
+  });
+
+  it('resumes after the cursor saved in the job', async () => {
+    harness = await startHarness({ worker: { reconcileBatchSize: 10 } });
+    const h = harness;
+    await seedConsumers(h, 30);
+    await h.worker.close(1000); // nothing runs the job until we say so
+    const { jobId } = await startReconciliation(h.runtime.ctx.queues);
+    const job = await h.runtime.ctx.queues.reconciliation.getJob(jobId);
+    // As a replica that died after enqueueing the first 20 would have left it.
+    await job?.updateData({ ...job.data, cursor: 'rc_0019', enqueued: 20 });
+    const { processReconciliation } = await import('../../src/jobs/reconcile.js');
+    const fresh = await h.runtime.ctx.queues.reconciliation.getJob(jobId);
+    if (!fresh) throw new Error('job vanished');
+    const result = await processReconciliation(fresh, h.runtime.ctx);
+    expect(result.enqueued).toBe(30);
+    expect(result.batches).toBe(1);
+    const waiting = await h.runtime.ctx.queues.rewardSync.getJobs(['wait', 'prioritized']);
+    expect(waiting.map((j) => (j.data as { consumerId: string }).consumerId).sort()).toEqual(
+      Array.from({ length: 10 }, (_, i) => `rc_${String(20 + i).padStart(4, '0')}`),
+    );
+  });
+});
