@@ -4,6 +4,7 @@
  * (re-minted once on 401), a bounded exchange, the typed error or the parsed body, retries on
  * retryable failures, one short inline wait on a brief 429.
  */
+import { setMaxListeners } from 'node:events';
 import { AbortError } from 'p-retry';
 import { type Dispatcher, Pool } from 'undici';
 import { errorFromResponse } from './error-mapping.js';
@@ -52,6 +53,9 @@ export class PerksClient {
     this.#baseUrl = base.toString().replace(/\/+$/, '');
     this.#options = options;
     this.#retry = { ...defaultRetry, ...options.retry };
+    // Every call in flight listens on the close signal (and detaches when done): with a busy
+    // worker that is more than the default 10, which is not a leak.
+    setMaxListeners(0, this.#closing.signal);
     this.#basicAuth = Buffer.from(`${options.clientId}:${options.clientSecret}`).toString('base64');
     if (options.dispatcher) {
       this.#dispatcher = options.dispatcher;
