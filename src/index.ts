@@ -64,6 +64,14 @@ function topLevelHelp(): string {
   ].join('\n');
 }
 
+/** Failures of the environment (a server down, a migration edited): one line, no stack. */
+const operationalErrors = new Set([
+  'DatabaseUnreachableError',
+  'MigrationChecksumError',
+  'MigrationFileError',
+  'RedisUnreachableError',
+]);
+
 async function main(argv: readonly string[]): Promise<number> {
   const [name, ...rest] = argv;
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
@@ -86,6 +94,9 @@ try {
   } else if (error instanceof UsageError) {
     process.stderr.write(`perks-worker: ${error.message}\n`);
     process.exitCode = 2;
+  } else if (error instanceof Error && operationalErrors.has(error.name)) {
+    process.stderr.write(`perks-worker: ${error.message}\n`);
+    process.exitCode = 1;
   } else {
     // Unexpected: keep the stack, it is a bug report.
     process.stderr.write(

@@ -38,7 +38,9 @@ export function parseCommandArgs<O extends OptionSpecs>(
       strict: true,
     });
   } catch (error) {
-    throw new UsageError(`${spec.name}: ${(error as Error).message.split('\n')[0]}`);
+    // Node appends advice about `--` to unknown options; the first sentence is the point.
+    const message = (error as Error).message.split('\n')[0]?.split('. To specify')[0];
+    throw new UsageError(`${spec.name}: ${message}`);
   }
   // `--help` answers even when the rest of the line is incomplete.
   if ((parsed.values as { help?: unknown }).help === true) return parsed;

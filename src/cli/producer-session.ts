@@ -12,14 +12,19 @@ export async function withProducer<T>(fn: (producer: Producer) => Promise<T>): P
     consumerIdKey: config.consumerIds.key,
     logger,
   }).catch((error: unknown) => {
-    throw new Error(
-      `cannot reach Redis at ${redactUrl(config.redis.url)}: ${(error as Error).message}`,
-    );
+    throw new RedisUnreachableError(redactUrl(config.redis.url), error);
   });
   try {
     return await fn(producer);
   } finally {
     await producer.close();
+  }
+}
+
+export class RedisUnreachableError extends Error {
+  override readonly name = 'RedisUnreachableError';
+  constructor(url: string, cause: unknown) {
+    super(`cannot reach Redis at ${url}: ${(cause as Error).message}`, { cause });
   }
 }
 

@@ -1,20 +1,22 @@
 /** Text blocks shared by `status` and `demo`. */
 
 import type { CountedState, FailedJob, ReconciliationView } from '../queues/inspect.js';
-import type { QueueKind } from '../queues/names.js';
+import { type QueueKind, queueNames } from '../queues/names.js';
 import type { ConsumerFailure, DatastoreSummary } from '../store/summary.js';
 import { renderTable } from './table.js';
 
 export function queuesBlock(counts: Record<QueueKind, Record<CountedState, number>>): string {
-  const rows = Object.entries(counts).map(([queue, c]) => [
-    queue,
-    c.wait,
-    c.prioritized,
-    c.active,
-    c.delayed,
-    c.completed,
-    c.failed,
-  ]);
+  const rows = (Object.entries(counts) as [QueueKind, Record<CountedState, number>][]).map(
+    ([kind, c]) => [
+      queueNames[kind],
+      c.wait,
+      c.prioritized,
+      c.active,
+      c.delayed,
+      c.completed,
+      c.failed,
+    ],
+  );
   return renderTable(
     ['queue', 'waiting', 'prioritized', 'active', 'delayed', 'completed', 'failed'],
     rows,

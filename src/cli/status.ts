@@ -5,7 +5,7 @@ import { createProducer } from '../queues/producer.js';
 import { createStore } from '../store/store.js';
 import { consumerFailures, readSummary } from '../store/summary.js';
 import { type CommandSpec, parseCommandArgs, usage } from './command.js';
-import { redactUrl } from './producer-session.js';
+import { RedisUnreachableError, redactUrl } from './producer-session.js';
 import { datastoreBlock, failuresBlock, queuesBlock, reconciliationLine } from './report.js';
 
 const spec: CommandSpec = {
@@ -28,18 +28,14 @@ export async function run(argv: readonly string[]): Promise<number> {
     queuePrefix: config.redis.queuePrefix,
     logger,
   }).catch((error: unknown) => {
-    throw new Error(
-      `cannot reach Redis at ${redactUrl(config.redis.url)}: ${(error as Error).message}`,
-    );
+    throw new RedisUnreachableError(redactUrl(config.redis.url), error);
   });
   const store = createStore(config.database);
   try {
-    const [counts, reconciliation, jobs, summary, consumers] = await Promise.all([
+    const [counts, reconciliation, jobs] = await Promise.all([
       queueCounts(producer.queues),
       lastReconciliation(producer.queues),
       failedJobs(producer.queues, 5),
-      readSummary(store.pool, config.database.schema),
-      consumerFailures(store.pool, config.database.schema, 5),
     ]);
     const out = [
       `queues (prefix ${config.redis.queuePrefix})`,
@@ -47,12 +43,30 @@ export async function run(argv: readonly string[]): Promise<number> {
       '',
       reconciliationLine(reconciliation),
       '',
-      datastoreBlock(summary),
-      '',
-      failuresBlock(jobs, consumers),
     ];
+    let datastoreOk = true;
+    try {
+      const [summary, consumers] = await Promise.all([
+        readSummary(store.pool, config.database.schema),
+        consumerFailures(store.pool, config.database.schema, 5),
+      ]);
+      out.push(datastoreBlock(summary), '', failuresBlock(jobs, consumers));
+    } catch (error) {
+      // The queues are still worth showing when the datastore is not.
+      datastoreOk = false;
+      const code = (error as { code?: string }).code;
+      const reason =
+        code === '42P01' || code === '3F000'
+          ? `schema ${config.database.schema} is not migrated: run perks-worker migrate`
+          : (error as Error).message;
+      out.push(
+        `datastore ${redactUrl(config.database.url)}: unavailable (${reason})`,
+        '',
+        failuresBlock(jobs, []),
+      );
+    }
     process.stdout.write(`${out.join('\n')}\n`);
-    return 0;
+    return datastoreOk ? 0 : 1;
   } finally {
     await producer.close();
     await store.close();

@@ -1,19 +1,31 @@
-import { loadConfig } from '../config.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type DatabaseConfig, loadConfig } from '../config.js';
 import { createRuntime } from '../jobs/runtime.js';
 import { registerReconcileSchedule } from '../jobs/schedule.js';
 import { startWorker } from '../jobs/worker.js';
 import { closeServer, startOpsServer } from '../ops/health.js';
+import type { Logger } from '../ops/logger.js';
 import { createLogger } from '../ops/logger.js';
 import { shutdownSignal } from '../ops/shutdown.js';
+import { MigrationChecksumError, MigrationFileError } from '../store/errors.js';
+import { migrate } from '../store/migrate.js';
 import { type CommandSpec, parseCommandArgs, usage } from './command.js';
 
 const spec: CommandSpec = {
   name: 'work',
   summary:
     'Run the worker: enrollment, reward sync and reconciliation jobs, until SIGTERM or SIGINT.\nRun as many replicas as you like; they share the work through Redis.',
-  options: { help: { type: 'boolean', short: 'h' } },
-  help: [],
+  options: {
+    'skip-migrate': { type: 'boolean' },
+    help: { type: 'boolean', short: 'h' },
+  },
+  help: [
+    '--skip-migrate         do not apply migrations at start (when a deploy step runs `migrate`)',
+  ],
 };
+
+/** Postgres may still be starting (compose, k8s): keep trying the migration this long. */
+const migrateDeadlineMs = 60_000;
 
 export async function run(argv: readonly string[]): Promise<number> {
   const { values } = parseCommandArgs(spec, argv);
@@ -24,6 +36,13 @@ export async function run(argv: readonly string[]): Promise<number> {
   const config = loadConfig(['perks', 'consumerIds', 'redis', 'database', 'worker', 'log']);
   const logger = createLogger(config.log, { pid: process.pid });
   const stopping = shutdownSignal();
+
+  if (!values['skip-migrate']) {
+    // Safe from every replica at once: migrate() holds an advisory lock and is idempotent.
+    const result = await migrateWithRetry(config.database, logger);
+    if (result.applied.length > 0)
+      logger.info({ applied: result.applied, current: result.current }, 'migrations applied');
+  }
 
   const runtime = createRuntime(config, logger);
   const worker = startWorker(
@@ -72,4 +91,22 @@ export async function run(argv: readonly string[]): Promise<number> {
   await runtime.close();
   logger.info({ timedOut }, 'worker stopped');
   return 0;
+}
+
+async function migrateWithRetry(database: DatabaseConfig, logger: Logger) {
+  const deadline = Date.now() + migrateDeadlineMs;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await migrate({ databaseUrl: database.url, schema: database.schema, logger });
+    } catch (error) {
+      const permanent =
+        error instanceof MigrationChecksumError || error instanceof MigrationFileError;
+      if (permanent || Date.now() > deadline) throw error;
+      logger.warn(
+        { attempt, err: { message: (error as Error).message } },
+        'cannot migrate yet; retrying',
+      );
+      await sleep(Math.min(1000 * attempt, 5000));
+    }
+  }
 }

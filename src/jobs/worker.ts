@@ -58,10 +58,8 @@ export function startWorker(
     });
     worker.on('failed', (job: Job | undefined, error: Error) => {
       if (!job) return;
-      const final =
-        job.finishedOn !== undefined &&
-        job.failedReason !== undefined &&
-        job.attemptsMade >= (job.opts.attempts ?? 1);
+      // finishedOn is set only when the job has failed for good (no attempt left, or unrecoverable).
+      const final = job.finishedOn !== undefined;
       ctx.logger.warn(
         {
           queue: job.queueName,

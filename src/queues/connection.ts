@@ -35,34 +35,42 @@ export function createRedisConnection(
  */
 function watchErrors(redis: Redis, role: ConnectionRole, logger?: Logger): void {
   let down = false;
+  let everReady = false;
   redis.on('error', (error: Error) => {
-    if (down) return;
+    // A producer that never connected reports that to its caller (see `connected`).
+    if (down || (role === 'producer' && !everReady)) return;
     down = true;
     logger?.warn({ err: { message: error.message }, role }, 'redis connection lost; retrying');
   });
   redis.on('ready', () => {
+    everReady = true;
     if (!down) return;
     down = false;
     logger?.info({ role }, 'redis connection restored');
   });
 }
 
-/** Resolves when the connection is ready; rejects after `timeoutMs` (producers fail fast). */
+/**
+ * Resolves when the connection is ready. Rejects at the first connection error, or after
+ * `timeoutMs`: a producer must fail fast rather than wait for Redis to come back.
+ */
 export async function connected(redis: Redis, timeoutMs = 5000): Promise<void> {
   if (redis.status === 'ready') return;
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      cleanup();
-      reject(new Error(`redis did not answer within ${timeoutMs} ms`));
-    }, timeoutMs);
-    const onReady = () => {
-      cleanup();
-      resolve();
-    };
-    const cleanup = () => {
+    const timer = setTimeout(
+      () => settle(new Error(`no answer within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+    const onReady = () => settle();
+    const onError = (error: Error) => settle(error);
+    const settle = (error?: Error) => {
       clearTimeout(timer);
       redis.off('ready', onReady);
+      redis.off('error', onError);
+      if (error) reject(error);
+      else resolve();
     };
     redis.on('ready', onReady);
+    redis.on('error', onError);
   });
 }

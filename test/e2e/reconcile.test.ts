@@ -40,7 +40,11 @@ describe('reconciliation', () => {
     let watching = true;
     const watcher = (async () => {
       while (watching) {
-        const c = await h.runtime.ctx.queues.rewardSync.getJobCounts('wait', 'prioritized', 'delayed');
+        const c = await h.runtime.ctx.queues.rewardSync.getJobCounts(
+          'wait',
+          'prioritized',
+          'delayed',
+        );
         peak = Math.max(peak, (c.wait ?? 0) + (c.prioritized ?? 0) + (c.delayed ?? 0));
         await new Promise((r) => setTimeout(r, 20));
       }

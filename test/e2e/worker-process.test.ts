@@ -5,9 +5,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createStore, type Store } from '../../src/store/store.js';
 import { createProducer, type Producer } from '../../src/queues/producer.js';
 import { type Sandbox, startSandbox } from '../../src/sandbox/index.js';
+import { createStore, type Store } from '../../src/store/store.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { testQueuePrefix } from '../support/redis.js';
 
@@ -69,7 +69,11 @@ function startWorkerProcess(): WorkerProcess {
   return { child, output: () => output, exited };
 }
 
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined>,
+  timeoutMs = 20_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     const value = await probe();
@@ -129,7 +133,8 @@ describe('perks-worker work', () => {
     try {
       await waitFor(
         'the job to complete on the second replica',
-        async () => ((await producer.queues.rewardSync.getJob(jobId))?.finishedOn ? true : undefined),
+        async () =>
+          (await producer.queues.rewardSync.getJob(jobId))?.finishedOn ? true : undefined,
         30_000,
       );
       const job = await producer.queues.rewardSync.getJob(jobId);
