@@ -37,6 +37,12 @@ export interface SandboxOptions {
   rewardsPerConsumer?: RewardsPerConsumer;
   /** Rewards generated for a consumer enrolled through the API for the first time. Default 0. */
   rewardsOnEnroll?: number;
+  /**
+   * Any valid consumer id the sandbox does not hold is answered as enrolled with no rewards,
+   * without storing it (benchmarks of a million consumers). Enrolling one through the API
+   * still creates it. Default false.
+   */
+  autoEnroll?: boolean;
   /** Default 'sandbox-client'. */
   clientId?: string;
   /** Must look like sk_sandbox_...; default 'sk_sandbox_demo_secret'. */
@@ -81,7 +87,7 @@ const maxBodyBytes = 1024 * 1024;
 
 export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbox> {
   const settings = resolveOptions(options);
-  const state = new SandboxState(settings.seed);
+  const state = new SandboxState(settings.seed, settings.autoEnroll);
   const faults = new FaultController();
   const tokens = await TokenAuthority.create(settings.program, settings.tokenTtlSeconds);
   const limiter = new RateLimiter(undefined);
@@ -283,6 +289,7 @@ function resolveOptions(options: SandboxOptions) {
     consumers: options.consumers ?? 0,
     rewardsPerConsumer: options.rewardsPerConsumer ?? { min: 0, max: 30 },
     rewardsOnEnroll: options.rewardsOnEnroll ?? 0,
+    autoEnroll: options.autoEnroll ?? false,
     clientId: options.clientId ?? 'sandbox-client',
     clientSecret,
     scopes,

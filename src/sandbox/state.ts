@@ -49,6 +49,9 @@ export interface RewardPage {
   total: number;
 }
 
+/** The page of a consumer the state does not hold, under autoEnroll. */
+const emptyPage: RewardPage = Object.freeze({ itemsJson: '[]', total: 0 });
+
 /** Enough for a few clients paging a few sort orders; a sync re-reads the same pages. */
 const pageCacheLimit = 64;
 
@@ -61,7 +64,14 @@ export class SandboxState {
   setLatency: (ms: number) => void = () => {};
   setRateLimit: (perSecond: number | undefined) => void = () => {};
 
-  constructor(private readonly seed: number) {}
+  /**
+   * @param autoEnroll Any consumer id the state does not hold answers as enrolled with no
+   *   rewards, without being stored: a million-consumer benchmark costs no memory here.
+   */
+  constructor(
+    private readonly seed: number,
+    readonly autoEnroll = false,
+  ) {}
 
   /** Adds a consumer, enrolled unless told otherwise, with `rewards` generated rewards (0). */
   addConsumer(id: string, opts: { enrolled?: boolean; rewards?: number } = {}): void {
@@ -93,7 +103,8 @@ export class SandboxState {
   }
 
   isEnrolled(id: string): boolean {
-    return this.consumers.get(id)?.enrolled === true;
+    const consumer = this.consumers.get(id);
+    return consumer ? consumer.enrolled : this.autoEnroll;
   }
 
   enrolledConsumerIds(): string[] {
@@ -188,6 +199,7 @@ export class SandboxState {
     consumerId: string,
     query: { sort: RewardSort; types: readonly string[]; page: number; perPage: number },
   ): RewardPage {
+    if (this.autoEnroll && !this.consumers.has(consumerId)) return emptyPage;
     const consumer = this.record(consumerId);
     const key = `${query.sort} ${query.page} ${query.perPage} ${query.types.join(',')}`;
     const cached = consumer.pages.get(key);
