@@ -93,7 +93,7 @@ export async function run(argv: readonly string[]): Promise<number> {
       clientId: sandbox.clientId,
       clientSecret: sandbox.clientSecret,
       apiVersion: '2.0.0',
-      timeoutMs: 1500,
+      timeoutMs: 2000,
       retryAttempts: 4,
       retryMaxMs: 10_000,
       connections: 16,
@@ -175,7 +175,7 @@ function seedUpstream(sandbox: DemoSandbox, consumerIds: readonly string[]): voi
       consumerId: first,
       count: 1,
       kind: 'delay',
-      delayMs: 2500,
+      delayMs: 3500,
       applyWrite: true,
     });
   }
