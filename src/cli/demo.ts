@@ -60,8 +60,9 @@ export async function run(argv: readonly string[]): Promise<number> {
   const customers = wholeNumberFlag(values.customers, '--customers', 200, 100_000);
   const seed = wholeNumberFlag(values.seed, '--seed', 7, 1_000_000);
   const base = loadConfig(['redis', 'database', 'worker', 'log']);
+  // The worker's own lines (retries, pages) would drown the progress: shown with --verbose.
   const logger = createLogger({
-    level: values.verbose ? base.log.level : 'warn',
+    level: values.verbose ? base.log.level : 'error',
     format: base.log.format,
   });
   const say = (line: string) => process.stdout.write(`${line}\n`);
