@@ -1,0 +1,40 @@
+/** The README's datastore contract lists every table and column the migrations create. */
+import { readFileSync } from 'node:fs';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+
+const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+
+/** The README section of one table: from its heading to the next heading. */
+function section(table: string): string {
+  const start = readme.indexOf(`### \`perks.${table}\``);
+  if (start < 0) return '';
+  const next = readme.indexOf('\n#', start + 1);
+  return readme.slice(start, next < 0 ? undefined : next);
+}
+
+describe('README datastore contract', () => {
+  let db: TestDatabase;
+  let columns: { table: string; column: string }[] = [];
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    const client = new pg.Client(db.url);
+    await client.connect();
+    const { rows } = await client.query<{ table: string; column: string }>(
+      `select table_name as table, column_name as column from information_schema.columns
+        where table_schema = 'perks' order by table_name, ordinal_position`,
+    );
+    await client.end();
+    columns = rows;
+  });
+  afterAll(() => db.drop());
+
+  it('documents every table and column', () => {
+    expect(columns.length).toBeGreaterThan(30);
+    const undocumented = columns.filter(
+      ({ table, column }) => !new RegExp(`^\\| \`${column}\` +\\|`, 'm').test(section(table)),
+    );
+    expect(undocumented).toEqual([]);
+  });
+});
