@@ -72,6 +72,9 @@ const operationalErrors = new Set([
   'RedisUnreachableError',
 ]);
 
+/** Bad input caught below the argument parser (a payload, a user id needing the key). */
+const inputErrors = new Set(['InvalidPayloadError', 'ConsumerIdKeyMissingError']);
+
 async function main(argv: readonly string[]): Promise<number> {
   const [name, ...rest] = argv;
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
@@ -91,7 +94,10 @@ try {
   if (error instanceof ConfigError) {
     for (const line of error.message.split('\n')) process.stderr.write(`perks-worker: ${line}\n`);
     process.exitCode = 2;
-  } else if (error instanceof UsageError) {
+  } else if (
+    error instanceof UsageError ||
+    (error instanceof Error && inputErrors.has(error.name))
+  ) {
     process.stderr.write(`perks-worker: ${error.message}\n`);
     process.exitCode = 2;
   } else if (error instanceof Error && operationalErrors.has(error.name)) {

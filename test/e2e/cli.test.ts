@@ -1,7 +1,7 @@
 /** Runs the built `perks-worker` bin as a user would (npm test builds it first). */
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 
 const bin = fileURLToPath(new URL('../../dist/src/index.js', import.meta.url));
 
@@ -49,5 +49,73 @@ describe('perks-worker CLI', () => {
     const { status, stderr } = run(['enrol']);
     expect(status).toBe(2);
     expect(stderr).toBe(`perks-worker: unknown command "enrol"; run 'perks-worker --help'\n`);
+  });
+
+  it.each([
+    [['enroll'], 'perks-worker: enroll: missing <user-id>'],
+    [
+      ['enroll', 'a1', '--consent', 'FOO'],
+      'perks-worker: enroll: --consent "FOO" is not a consent (one of BASIC, TRANSACTION_TRIGGERS, TARGETING, STATISTICS, SMART_RANKING, WEB_ANALYTICS)',
+    ],
+    [
+      ['enroll', 'alice@example.com'],
+      'perks-worker: userId: this user id is not a valid consumer id (2-100 of [a-zA-Z0-9_-]), so it must be derived, and PERKS_CONSUMER_ID_KEY is not set',
+    ],
+    [
+      ['enroll', `${'a'.repeat(10_000)}@x`],
+      'perks-worker: invalid enrollment payload: userId: must be at most 256 characters',
+    ],
+    [
+      ['sync', 'bad id'],
+      'perks-worker: sync: <consumer-id> "bad id" is not a consumer id (2 to 100 of a-z A-Z 0-9 _ -)',
+    ],
+    [['sync', 'a', 'b'], 'perks-worker: sync: unexpected argument "b"'],
+    [['work', '--bogus'], "perks-worker: work: Unknown option '--bogus'"],
+    [
+      ['failed', '--limit', '0'],
+      'perks-worker: failed: --limit must be a whole number from 1 to 10000, got "0"',
+    ],
+    [
+      ['demo', '--customers', 'many'],
+      'perks-worker: demo: --customers must be a whole number from 1 to 100000, got "many"',
+    ],
+  ])('refuses %j in one line, exit 2', (args, message) => {
+    const { status, stderr } = run(args, { REDIS_URL: inject('redisUrl') });
+    expect(stderr).toBe(`${message}\n`);
+    expect(status).toBe(2);
+  });
+
+  it('says in one line that Redis or Postgres cannot be reached, exit 1', () => {
+    const redis = run(['enroll', 'c_1'], { REDIS_URL: 'redis://127.0.0.1:1' });
+    expect(redis.stderr).toBe(
+      'perks-worker: cannot reach Redis at redis://127.0.0.1:1: connect ECONNREFUSED 127.0.0.1:1\n',
+    );
+    expect(redis.status).toBe(1);
+    const postgres = run(['migrate'], {
+      DATABASE_URL: 'postgres://postgres:hunter2@127.0.0.1:1/perks',
+    });
+    expect(postgres.stderr).toMatch(
+      /^perks-worker: migrate: cannot reach PostgreSQL at 127\.0\.0\.1:1 /,
+    );
+    expect(postgres.stderr).not.toContain('hunter2');
+    expect(postgres.status).toBe(1);
+  });
+
+  it('answers --help on every command', () => {
+    for (const name of [
+      'work',
+      'migrate',
+      'enroll',
+      'sync',
+      'reconcile',
+      'status',
+      'failed',
+      'sandbox',
+      'demo',
+    ]) {
+      const { status, stdout } = run([name, '--help']);
+      expect(status, name).toBe(0);
+      expect(stdout).toMatch(new RegExp(`^Usage: perks-worker ${name}`));
+    }
   });
 });
