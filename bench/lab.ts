@@ -1,0 +1,226 @@
+/**
+ * The bench's test bench: one fresh database per run (perks_bench_<pid>), and per measurement
+ * a "lab": its own schema in that database, its own queue prefix, a sandbox and the real
+ * worker (createRuntime + startWorker) in-process, on the real Redis and Postgres.
+ */
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { pino } from 'pino';
+import type { Config, WorkerConfig } from '../src/config.js';
+import { createRuntime, type Runtime } from '../src/jobs/runtime.js';
+import { type RunningWorker, startWorker } from '../src/jobs/worker.js';
+import type { Logger } from '../src/ops/logger.js';
+import type { QueueKind } from '../src/queues/names.js';
+import { type Sandbox, type SandboxOptions, startSandbox } from '../src/sandbox/index.js';
+import { quoteIdentifier } from '../src/store/identifier.js';
+import { migrate } from '../src/store/migrate.js';
+import type { BenchEnvironment } from './env.js';
+
+export interface BenchRun {
+  env: BenchEnvironment;
+  database: string;
+  databaseUrl: string;
+  /** Pool on the bench database, for the bench's own queries (WAL, row counts). */
+  pool: pg.Pool;
+  /** Pool on the admin database. */
+  admin: pg.Pool;
+  /** For inspection (INFO, SCAN); never handed to a worker. */
+  redis: Redis;
+  close(): Promise<void>;
+}
+
+export function withDatabase(url: string, database: string): string {
+  const parsed = new URL(url);
+  parsed.pathname = `/${database}`;
+  return parsed.toString();
+}
+
+export async function openBenchRun(env: BenchEnvironment): Promise<BenchRun> {
+  const database = `perks_bench_${process.pid}`;
+  const admin = new pg.Pool({ connectionString: env.adminDatabaseUrl, max: 2 });
+  await admin.query(`drop database if exists ${quoteIdentifier(database)} with (force)`);
+  await admin.query(`create database ${quoteIdentifier(database)}`);
+  const databaseUrl = withDatabase(env.adminDatabaseUrl, database);
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 4 });
+  const redis = new Redis(env.redisUrl, { maxRetriesPerRequest: 3, lazyConnect: false });
+  return {
+    env,
+    database,
+    databaseUrl,
+    pool,
+    admin,
+    redis,
+    async close() {
+      await pool.end();
+      await admin
+        .query(`drop database if exists ${quoteIdentifier(database)} with (force)`)
+        .finally(() => admin.end());
+      redis.disconnect();
+    },
+  };
+}
+
+/** A migrated schema of the bench database (each measurement writes into empty tables). */
+export async function createSchema(run: BenchRun, schema: string): Promise<void> {
+  await run.pool.query(`drop schema if exists ${quoteIdentifier(schema)} cascade`);
+  await migrate({ databaseUrl: run.databaseUrl, schema });
+}
+
+export async function dropSchema(run: BenchRun, schema: string): Promise<void> {
+  await run.pool.query(`drop schema if exists ${quoteIdentifier(schema)} cascade`);
+}
+
+/** Deletes every Redis key under a queue prefix. */
+export async function deletePrefix(redis: Redis, prefix: string): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+    cursor = next;
+    if (keys.length > 0) await redis.unlink(...keys);
+  } while (cursor !== '0');
+}
+
+/** The worker settings of a default deployment (config.ts defaults), as a user runs it. */
+export const defaultWorker: WorkerConfig = {
+  rateLimitPerSecond: undefined,
+  reconcileCron: '0 3 * * *',
+  enrollConcurrency: 10,
+  syncConcurrency: 8,
+  reconcileBatchSize: 500,
+  reconcileMaxPending: 2000,
+  jobAttempts: 8,
+  jobBackoffMs: 5000,
+  keepCompletedJobs: 1000,
+  keepFailedJobs: 10_000,
+  jobLockMs: 30_000,
+  shutdownTimeoutMs: 30_000,
+  port: 0,
+};
+export const defaultPoolSize = 10;
+export const defaultConnections = 16;
+
+export interface LabOptions {
+  /** Names the schema and the queue prefix: lower-case letters, digits and _. */
+  name: string;
+  sandbox: SandboxOptions;
+  worker?: Partial<WorkerConfig>;
+  poolSize?: number;
+  connections?: number;
+}
+
+export interface Lab {
+  name: string;
+  schema: string;
+  prefix: string;
+  sandbox: Sandbox;
+  runtime: Runtime;
+  worker: RunningWorker;
+  config: Pick<Config, 'perks' | 'consumerIds' | 'redis' | 'database' | 'worker'>;
+  /** Jobs completed and failed for good, per queue, since the lab started. */
+  counts: Record<QueueKind, { completed: number; failed: number }>;
+  /** Resolves once `condition` holds (polled every 5 ms); rejects on a job failed for good. */
+  until(condition: () => boolean, timeoutMs: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * Logs as production does (info, JSON) but into /dev/null: the cost of logging is part of
+ * the worker's cost, the bench's terminal stays readable.
+ */
+function benchLogger(): Logger {
+  return pino({ level: 'info' }, pino.destination({ dest: '/dev/null', sync: false }));
+}
+
+export async function startLab(run: BenchRun, options: LabOptions): Promise<Lab> {
+  const schema = `bench_${options.name}`;
+  const prefix = `perks_bench_${process.pid}_${options.name}`;
+  await createSchema(run, schema);
+  await deletePrefix(run.redis, prefix);
+  const sandbox = await startSandbox({ seed: 1, ...options.sandbox });
+  const config: Lab['config'] = {
+    perks: {
+      baseUrl: sandbox.baseUrl,
+      clientId: sandbox.clientId,
+      clientSecret: sandbox.clientSecret,
+      apiVersion: '2.0.0',
+      timeoutMs: 10_000,
+      retryAttempts: 4,
+      retryMaxMs: 30_000,
+      connections: options.connections ?? defaultConnections,
+    },
+    consumerIds: { key: undefined },
+    redis: { url: run.env.redisUrl, queuePrefix: prefix },
+    database: {
+      url: run.databaseUrl,
+      schema,
+      poolSize: options.poolSize ?? defaultPoolSize,
+    },
+    worker: { ...defaultWorker, ...options.worker },
+  };
+  const runtime = createRuntime(config, benchLogger());
+  const worker = startWorker(runtime.ctx, runtime.connection, prefix, config.worker);
+  const counts: Lab['counts'] = {
+    enrollment: { completed: 0, failed: 0 },
+    rewardSync: { completed: 0, failed: 0 },
+    reconciliation: { completed: 0, failed: 0 },
+  };
+  let failure: string | undefined;
+  for (const [kind, w] of Object.entries(worker.workers) as [
+    QueueKind,
+    RunningWorker['workers'][QueueKind],
+  ][]) {
+    w.on('completed', () => {
+      counts[kind].completed += 1;
+    });
+    w.on('failed', (job, error) => {
+      if (job?.finishedOn === undefined) return; // an attempt; BullMQ retries it
+      counts[kind].failed += 1;
+      failure ??= `${kind} job ${job.id} failed: ${error.message}`;
+    });
+  }
+  await Promise.all(Object.values(worker.workers).map((w) => w.waitUntilReady()));
+
+  return {
+    name: options.name,
+    schema,
+    prefix,
+    sandbox,
+    runtime,
+    worker,
+    config,
+    counts,
+    async until(condition, timeoutMs) {
+      const deadline = Date.now() + timeoutMs;
+      while (!condition()) {
+        if (failure) throw new Error(`lab ${options.name}: ${failure}`);
+        if (Date.now() > deadline) {
+          throw new Error(`lab ${options.name}: condition not met within ${timeoutMs} ms`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    },
+    async close() {
+      await worker.close(5000);
+      await runtime.close();
+      await sandbox.close();
+      await deletePrefix(run.redis, prefix);
+      await dropSchema(run, schema);
+    },
+  };
+}
+
+/** Current WAL position; the difference of two is the WAL written in between (cluster-wide). */
+export async function walPosition(run: BenchRun): Promise<string> {
+  const { rows } = await run.pool.query<{ lsn: string }>(
+    'select pg_current_wal_lsn()::text as lsn',
+  );
+  return rows[0]?.lsn ?? '0/0';
+}
+
+export async function walBytesSince(run: BenchRun, start: string): Promise<number> {
+  const { rows } = await run.pool.query<{ bytes: string }>(
+    'select pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint::text as bytes',
+    [start],
+  );
+  return Number(rows[0]?.bytes ?? 0);
+}

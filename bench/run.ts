@@ -1,0 +1,166 @@
+/**
+ * `npm run bench [-- --quick] [-- --scenario 1,3]`: runs the scenarios against the sandbox,
+ * real Redis and real Postgres, prints each scenario's inputs, figures and ratio, a summary
+ * table, appends the machine and the figures to bench/RESULTS.md, and ends with one line of
+ * JSON holding every ratio. Every ratio compares two things measured in the same run.
+ */
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { describeMachine, readBenchEnvironment } from './env.js';
+import { openBenchRun } from './lab.js';
+import { appendResults, formatScenario, ratiosJson, textTable } from './report.js';
+import type { BenchContext, Scenario, ScenarioResult } from './scenario.js';
+import { scenario1 } from './scenario-1-first-sync.js';
+import { scenario2 } from './scenario-2-latency.js';
+import { scenario3 } from './scenario-3-resync.js';
+import { scenario4 } from './scenario-4-enrollment.js';
+import { scenario5 } from './scenario-5-fanout.js';
+import { scenario6 } from './scenario-6-baseline.js';
+
+const scenarios: readonly Scenario[] = [
+  scenario1,
+  scenario2,
+  scenario3,
+  scenario4,
+  scenario5,
+  scenario6,
+];
+
+const usage = `Usage: npm run bench -- [--quick] [--scenario N[,N...]]... [--no-record]
+
+Runs the perks-worker benchmarks against the sandbox, Redis (REDIS_URL, default
+redis://127.0.0.1:6379) and PostgreSQL (DATABASE_URL: an admin connection, default
+postgres://postgres@127.0.0.1:5432/postgres; the bench creates and drops perks_bench_<pid>).
+
+  --quick            smaller sizes (the whole run takes under two minutes)
+  --scenario N       run only these scenarios (repeatable, or a comma list); default all:
+${scenarios.map((s) => `                       ${s.id}  ${s.title}`).join('\n')}
+  --no-record        do not append the results to bench/RESULTS.md
+  -h, --help         this help
+
+The last line printed is one JSON object: {"scenario1": ratio, ...}.`;
+
+export class BenchUsageError extends Error {
+  override readonly name = 'BenchUsageError';
+}
+
+export interface BenchOptions {
+  quick: boolean;
+  record: boolean;
+  scenarios: number[];
+  help: boolean;
+}
+
+export function parseBenchArgs(argv: readonly string[]): BenchOptions {
+  let parsed: ReturnType<typeof parse>;
+  try {
+    parsed = parse(argv);
+  } catch (error) {
+    throw new BenchUsageError((error as Error).message.split('\n')[0] ?? 'bad arguments');
+  }
+  const ids = (parsed.values.scenario ?? []).flatMap((value) => value.split(','));
+  const chosen = new Set<number>();
+  for (const raw of ids) {
+    const id = Number(raw.trim());
+    if (!scenarios.some((s) => s.id === id)) {
+      throw new BenchUsageError(
+        `--scenario must be 1 to ${scenarios.length}, got ${JSON.stringify(raw)}`,
+      );
+    }
+    chosen.add(id);
+  }
+  return {
+    quick: parsed.values.quick ?? false,
+    record: !(parsed.values['no-record'] ?? false),
+    scenarios: chosen.size > 0 ? [...chosen].sort((a, b) => a - b) : scenarios.map((s) => s.id),
+    help: parsed.values.help ?? false,
+  };
+}
+
+function parse(argv: readonly string[]) {
+  return parseArgs({
+    args: [...argv],
+    strict: true,
+    allowPositionals: false,
+    options: {
+      quick: { type: 'boolean' },
+      scenario: { type: 'string', multiple: true },
+      'no-record': { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+}
+
+async function main(argv: readonly string[]): Promise<number> {
+  let options: BenchOptions;
+  try {
+    options = parseBenchArgs(argv);
+  } catch (error) {
+    if (!(error instanceof BenchUsageError)) throw error;
+    process.stderr.write(`bench: ${error.message} (see --help)\n`);
+    return 2;
+  }
+  if (options.help) {
+    process.stdout.write(`${usage}\n`);
+    return 0;
+  }
+  const startedAt = new Date();
+  const clock = performance.now();
+  const run = await openBenchRun(readBenchEnvironment());
+  const results: ScenarioResult[] = [];
+  let interrupted = false;
+  const onSignal = () => {
+    interrupted = true;
+    process.stderr.write('bench: interrupted; cleaning up after the current scenario\n');
+  };
+  process.once('SIGINT', onSignal);
+  try {
+    const machine = await describeMachine(run.admin, run.redis);
+    const mode = options.quick ? 'quick' : 'full';
+    process.stdout.write(
+      `perks-worker bench (${mode}) on ${machine.cpu}, ${machine.cores} cores, Node ${machine.node}, Redis ${machine.redis}, PostgreSQL ${machine.postgres}; load ${machine.loadAtStart}, ${machine.otherTestProcesses} other vitest processes\n\n`,
+    );
+    const ctx: BenchContext = {
+      run,
+      quick: options.quick,
+      note: (message) => process.stderr.write(`${message}\n`),
+    };
+    for (const id of options.scenarios) {
+      if (interrupted) break;
+      const scenario = scenarios.find((s) => s.id === id);
+      if (!scenario) continue;
+      ctx.note(`scenario ${id}: ${scenario.title}...`);
+      const result = await scenario.run(ctx);
+      results.push(result);
+      process.stdout.write(`${formatScenario(result)}\n\n`);
+    }
+    const durationS = Math.round((performance.now() - clock) / 1000);
+    process.stdout.write(`${textTable(results)}\n\n`);
+    if (options.record && !interrupted) {
+      const file = new URL('../../bench/RESULTS.md', import.meta.url);
+      await appendResults(
+        file,
+        { startedAt, quick: options.quick, scenarios: options.scenarios, durationS },
+        machine,
+        results,
+      );
+      process.stdout.write(`appended to bench/RESULTS.md (${durationS} s)\n`);
+    }
+  } finally {
+    await run.close();
+  }
+  process.stdout.write(`${JSON.stringify(ratiosJson(results))}\n`);
+  return interrupted ? 130 : 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    process.stderr.write(
+      `bench: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+    );
+    process.exitCode = 1;
+  },
+);

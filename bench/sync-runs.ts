@@ -1,0 +1,139 @@
+/**
+ * The two ways scenarios 1, 3 and 6 write a data set: through the whole worker (queue, HTTP,
+ * parse, store), and the bare loop it is measured against (the same store statement on the
+ * same number of connections, rows parsed in advance, no queue, no HTTP).
+ */
+import { performance } from 'node:perf_hooks';
+import { parseRewardPage } from '../src/perks/paging.js';
+import type { Reward } from '../src/perks/schemas.js';
+import { enqueueRewardSyncs } from '../src/queues/producer.js';
+import type { Sandbox } from '../src/sandbox/index.js';
+import { createStore } from '../src/store/store.js';
+import {
+  type BenchRun,
+  createSchema,
+  defaultPoolSize,
+  defaultWorker,
+  dropSchema,
+  type Lab,
+  walBytesSince,
+  walPosition,
+} from './lab.js';
+
+export interface DataSet {
+  consumers: number;
+  rewards: number;
+}
+
+export const describeSet = (set: DataSet) => `${set.consumers} × ${set.rewards}`;
+
+/** The sandbox's consumer ids for a generated data set (sbx_0001, ...). */
+export function consumerIdsOf(sandbox: Sandbox): string[] {
+  return sandbox.state.enrolledConsumerIds();
+}
+
+export interface Timed {
+  ms: number;
+  rows: number;
+  walBytes: number;
+}
+
+/**
+ * Enqueues one sync per consumer and waits until they have all completed. The clock starts
+ * before the first enqueue: enqueueing is part of what a user pays.
+ */
+export async function syncThroughWorker(
+  run: BenchRun,
+  lab: Lab,
+  consumerIds: readonly string[],
+  rows: number,
+): Promise<Timed> {
+  const wal = await walPosition(run);
+  const target = lab.counts.rewardSync.completed + consumerIds.length;
+  const started = performance.now();
+  for (let i = 0; i < consumerIds.length; i += 1000) {
+    await enqueueRewardSyncs(lab.runtime.ctx.queues, consumerIds.slice(i, i + 1000), 'manual');
+  }
+  await lab.until(() => lab.counts.rewardSync.completed >= target, 30 * 60_000);
+  const ms = performance.now() - started;
+  return { ms, rows, walBytes: await walBytesSince(run, wal) };
+}
+
+export interface PreparedPage {
+  consumerId: string;
+  rewards: Reward[];
+}
+
+/** Every page of every consumer, read from the sandbox's memory and parsed as the client does. */
+export function preparePages(sandbox: Sandbox, consumerIds: readonly string[]): PreparedPage[] {
+  const pages: PreparedPage[] = [];
+  for (const consumerId of consumerIds) {
+    for (let page = 1; ; page++) {
+      const { itemsJson, total } = sandbox.state.rewardPage(consumerId, {
+        sort: '-executed_at',
+        types: [],
+        page,
+        perPage: 1000,
+      });
+      const body = JSON.parse(
+        `{"items":${itemsJson},"meta":{"page":${page},"per_page":1000,"total":${total}}}`,
+      );
+      const parsed = parseRewardPage('bench', body);
+      if (parsed.items.length > 0) pages.push({ consumerId, rewards: parsed.items });
+      if (page * 1000 >= total) break;
+    }
+  }
+  return pages;
+}
+
+/**
+ * The bare loop: `concurrency` writers take pages in turn and write each with the store's
+ * page statement, through a pool of the worker's size, into a fresh schema.
+ */
+export async function bareLoop(
+  run: BenchRun,
+  schema: string,
+  pages: readonly PreparedPage[],
+  options: { concurrency?: number; poolSize?: number } = {},
+): Promise<Timed> {
+  await createSchema(run, schema);
+  const store = createStore({
+    url: run.databaseUrl,
+    schema,
+    poolSize: options.poolSize ?? defaultPoolSize,
+  });
+  try {
+    // Open the connections first, as a running worker has them open.
+    await Promise.all(Array.from({ length: store.pool.options.max ?? 1 }, () => store.ping()));
+    const wal = await walPosition(run);
+    let next = 0;
+    let rows = 0;
+    const started = performance.now();
+    const writer = async () => {
+      for (let i = next++; i < pages.length; i = next++) {
+        const page = pages[i];
+        if (!page) continue;
+        await store.writeRewardPage({
+          consumerId: page.consumerId,
+          rewards: page.rewards,
+          observedAt: new Date(),
+        });
+        rows += page.rewards.length;
+      }
+    };
+    const concurrency = options.concurrency ?? defaultWorker.syncConcurrency;
+    await Promise.all(Array.from({ length: concurrency }, writer));
+    const ms = performance.now() - started;
+    return { ms, rows, walBytes: await walBytesSince(run, wal) };
+  } finally {
+    await store.close();
+    await dropSchema(run, schema);
+  }
+}
+
+/** Empties a lab's tables, so that its next sync writes new rows again. */
+export async function emptyLab(run: BenchRun, lab: Lab): Promise<void> {
+  await run.pool.query(
+    `truncate ${lab.schema}.reward_status_changes, ${lab.schema}.rewards, ${lab.schema}.consumers`,
+  );
+}
