@@ -197,6 +197,25 @@ export const variables = {
     default: '9464',
     example: '9464',
   },
+  DASHBOARD_USER: {
+    group: 'worker',
+    description: 'User name of the queue dashboard (`/dashboard`, HTTP basic auth).',
+    default: 'admin',
+    example: 'admin',
+  },
+  DASHBOARD_PASSWORD: {
+    group: 'worker',
+    description:
+      'Password of the queue dashboard (at least 12 characters). Unset: no dashboard, `/dashboard` is 404.',
+    example: 'a-long-dashboard-password',
+    secret: true,
+  },
+  OTEL_EXPORTER_OTLP_ENDPOINT: {
+    group: 'worker',
+    description:
+      'OpenTelemetry collector (OTLP over HTTP) receiving a trace span per job; traces go to `<endpoint>/v1/traces`. Unset: no tracing.',
+    example: 'http://127.0.0.1:4318',
+  },
   LOG_LEVEL: {
     group: 'log',
     description: 'fatal, error, warn, info, debug, trace or silent.',
@@ -266,6 +285,15 @@ const schemas = {
   JOB_LOCK_MS: wholeNumber(1000, 3_600_000),
   SHUTDOWN_TIMEOUT_MS: wholeNumber(0, 3_600_000),
   PORT: wholeNumber(0, 65_535),
+  DASHBOARD_USER: z
+    .string()
+    .regex(/^[^:\s]{1,64}$/, { error: 'must be 1 to 64 characters, no colon or space' }),
+  DASHBOARD_PASSWORD: z
+    .string()
+    .min(12, { error: 'must be at least 12 characters' })
+    .max(256, { error: 'must be at most 256 characters' })
+    .optional(),
+  OTEL_EXPORTER_OTLP_ENDPOINT: httpUrl.transform((url) => url.replace(/\/+$/, '')).optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   LOG_FORMAT: z.enum(['json', 'pretty']),
 } satisfies Record<VariableName, z.ZodType>;
@@ -296,6 +324,12 @@ export interface WorkerConfig {
   jobLockMs: number;
   shutdownTimeoutMs: number;
   port: number;
+  /** Basic-auth user of the dashboard. Always set by loadConfig (default 'admin'). */
+  dashboardUser?: string;
+  /** Never log it. Undefined: the dashboard is off. */
+  dashboardPassword?: string | undefined;
+  /** OTLP/HTTP collector base URL; undefined: no tracing. */
+  otlpEndpoint?: string | undefined;
 }
 export interface RedisConfig {
   url: string;
@@ -413,6 +447,9 @@ export function loadConfig<G extends ConfigGroup>(
       jobLockMs: v.JOB_LOCK_MS,
       shutdownTimeoutMs: v.SHUTDOWN_TIMEOUT_MS,
       port: v.PORT,
+      dashboardUser: v.DASHBOARD_USER,
+      dashboardPassword: v.DASHBOARD_PASSWORD,
+      otlpEndpoint: v.OTEL_EXPORTER_OTLP_ENDPOINT,
     };
   }
   if (wanted.has('log')) config.log = { level: v.LOG_LEVEL, format: v.LOG_FORMAT };

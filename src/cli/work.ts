@@ -3,10 +3,12 @@ import { type DatabaseConfig, loadConfig } from '../config.js';
 import { createRuntime } from '../jobs/runtime.js';
 import { registerReconcileSchedule } from '../jobs/schedule.js';
 import { startWorker } from '../jobs/worker.js';
+import { createDashboard, dashboardPath, type Route } from '../ops/dashboard.js';
 import { closeServer, startOpsServer } from '../ops/health.js';
 import type { Logger } from '../ops/logger.js';
 import { createLogger } from '../ops/logger.js';
 import { shutdownSignal } from '../ops/shutdown.js';
+import { startTracing, type Tracing } from '../ops/tracing.js';
 import { MigrationChecksumError, MigrationFileError } from '../store/errors.js';
 import { migrate } from '../store/migrate.js';
 import { type CommandSpec, parseCommandArgs, usage } from './command.js';
@@ -44,13 +46,24 @@ export async function run(argv: readonly string[]): Promise<number> {
       logger.info({ applied: result.applied, current: result.current }, 'migrations applied');
   }
 
+  const tracing: Tracing | undefined = config.worker.otlpEndpoint
+    ? await startTracing({ endpoint: config.worker.otlpEndpoint, logger })
+    : undefined;
   const runtime = createRuntime(config, logger);
   const worker = startWorker(
     runtime.ctx,
     runtime.connection,
     config.redis.queuePrefix,
     config.worker,
+    tracing ? { telemetry: tracing.telemetry } : {},
   );
+  const dashboard: Route | undefined = config.worker.dashboardPassword
+    ? await createDashboard({
+        queues: Object.values(runtime.ctx.queues),
+        user: config.worker.dashboardUser ?? 'admin',
+        password: config.worker.dashboardPassword,
+      })
+    : undefined;
   const server = await startOpsServer({
     port: config.worker.port,
     logger,
@@ -58,6 +71,8 @@ export async function run(argv: readonly string[]): Promise<number> {
       { name: 'redis', check: async () => void (await runtime.connection.ping()) },
       { name: 'postgres', check: () => runtime.ctx.store.ping() },
     ],
+    registry: runtime.metrics.registry,
+    ...(dashboard ? { routes: dashboard } : {}),
   });
   registerReconcileSchedule(
     runtime.ctx.queues,
@@ -71,9 +86,12 @@ export async function run(argv: readonly string[]): Promise<number> {
       'could not register the reconciliation schedule',
     ),
   );
+  const address = server.address();
   logger.info(
     {
-      port: config.worker.port,
+      port: typeof address === 'object' && address ? address.port : config.worker.port,
+      dashboard: dashboard ? dashboardPath : 'off',
+      tracing: tracing ? 'on' : 'off',
       prefix: config.redis.queuePrefix,
       enrollConcurrency: config.worker.enrollConcurrency,
       syncConcurrency: config.worker.syncConcurrency,
@@ -89,6 +107,7 @@ export async function run(argv: readonly string[]): Promise<number> {
   const { timedOut } = await worker.close(config.worker.shutdownTimeoutMs);
   await closeServer(server);
   await runtime.close();
+  await tracing?.shutdown();
   logger.info({ timedOut }, 'worker stopped');
   return 0;
 }

@@ -1,4 +1,5 @@
 import type { Logger } from '../ops/logger.js';
+import type { JobMetrics, WorkerMetrics } from '../ops/metrics.js';
 import type { PerksClient } from '../perks/client.js';
 import type { Queues } from '../queues/queues.js';
 import type { Store } from '../store/store.js';
@@ -12,4 +13,6 @@ export interface JobContext {
   /** PERKS_CONSUMER_ID_KEY, for enrollment jobs that carry only a userId. */
   consumerIdKey: string | undefined;
   reconcile: { batchSize: number; maxPending: number };
+  /** Counters of job outcomes (the worker) and of domain facts (the processors). */
+  metrics: JobMetrics & WorkerMetrics;
 }

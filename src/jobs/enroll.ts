@@ -42,6 +42,7 @@ export async function processEnrollment(
       removedConsents,
       at: new Date(),
     });
+    ctx.metrics.enrollment(outcome);
     await enqueueRewardSync(ctx.queues, { consumerId, reason: 'enrollment' });
     return { consumerId, outcome };
   } catch (error) {

@@ -53,6 +53,7 @@ export async function processReconciliation(
       batches += 1;
       await job.updateData({ ...state, cursor, enqueued, startedAt });
       await job.updateProgress({ enqueued, cursor });
+      ctx.metrics.reconciliationProgress(enqueued);
       log.info(
         { batch: batches, size: ids.length, enqueued, cursor },
         'reconciliation batch enqueued',
@@ -61,6 +62,7 @@ export async function processReconciliation(
     }
     const finishedAt = new Date().toISOString();
     log.info({ enqueued, batches, startedAt, finishedAt }, 'reconciliation fanned out');
+    ctx.metrics.reconciliationFinished();
     return { enqueued, batches, startedAt, finishedAt };
   } catch (error) {
     return steerFailure(error, ctx.queues.reconciliation);

@@ -5,6 +5,7 @@
 import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import type { Logger } from '../ops/logger.js';
+import { createMetrics, type Metrics } from '../ops/metrics.js';
 import { PerksClient } from '../perks/client.js';
 import { createRedisConnection } from '../queues/connection.js';
 import { closeQueues, openQueues } from '../queues/queues.js';
@@ -15,15 +16,28 @@ import type { JobContext } from './context.js';
 export interface Runtime {
   ctx: JobContext;
   connection: Redis;
+  /** This process's metrics: API hooks attached, queues watched; serve `metrics.registry`. */
+  metrics: Metrics;
   close(): Promise<void>;
 }
 
 export type RuntimeConfig = Pick<Config, 'perks' | 'consumerIds' | 'redis' | 'database' | 'worker'>;
 
-export function createRuntime(config: RuntimeConfig, logger: Logger): Runtime {
+export interface RuntimeOptions {
+  /** Default: a new registry with Node's default metrics. */
+  metrics?: Metrics;
+}
+
+export function createRuntime(
+  config: RuntimeConfig,
+  logger: Logger,
+  options: RuntimeOptions = {},
+): Runtime {
   const connection = createRedisConnection(config.redis.url, 'worker', logger);
   const store = createStore(config.database);
   const queues = openQueues(connection, config.redis.queuePrefix, config.worker);
+  const metrics = options.metrics ?? createMetrics();
+  metrics.watchQueues(Object.values(queues));
   const client = new PerksClient({
     baseUrl: config.perks.baseUrl,
     clientId: config.perks.clientId,
@@ -39,6 +53,7 @@ export function createRuntime(config: RuntimeConfig, logger: Logger): Runtime {
       name: config.perks.clientId,
     }),
     logger,
+    hooks: metrics.apiHooks,
   });
   const ctx: JobContext = {
     client,
@@ -50,10 +65,12 @@ export function createRuntime(config: RuntimeConfig, logger: Logger): Runtime {
       batchSize: config.worker.reconcileBatchSize,
       maxPending: config.worker.reconcileMaxPending,
     },
+    metrics,
   };
   return {
     ctx,
     connection,
+    metrics,
     async close() {
       await closeQueues(queues);
       await client.close();

@@ -114,6 +114,7 @@ async function scanOnce(
       rewards: page.items,
       observedAt,
     });
+    ctx.metrics.rewardPageWritten(written);
     for (const reward of page.items) seenIds.push(reward.id);
     if (page.totalChanged) consistent = false;
 

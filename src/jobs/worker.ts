@@ -3,9 +3,18 @@
  * this side by side; BullMQ hands each job to exactly one of them and hands the jobs of a
  * replica that died to another (stalled-job recovery).
  */
-import { type Job, type Processor, Worker, type WorkerOptions } from 'bullmq';
+import {
+  type Job,
+  type Processor,
+  RateLimitError,
+  type Telemetry,
+  UnrecoverableError,
+  Worker,
+  type WorkerOptions,
+} from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { WorkerConfig } from '../config.js';
+import type { FailureReason } from '../ops/metrics.js';
 import { jobNames, type QueueKind, queueNames } from '../queues/names.js';
 import type { JobContext } from './context.js';
 import { processEnrollment } from './enroll.js';
@@ -16,6 +25,11 @@ export interface RunningWorker {
   workers: Record<QueueKind, Worker>;
   /** Stops taking jobs, waits up to `timeoutMs` for active ones, then cancels what is left. */
   close(timeoutMs: number): Promise<{ timedOut: boolean }>;
+}
+
+export interface StartWorkerOptions {
+  /** OpenTelemetry for BullMQ (bullmq-otel): a span per job attempt. Default: none. */
+  telemetry?: Telemetry;
 }
 
 /**
@@ -32,6 +46,7 @@ export function startWorker(
     WorkerConfig,
     'enrollConcurrency' | 'syncConcurrency' | 'rateLimitPerSecond' | 'jobLockMs'
   >,
+  options: StartWorkerOptions = {},
 ): RunningWorker {
   const limiter = { max: config.rateLimitPerSecond ?? unboundedRate, duration: 1000 };
   const common: Omit<WorkerOptions, 'concurrency'> = {
@@ -41,14 +56,17 @@ export function startWorker(
     // A dead replica's jobs return to the queue after about one lock duration.
     lockDuration: config.jobLockMs,
     stalledInterval: config.jobLockMs,
+    ...(options.telemetry ? { telemetry: options.telemetry } : {}),
   };
 
   const logOutcome = (worker: Worker) => {
     worker.on('completed', (job: Job, result: unknown) => {
+      ctx.metrics.jobCompleted(job.queueName);
       ctx.logger.info(
         {
           queue: job.queueName,
           jobId: job.id,
+          consumerId: consumerIdOf(job, result),
           attempt: job.attemptsMade,
           durationMs: durationOf(job),
           result,
@@ -60,10 +78,12 @@ export function startWorker(
       if (!job) return;
       // finishedOn is set only when the job has failed for good (no attempt left, or unrecoverable).
       const final = job.finishedOn !== undefined;
+      ctx.metrics.jobFailed(job.queueName, failureReason(error), final);
       ctx.logger.warn(
         {
           queue: job.queueName,
           jobId: job.id,
+          consumerId: consumerIdOf(job),
           attempt: job.attemptsMade,
           durationMs: durationOf(job),
           err: { name: error.name, message: error.message },
@@ -79,12 +99,42 @@ export function startWorker(
     return worker;
   };
 
-  const enrollment: Processor = (job, _token, signal) => processEnrollment(job, ctx, signal);
-  const rewardSync: Processor = (job, _token, signal) => processRewardSync(job, ctx, signal);
-  const reconciliation: Processor = (job, _token, signal) =>
+  /** Times every attempt. A rate-limited one gets no BullMQ event: it is logged here. */
+  const measured =
+    (processor: Processor): Processor =>
+    async (job, token, signal) => {
+      const started = performance.now();
+      const seconds = () => (performance.now() - started) / 1000;
+      try {
+        const result: unknown = await processor(job, token, signal);
+        ctx.metrics.jobAttempt(job.queueName, 'completed', seconds());
+        return result;
+      } catch (error) {
+        const reason = failureReason(error);
+        ctx.metrics.jobAttempt(job.queueName, reason, seconds());
+        if (reason === 'rate_limited') {
+          ctx.logger.info(
+            {
+              queue: job.queueName,
+              jobId: job.id,
+              consumerId: consumerIdOf(job),
+              attempt: job.attemptsMade + 1,
+              durationMs: Math.round(seconds() * 1000),
+            },
+            'job throttled by the API; back to waiting',
+          );
+        }
+        throw error;
+      }
+    };
+
+  const enrollment = measured((job, _token, signal) => processEnrollment(job, ctx, signal));
+  const rewardSync = measured((job, _token, signal) => processRewardSync(job, ctx, signal));
+  const reconciliation = measured((job, _token, signal) =>
     job.name === jobNames.reconcileTick
       ? processReconcileTick(ctx)
-      : processReconciliation(job, ctx, signal);
+      : processReconciliation(job, ctx, signal),
+  );
 
   const workers: Record<QueueKind, Worker> = {
     enrollment: logOutcome(
@@ -128,6 +178,24 @@ export function startWorker(
   };
 }
 
+/** From the start of this attempt to its end (or now, for an attempt that will be retried). */
 function durationOf(job: Job): number | undefined {
-  return job.finishedOn && job.processedOn ? job.finishedOn - job.processedOn : undefined;
+  return job.processedOn ? (job.finishedOn ?? Date.now()) - job.processedOn : undefined;
+}
+
+function failureReason(error: unknown): FailureReason {
+  if (error instanceof RateLimitError) return 'rate_limited';
+  if (error instanceof UnrecoverableError) return 'unrecoverable';
+  return 'error';
+}
+
+/** The consumer a job is about, for the log line: from its payload, or an enrollment's result. */
+function consumerIdOf(job: Job, result?: unknown): string | undefined {
+  for (const source of [job.data, result]) {
+    if (typeof source === 'object' && source !== null && 'consumerId' in source) {
+      const { consumerId } = source as { consumerId: unknown };
+      if (typeof consumerId === 'string') return consumerId;
+    }
+  }
+  return undefined;
 }

@@ -4,6 +4,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import type { Registry } from 'prom-client';
 import type { Logger } from './logger.js';
 
 export interface ReadinessCheck {
@@ -16,6 +17,8 @@ export interface OpsServerOptions {
   host?: string;
   checks: readonly ReadinessCheck[];
   logger: Logger;
+  /** Served on GET /metrics in the Prometheus text format. Absent: /metrics is 404. */
+  registry?: Registry;
   /** Extra routes (metrics, dashboard), tried before the 404. Return true when handled. */
   routes?: (req: IncomingMessage, res: ServerResponse) => Promise<boolean> | boolean;
   /** A check slower than this counts as failed. Default 2000 ms. */
@@ -72,6 +75,12 @@ export async function startOpsServer(options: OpsServerOptions): Promise<Server>
         checks: Object.fromEntries(results.map((r) => [r.name, r.ok ? 'ok' : r.error])),
       };
       return send(res, failing.length === 0 ? 200 : 503, body);
+    }
+    if (path === '/metrics' && options.registry) {
+      const text = await options.registry.metrics();
+      res.writeHead(200, { 'content-type': options.registry.contentType });
+      res.end(text);
+      return;
     }
     if (options.routes && (await options.routes(req, res))) return;
     send(res, 404, { status: 'not found' });

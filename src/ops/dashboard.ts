@@ -1,0 +1,94 @@
+/**
+ * The queue dashboard (bull-board) under /dashboard of the operations server, behind HTTP
+ * basic auth. Read-only: it shows queues, jobs and failures; retries go through
+ * `perks-worker failed --retry`, so a browser tab can never delete or clean a queue.
+ *
+ * bull-board and its Express app are imported only when the dashboard is turned on
+ * (DASHBOARD_PASSWORD set): a worker without it loads none of that.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Queue } from 'bullmq';
+
+export const dashboardPath = '/dashboard';
+
+export interface DashboardOptions {
+  queues: readonly Queue[];
+  user: string;
+  /** Never logged; compared in constant time. */
+  password: string;
+  /** Shown in the page header. Default 'perks-worker'. */
+  title?: string;
+}
+
+/** A route for OpsServerOptions.routes: true when the request was for the dashboard. */
+export type Route = (req: IncomingMessage, res: ServerResponse) => Promise<boolean> | boolean;
+
+type ExpressApp = (
+  req: IncomingMessage,
+  res: ServerResponse,
+  next: (err?: unknown) => void,
+) => void;
+
+export async function createDashboard(options: DashboardOptions): Promise<Route> {
+  const [{ createBullBoard }, { BullMQAdapter }, { ExpressAdapter }] = await Promise.all([
+    import('@bull-board/api'),
+    import('@bull-board/api/bullMQAdapter'),
+    import('@bull-board/express'),
+  ]);
+  const serverAdapter = new ExpressAdapter();
+  serverAdapter.setBasePath(dashboardPath);
+  createBullBoard({
+    queues: options.queues.map((queue) => new BullMQAdapter(queue, { readOnlyMode: true })),
+    serverAdapter,
+    options: { uiConfig: { boardTitle: options.title ?? 'perks-worker' } },
+  });
+  const app = serverAdapter.getRouter() as ExpressApp;
+  const checkCredentials = basicAuthChecker(options.user, options.password);
+
+  return (req, res) => {
+    const url = req.url ?? '/';
+    const path = url.split('?')[0] ?? '/';
+    if (path !== dashboardPath && !path.startsWith(`${dashboardPath}/`)) return false;
+    if (!checkCredentials(req.headers.authorization)) {
+      res.writeHead(401, {
+        'www-authenticate': 'Basic realm="perks-worker dashboard", charset="UTF-8"',
+        'content-type': 'text/plain; charset=utf-8',
+      });
+      res.end('authentication required\n');
+      return true;
+    }
+    // bull-board's app routes from its own root: hand it the path below /dashboard.
+    req.url = url.slice(dashboardPath.length) || '/';
+    return new Promise<boolean>((resolve) => {
+      res.once('finish', () => resolve(true));
+      res.once('close', () => resolve(true));
+      app(req, res, (err?: unknown) => {
+        // Nothing in bull-board matched (or it failed): answer here.
+        if (!res.headersSent) {
+          res.writeHead(err ? 500 : 404, { 'content-type': 'text/plain; charset=utf-8' });
+          res.end(err ? 'dashboard error\n' : 'not found\n');
+        }
+        resolve(true);
+      });
+    });
+  };
+}
+
+/**
+ * Checks an Authorization header against one user and password. Both sides are hashed first,
+ * so the comparison takes the same time whatever the length or content of the guess.
+ */
+export function basicAuthChecker(
+  user: string,
+  password: string,
+): (header: string | undefined) => boolean {
+  const digest = (text: string) => createHash('sha256').update(text, 'utf8').digest();
+  const expected = digest(`${user}:${password}`);
+  return (header) => {
+    const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header ?? '');
+    const given = match?.[1] ? Buffer.from(match[1], 'base64').toString('utf8') : '';
+    // Always compare, even without a header, so that timing says nothing either.
+    return timingSafeEqual(digest(given), expected) && match !== null;
+  };
+}
