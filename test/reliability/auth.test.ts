@@ -1,0 +1,110 @@
+/**
+ * Credentials under fault: the token revoked mid-run (401), the token endpoint down for a
+ * while (scaled down from a minute to 5 s), and a token missing the PERKS scope (403: fails
+ * fast and loudly, no retry storm).
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { enqueueEnrollment, enqueueRewardSync } from '../../src/queues/producer.js';
+import { type Harness, startHarness } from '../support/worker-harness.js';
+import { expectConsistent, sleep, waitFor } from './support.js';
+
+let harness: Harness | undefined;
+afterEach(async () => {
+  await harness?.close();
+  harness = undefined;
+});
+
+async function progressOf(h: Harness, jobId: string): Promise<number> {
+  const job = await h.runtime.ctx.queues.rewardSync.getJob(jobId);
+  return (job?.progress as { page?: number } | undefined)?.page ?? 0;
+}
+
+describe('tokens', () => {
+  it('a token revoked mid-sync (401) is re-minted once and the sync completes', async () => {
+    harness = await startHarness({ sandbox: { seed: 41, latencyMs: 250 } });
+    const h = harness;
+    h.sandbox.state.addConsumer('revoked', { rewards: 3500 });
+    const job = await enqueueRewardSync(h.runtime.ctx.queues, { consumerId: 'revoked' });
+    await waitFor('page 1', async () =>
+      (await progressOf(h, job.id ?? '')) >= 1 ? true : undefined,
+    );
+    h.sandbox.state.revokeTokens();
+    await h.idle(60_000);
+
+    const log = h.sandbox.state.requestLog().filter((e) => e.path.includes('/rewards'));
+    expect(log.map((e) => e.status)).toContain(401);
+    expect(h.sandbox.state.counters().tokensMinted).toBe(2);
+    await expectConsistent(h.runtime.ctx.store.pool, h.sandbox, ['revoked']);
+    expect(await h.runtime.ctx.queues.rewardSync.getFailedCount()).toBe(0);
+  }, 60_000);
+
+  it('the token endpoint down for 5 s (a minute, scaled) while the token is revoked: jobs wait, then complete', async () => {
+    harness = await startHarness({
+      sandbox: { seed: 42, latencyMs: 100 },
+      perks: { retryAttempts: 2, retryMaxMs: 1000 },
+      worker: { jobAttempts: 20, jobBackoffMs: 200 },
+    });
+    const h = harness;
+    const ids = ['tok_down_1', 'tok_down_2', 'tok_down_3'];
+    for (const id of ids) h.sandbox.state.addConsumer(id, { rewards: 1200 });
+    const first = await enqueueRewardSync(h.runtime.ctx.queues, { consumerId: ids[0] ?? '' });
+    await waitFor('page 1', async () =>
+      (await progressOf(h, first.id ?? '')) >= 1 ? true : undefined,
+    );
+    // The endpoint answers 503 (with and without an envelope) to every mint from now on.
+    h.sandbox.faults.inject({ route: 'token', count: 1_000_000, kind: 'empty', status: 503 });
+    h.sandbox.state.revokeTokens();
+    const later = [];
+    for (const id of ids.slice(1))
+      later.push(await enqueueRewardSync(h.runtime.ctx.queues, { consumerId: id }));
+    await sleep(5000);
+
+    const q = h.runtime.ctx.queues.rewardSync;
+    expect(await q.getFailedCount()).toBe(0); // waiting on backoff, not failed
+    for (const job of later) {
+      // No token, no request: nothing of these consumers can have been read yet.
+      expect(await (await q.getJob(job.id ?? ''))?.getState()).not.toBe('completed');
+    }
+    const mintsWhileDown = h.sandbox.state.counters().requests.token ?? 0;
+    h.sandbox.faults.clear();
+    await h.idle(60_000);
+
+    await expectConsistent(h.runtime.ctx.store.pool, h.sandbox, ids);
+    expect(await q.getFailedCount()).toBe(0);
+    // Backoff, not a storm: a handful of mint attempts a second at most.
+    expect(mintsWhileDown).toBeLessThan(100);
+  }, 90_000);
+
+  it('a 403 for a missing scope fails the job at once, says so, and sends no retries', async () => {
+    harness = await startHarness({
+      sandbox: { seed: 43, scopes: ['LOYALTIES'] },
+      worker: { jobAttempts: 8, jobBackoffMs: 50 },
+    });
+    const h = harness;
+    h.sandbox.state.addConsumer('no_scope', { rewards: 5 });
+    h.sandbox.state.addConsumer('no_scope_enroll', { enrolled: false });
+    const sync = await enqueueRewardSync(h.runtime.ctx.queues, { consumerId: 'no_scope' });
+    const enroll = await enqueueEnrollment(
+      h.runtime.ctx.queues,
+      { consumerId: 'no_scope_enroll' },
+      undefined,
+    );
+    await h.idle(30_000);
+
+    const failedSync = await h.runtime.ctx.queues.rewardSync.getJob(sync.id ?? '');
+    expect(await failedSync?.getState()).toBe('failed');
+    expect(failedSync?.attemptsMade).toBe(1);
+    expect(failedSync?.failedReason).toMatch(/403/);
+    const failedEnroll = await h.runtime.ctx.queues.enrollment.getJob(enroll.jobId);
+    expect(await failedEnroll?.getState()).toBe('failed');
+    expect(failedEnroll?.attemptsMade).toBe(1);
+    expect(failedEnroll?.failedReason).toMatch(/403/);
+    const counters = h.sandbox.state.counters();
+    expect(counters.requests.listRewards).toBe(1);
+    expect(counters.requests.enroll).toBe(1);
+    expect(counters.enrollmentsCreated).toBe(0);
+    // Support sees why on the consumer row; nothing else was written.
+    expect((await h.runtime.ctx.store.getConsumer('no_scope_enroll'))?.lastError).toMatch(/403/);
+    expect(await h.rewardIds('no_scope')).toEqual([]);
+  }, 60_000);
+});

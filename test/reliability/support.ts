@@ -1,0 +1,120 @@
+/**
+ * Shared by the reliability tests: a `perks-worker work` child process, polling, and the
+ * check every fault test ends with: the datastore holds exactly the sandbox's rewards.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type pg from 'pg';
+import { expect } from 'vitest';
+import type { Sandbox } from '../../src/sandbox/index.js';
+
+export const bin = fileURLToPath(new URL('../../dist/src/index.js', import.meta.url));
+
+export interface WorkerProcess {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<number | null>;
+  /** True while the process runs. */
+  alive: () => boolean;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Starts `perks-worker work` with only the given environment (plus PATH). */
+export function startWorkerProcess(env: Record<string, string>): WorkerProcess {
+  const child = spawn(process.execPath, [bin, 'work'], {
+    env: { PATH: process.env.PATH ?? '', PORT: '0', LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  let running = true;
+  const append = (chunk: Buffer) => {
+    // Bounded: a long test must not hold every log line.
+    output = (output + chunk.toString()).slice(-200_000);
+  };
+  child.stdout?.on('data', append);
+  child.stderr?.on('data', append);
+  const exited = new Promise<number | null>((resolve) =>
+    child.on('exit', (code) => {
+      running = false;
+      resolve(code);
+    }),
+  );
+  return {
+    child,
+    output: () => output,
+    exited,
+    alive: () => running,
+    async stop(signal = 'SIGTERM') {
+      if (running) child.kill(signal);
+      return exited;
+    },
+  };
+}
+
+export async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 30_000,
+  intervalMs = 100,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (error) {
+      lastError = error;
+    }
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+  throw new Error(
+    `timed out after ${timeoutMs} ms waiting for ${what}${lastError ? ` (last error: ${String(lastError)})` : ''}`,
+  );
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The API's decimal string as Postgres `numeric::text` prints it. */
+export function canonicalAmount(amount: string): string {
+  const negative = amount.startsWith('-');
+  const [int = '', frac = ''] = amount.replace(/^[+-]/, '').split('.');
+  const whole = int.replace(/^0+(?=\d)/, '') || '0';
+  const text = frac ? `${whole}.${frac}` : whole;
+  return negative && /[1-9]/.test(text) ? `-${text}` : text;
+}
+
+/** `id amount status type` of each present (not missing) reward the datastore holds. */
+export async function storedRewards(pool: pg.Pool, consumerId: string): Promise<string[]> {
+  const { rows } = await pool.query<{ line: string }>(
+    `select id || ' ' || amount::text || ' ' || status || ' ' || type as line
+       from perks.rewards where consumer_id = $1 and missing_since is null order by id`,
+    [consumerId],
+  );
+  return rows.map((r) => r.line);
+}
+
+/** The same lines built from the sandbox's own data. */
+export function upstreamRewards(sandbox: Sandbox, consumerId: string): string[] {
+  const items = sandbox.state.rewardsOf(consumerId) as {
+    id: string;
+    amount: string;
+    status: string;
+    type: string;
+  }[];
+  return items.map((r) => `${r.id} ${canonicalAmount(r.amount)} ${r.status} ${r.type}`).sort();
+}
+
+/**
+ * The final check of every fault test: for each consumer, the datastore's present rewards
+ * equal the sandbox's, none lost and none extra (the primary key rules out duplicates).
+ */
+export async function expectConsistent(
+  pool: pg.Pool,
+  sandbox: Sandbox,
+  consumerIds: readonly string[],
+): Promise<void> {
+  for (const id of consumerIds) {
+    expect(await storedRewards(pool, id), `rewards of ${id}`).toEqual(upstreamRewards(sandbox, id));
+  }
+}
