@@ -33,9 +33,13 @@ export const redactedPaths = [
 /**
  * The process logger: JSON lines on stdout by default, pino-pretty when asked for. Pretty
  * printing runs in the same thread (no transport worker) so that nothing is lost when the
- * process exits right after logging.
+ * process exits right after logging. `destination` replaces stdout for JSON lines (tests).
  */
-export function createLogger(config: LogConfig, bindings: Record<string, unknown> = {}): Logger {
+export function createLogger(
+  config: LogConfig,
+  bindings: Record<string, unknown> = {},
+  destination?: NodeJS.WritableStream,
+): Logger {
   const options = {
     level: config.level,
     base: { service: 'perks-worker', ...bindings },
@@ -45,7 +49,7 @@ export function createLogger(config: LogConfig, bindings: Record<string, unknown
     // Loaded lazily: JSON logging must not pay for the pretty printer.
     return pino(options, prettyStream());
   }
-  return pino(options);
+  return destination ? pino(options, destination) : pino(options);
 }
 
 function prettyStream(): NodeJS.WritableStream {

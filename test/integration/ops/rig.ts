@@ -35,7 +35,8 @@ export interface RigOptions {
   worker?: Partial<Config['worker']>;
   logger?: Logger;
   telemetry?: Telemetry;
-  routes?: Route;
+  /** Extra routes of the operations server, given the runtime (its queues). */
+  routes?: (runtime: Runtime) => Promise<Route> | Route;
   /** Default: Redis and Postgres of the runtime. */
   checks?: (runtime: Runtime) => ReadinessCheck[];
 }
@@ -93,7 +94,7 @@ export async function startRig(options: RigOptions = {}): Promise<Rig> {
       { name: 'postgres', check: () => runtime.ctx.store.ping() },
     ],
     registry: runtime.metrics.registry,
-    ...(options.routes ? { routes: options.routes } : {}),
+    ...(options.routes ? { routes: await options.routes(runtime) } : {}),
   });
   const { port } = server.address() as AddressInfo;
 
