@@ -1,0 +1,200 @@
+/**
+ * `perks-worker work` processes SIGKILLed mid-page and restarted, enrollments whose POST was
+ * applied upstream when the worker died, and two replicas racing on the same consumer. The
+ * datastore must end equal to the sandbox, and no consumer is enrolled twice upstream.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createProducer, type Producer } from '../../src/queues/producer.js';
+import { type Sandbox, startSandbox } from '../../src/sandbox/index.js';
+import { createStore, type Store } from '../../src/store/store.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { testQueuePrefix } from '../support/redis.js';
+import {
+  expectConsistent,
+  sleep,
+  startWorkerProcess,
+  type WorkerProcess,
+  waitFor,
+} from './support.js';
+
+const queues = testQueuePrefix();
+let db: TestDatabase;
+let sandbox: Sandbox;
+let producer: Producer;
+let store: Store;
+const running: WorkerProcess[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  sandbox = await startSandbox({ seed: 71, latencyMs: 200 });
+  producer = await createProducer({
+    redisUrl: queues.redisUrl,
+    queuePrefix: queues.prefix,
+    jobPolicy: {
+      jobAttempts: 20,
+      jobBackoffMs: 100,
+      keepCompletedJobs: 10_000,
+      keepFailedJobs: 10_000,
+    },
+  });
+  store = createStore({ url: db.url, schema: 'perks', poolSize: 2 });
+});
+
+afterEach(async () => {
+  await Promise.all(running.splice(0).map((w) => w.stop('SIGKILL')));
+});
+
+afterAll(async () => {
+  await producer.close();
+  await store.close();
+  await sandbox.close();
+  await queues.cleanup();
+  await db.drop();
+});
+
+function worker(): WorkerProcess {
+  const w = startWorkerProcess({
+    PERKS_BASE_URL: sandbox.baseUrl,
+    PERKS_CLIENT_ID: sandbox.clientId,
+    PERKS_CLIENT_SECRET: sandbox.clientSecret,
+    PERKS_TIMEOUT_MS: '3000',
+    REDIS_URL: queues.redisUrl,
+    QUEUE_PREFIX: queues.prefix,
+    DATABASE_URL: db.url,
+    DATABASE_POOL_SIZE: '4',
+    SYNC_CONCURRENCY: '4',
+    JOB_ATTEMPTS: '20',
+    JOB_BACKOFF_MS: '100',
+    // A killed replica's jobs are taken up after about this long.
+    JOB_LOCK_MS: '1500',
+    SHUTDOWN_TIMEOUT_MS: '3000',
+  });
+  running.push(w);
+  return w;
+}
+
+async function settled(queue: 'enrollment' | 'rewardSync', timeoutMs = 60_000) {
+  await waitFor(
+    `${queue} to drain`,
+    async () => {
+      const c = await producer.queues[queue].getJobCounts(
+        'wait',
+        'active',
+        'delayed',
+        'prioritized',
+      );
+      return Object.values(c).every((n) => n === 0) ? true : undefined;
+    },
+    timeoutMs,
+    200,
+  );
+}
+
+describe('SIGKILL', () => {
+  it('killed three times mid-page and restarted: every sync completes, nothing lost or duplicated', async () => {
+    const ids = Array.from({ length: 5 }, (_, i) => `killed_${i}`);
+    for (const id of ids) sandbox.state.addConsumer(id, { rewards: 2400 });
+    let current = worker();
+    for (const consumerId of ids) await producer.enqueueRewardSync({ consumerId });
+    for (let round = 0; round < 3; round++) {
+      // Strike once pages are being written: some syncs are then between two pages.
+      await waitFor('a page written in this round', async () => {
+        const { rows } = await store.pool.query<{ n: string }>(
+          'select count(*) as n from perks.rewards where consumer_id like $1',
+          ['killed_%'],
+        );
+        return Number(rows[0]?.n) > round * 1000 ? true : undefined;
+      });
+      await sleep(150 + Math.floor(Math.random() * 300));
+      current.child.kill('SIGKILL');
+      await current.exited;
+      current = worker();
+    }
+    await settled('rewardSync');
+
+    for (const consumerId of ids) {
+      const job = await producer.queues.rewardSync.getJobs(['completed']);
+      expect(job.some((j) => (j.data as { consumerId: string }).consumerId === consumerId)).toBe(
+        true,
+      );
+    }
+    expect(await producer.queues.rewardSync.getFailedCount()).toBe(0);
+    await expectConsistent(store.pool, sandbox, ids);
+    // A first sync records no status change: a re-written page is not a change.
+    const { rows } = await store.pool.query<{ n: string }>(
+      'select count(*) as n from perks.reward_status_changes where consumer_id like $1',
+      ['killed_%'],
+    );
+    expect(Number(rows[0]?.n)).toBe(0);
+  }, 90_000);
+
+  it('killed while enrollment POSTs were applied but unanswered: each consumer enrolled once upstream', async () => {
+    const ids = Array.from({ length: 4 }, (_, i) => `kill_enroll_${i}`);
+    for (const id of ids) sandbox.state.addConsumer(id, { enrolled: false, rewards: 5 });
+    const createdBefore = sandbox.state.counters().enrollmentsCreated;
+    for (const consumerId of ids) {
+      // Applied at once upstream, answered only after 2 s: the worker dies in between.
+      sandbox.faults.inject({
+        route: 'enroll',
+        consumerId,
+        count: 1,
+        kind: 'delay',
+        delayMs: 2000,
+      });
+    }
+    const first = worker();
+    for (const consumerId of ids) await producer.enqueueEnrollment({ consumerId });
+    await waitFor('every enrollment applied upstream', () =>
+      ids.every((id) => sandbox.state.isEnrolled(id)) ? true : undefined,
+    );
+    first.child.kill('SIGKILL');
+    await first.exited;
+    expect(await store.getConsumer(ids[0] ?? '')).toBeUndefined(); // died before recording
+
+    worker();
+    await settled('enrollment');
+    await settled('rewardSync');
+    const counters = sandbox.state.counters();
+    expect(counters.enrollmentsCreated - createdBefore).toBe(ids.length);
+    for (const id of ids) {
+      expect((await store.getConsumer(id))?.enrollmentOutcome).toBe('already_enrolled');
+    }
+    await expectConsistent(store.pool, sandbox, ids);
+  }, 90_000);
+});
+
+describe('two replicas racing', () => {
+  it('on the same consumer: concurrent syncs and duplicate enrollments end consistent, enrolled once', async () => {
+    sandbox.state.addConsumer('raced', { rewards: 3000 });
+    sandbox.state.addConsumer('raced_enroll', { enrolled: false, rewards: 1500 });
+    const createdBefore = sandbox.state.counters().enrollmentsCreated;
+    worker();
+    worker();
+    // Raw adds, as any client could: no deduplication, so both replicas get a job at once.
+    const q = producer.queues;
+    for (let i = 0; i < 4; i++) await q.rewardSync.add('sync', { consumerId: 'raced' });
+    for (let i = 0; i < 4; i++) await q.enrollment.add('enroll', { consumerId: 'raced_enroll' });
+    // A status change while they race: recorded once, whoever sees it first.
+    await sleep(600);
+    const target = sandbox.state.rewardsOf('raced').find((r) => r.status === 'VALIDATED');
+    if (target) sandbox.state.setRewardStatus('raced', target.id, 'PAID_OUT');
+    await settled('enrollment');
+    await settled('rewardSync');
+    // One more sync after the race so the last write saw the final state.
+    await producer.enqueueRewardSync({ consumerId: 'raced' });
+    await settled('rewardSync');
+
+    expect(sandbox.state.counters().enrollmentsCreated - createdBefore).toBe(1);
+    expect(await q.rewardSync.getFailedCount()).toBe(0);
+    expect(await q.enrollment.getFailedCount()).toBe(0);
+    await expectConsistent(store.pool, sandbox, ['raced', 'raced_enroll']);
+    if (target) {
+      const { rows } = await store.pool.query(
+        'select old_status, new_status from perks.reward_status_changes where reward_id = $1',
+        [target.id],
+      );
+      // Zero when the first write already saw PAID_OUT; never two.
+      expect(rows.length).toBeLessThanOrEqual(1);
+    }
+  }, 90_000);
+});
