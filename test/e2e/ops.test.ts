@@ -1,0 +1,152 @@
+/**
+ * The operations server of the real `perks-worker work` process: health, readiness, metrics
+ * after a job, the dashboard behind basic auth (or absent without a password) and, when
+ * Chromium is installed, the dashboard rendered by scripts/dashboard-screenshot.sh.
+ */
+import { type ChildProcess, execFile, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createProducer, type Producer } from '../../src/queues/producer.js';
+import { type Sandbox, startSandbox } from '../../src/sandbox/index.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { testQueuePrefix } from '../support/redis.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const bin = join(root, 'dist/src/index.js');
+const password = 'e2e-dashboard-password';
+const queues = testQueuePrefix();
+const chromium = ['chromium', 'chromium-browser'].some(
+  (name) => spawnSync('sh', ['-c', `command -v ${name}`]).status === 0,
+);
+
+let db: TestDatabase;
+let sandbox: Sandbox;
+let producer: Producer;
+const children: ChildProcess[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  sandbox = await startSandbox({ seed: 21, rewardsOnEnroll: 12 });
+  producer = await createProducer({ redisUrl: queues.redisUrl, queuePrefix: queues.prefix });
+});
+
+afterAll(async () => {
+  for (const child of children) child.kill('SIGKILL');
+  await producer?.close();
+  await sandbox?.close();
+  await queues.cleanup();
+  await db?.drop();
+});
+
+/** Starts `work` on a free port and resolves with that port once it logged 'worker started'. */
+async function startWork(env: Record<string, string>): Promise<{ port: number; url: string }> {
+  const child = spawn(process.execPath, [bin, 'work'], {
+    env: {
+      PATH: process.env.PATH ?? '',
+      PERKS_BASE_URL: sandbox.baseUrl,
+      PERKS_CLIENT_ID: sandbox.clientId,
+      PERKS_CLIENT_SECRET: sandbox.clientSecret,
+      REDIS_URL: queues.redisUrl,
+      QUEUE_PREFIX: queues.prefix,
+      DATABASE_URL: db.url,
+      PORT: '0',
+      LOG_LEVEL: 'info',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  let output = '';
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`work did not start:\n${output}`)), 30_000);
+    child.stderr?.on('data', (d: Buffer) => {
+      output += d.toString();
+    });
+    child.stdout?.on('data', (d: Buffer) => {
+      output += d.toString();
+      const line = output.split('\n').find((l) => l.includes('"worker started"'));
+      if (!line) return;
+      clearTimeout(timer);
+      const { port } = JSON.parse(line) as { port: number };
+      resolve({ port, url: `http://127.0.0.1:${port}` });
+    });
+    child.once('exit', (code) => reject(new Error(`work exited ${code}:\n${output}`)));
+  });
+}
+
+async function metricValue(url: string, series: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line ? Number(line.split(' ')[1]) : 0;
+}
+
+describe('perks-worker work, operations server', () => {
+  let url = '';
+  let port = 0;
+
+  it('answers /healthz, /readyz and /metrics, whose counters follow a real job', async () => {
+    ({ url, port } = await startWork({ DASHBOARD_PASSWORD: password }));
+    expect((await fetch(`${url}/healthz`)).status).toBe(200);
+    const ready = await fetch(`${url}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({
+      status: 'ready',
+      checks: { redis: 'ok', postgres: 'ok' },
+    });
+
+    await producer.enqueueEnrollment({ consumerId: 'e2e-ops-1' });
+    const completed = 'perks_worker_jobs_completed_total{queue="reward-sync"}';
+    const deadline = Date.now() + 20_000;
+    while ((await metricValue(url, completed)) < 1 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(await metricValue(url, completed)).toBe(1);
+    expect(await metricValue(url, 'perks_worker_enrollments_total{outcome="created"}')).toBe(1);
+    expect(await metricValue(url, 'perks_worker_rewards_written_total{result="inserted"}')).toBe(
+      12,
+    );
+    expect(await metricValue(url, 'perks_worker_tokens_minted_total')).toBe(1);
+  });
+
+  it('serves the dashboard behind basic auth when DASHBOARD_PASSWORD is set', async () => {
+    expect((await fetch(`${url}/dashboard`)).status).toBe(401);
+    const page = await fetch(`${url}/dashboard`, {
+      headers: { authorization: `Basic ${Buffer.from(`admin:${password}`).toString('base64')}` },
+    });
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain('<title>perks-worker</title>');
+  });
+
+  it.skipIf(!chromium)(
+    'renders the dashboard in headless Chromium (skipped when chromium is not installed)',
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'perks-dashboard-'));
+      try {
+        const out = join(dir, 'dashboard.png');
+        await promisify(execFile)(
+          'bash',
+          [join(root, 'scripts/dashboard-screenshot.sh'), `${url}/dashboard`, out],
+          { env: { ...process.env, DASHBOARD_PASSWORD: password }, timeout: 60_000 },
+        );
+        const png = readFileSync(out);
+        expect(png.subarray(1, 4).toString('latin1')).toBe('PNG');
+        // A rendered page, not a blank or loading screen, is far larger than a few KiB.
+        expect(png.byteLength).toBeGreaterThan(20_000);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    90_000,
+  );
+
+  it('has no dashboard without DASHBOARD_PASSWORD: /dashboard is 404', async () => {
+    const other = await startWork({});
+    expect(other.port).not.toBe(port);
+    expect((await fetch(`${other.url}/dashboard`)).status).toBe(404);
+    expect((await fetch(`${other.url}/metrics`)).status).toBe(200);
+  });
+});
