@@ -85,7 +85,7 @@ export const scenario1: Scenario = {
   title: 'First full sync, database-bound',
   async run(ctx: BenchContext): Promise<ScenarioResult> {
     const sets = firstSyncSets(ctx.quick);
-    const rounds = ctx.quick ? 1 : 2;
+    const rounds = ctx.quick ? 1 : 3;
     const figures: ScenarioResult['figures'] = {};
     let worst = Number.POSITIVE_INFINITY;
     for (const [i, set] of sets.entries()) {

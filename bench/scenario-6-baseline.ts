@@ -109,7 +109,7 @@ export const scenario6: Scenario = {
   async run(ctx: BenchContext): Promise<ScenarioResult> {
     const [set] = firstSyncSets(ctx.quick);
     if (!set) throw new Error('no data set');
-    const budgetMs = ctx.quick ? 4000 : 20_000;
+    const budgetMs = ctx.quick ? 3000 : 20_000;
     const lab = await startLab(ctx.run, {
       name: 's6',
       sandbox: { consumers: set.consumers, rewardsPerConsumer: set.rewards },
