@@ -42,11 +42,13 @@ export async function run(argv: readonly string[]): Promise<number> {
     values['remove-consent'] as string[] | undefined,
     '--remove-consent',
   );
-  const { consumerId, jobId } = await withProducer((producer) =>
+  const { consumerId, jobId, alreadyPending } = await withProducer((producer) =>
     producer.enqueueEnrollment({ userId, extraConsents, removedConsents }),
   );
   process.stdout.write(
-    `enqueued enrollment of ${JSON.stringify(userId)} as consumer ${consumerId} (job ${jobId})\n`,
+    alreadyPending
+      ? `an enrollment of ${JSON.stringify(userId)} as consumer ${consumerId} is already pending (job ${jobId}); not enqueued again\n`
+      : `enqueued enrollment of ${JSON.stringify(userId)} as consumer ${consumerId} (job ${jobId})\n`,
   );
   return 0;
 }

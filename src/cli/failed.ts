@@ -1,4 +1,4 @@
-import { failedJobs } from '../queues/inspect.js';
+import { failedJobs, jobSubject } from '../queues/inspect.js';
 import { type CommandSpec, parseCommandArgs, UsageError, usage } from './command.js';
 import { withProducer } from './producer-session.js';
 import { renderTable } from './table.js';
@@ -39,11 +39,7 @@ export async function run(argv: readonly string[]): Promise<number> {
     const rows = failed.map(({ queue, job }) => [
       queue,
       job.id ?? '',
-      String(
-        (job.data as { consumerId?: string; userId?: string }).consumerId ??
-          (job.data as { userId?: string }).userId ??
-          '',
-      ),
+      jobSubject(job.data),
       job.attemptsMade,
       job.finishedOn ? new Date(job.finishedOn).toISOString() : '',
       (job.failedReason ?? '').slice(0, 160),
@@ -52,7 +48,10 @@ export async function run(argv: readonly string[]): Promise<number> {
       `${renderTable(['queue', 'job', 'consumer', 'attempts', 'failed at', 'reason'], rows)}\n`,
     );
     if (values.retry) {
-      for (const { job } of failed) await job.retry('failed');
+      // A fresh set of attempts, with their backoff: one more try would rarely be enough.
+      for (const { job } of failed) {
+        await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
+      }
       process.stdout.write(`retried ${failed.length} job(s)\n`);
     }
     return 0;

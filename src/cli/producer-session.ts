@@ -4,12 +4,14 @@ import { createProducer, type Producer } from '../queues/producer.js';
 
 /** Runs `fn` with a fail-fast producer on the configured Redis, and closes it. */
 export async function withProducer<T>(fn: (producer: Producer) => Promise<T>): Promise<T> {
-  const config = loadConfig(['consumerIds', 'redis', 'log']);
+  // 'worker' too: jobs enqueued here carry the same attempts, backoff and retention.
+  const config = loadConfig(['consumerIds', 'redis', 'worker', 'log']);
   const logger = createLogger(config.log);
   const producer = await createProducer({
     redisUrl: config.redis.url,
     queuePrefix: config.redis.queuePrefix,
     consumerIdKey: config.consumerIds.key,
+    jobPolicy: config.worker,
     logger,
   }).catch((error: unknown) => {
     throw new RedisUnreachableError(redactUrl(config.redis.url), error);

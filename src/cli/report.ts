@@ -1,6 +1,11 @@
 /** Text blocks shared by `status` and `demo`. */
 
-import type { CountedState, FailedJob, ReconciliationView } from '../queues/inspect.js';
+import {
+  type CountedState,
+  type FailedJob,
+  jobSubject,
+  type ReconciliationView,
+} from '../queues/inspect.js';
 import { type QueueKind, queueNames } from '../queues/names.js';
 import type { ConsumerFailure, DatastoreSummary } from '../store/summary.js';
 import { renderTable } from './table.js';
@@ -68,7 +73,7 @@ export function failuresBlock(
   const rows = [
     ...jobs.map(({ queue, job }) => [
       `job ${queue}/${job.id ?? ''}`,
-      String((job.data as { consumerId?: string }).consumerId ?? ''),
+      jobSubject(job.data),
       (job.failedReason ?? '').slice(0, 140),
     ]),
     ...consumers.map((c) => ['consumer last_error', c.consumerId, c.lastError.slice(0, 140)]),

@@ -78,3 +78,15 @@ export async function lastReconciliation(queues: Queues): Promise<Reconciliation
     failedReason: latest.failedReason || undefined,
   };
 }
+
+/**
+ * The consumer a job is about, for display: failed jobs are where malformed payloads end up,
+ * so the data may be anything (null, a string, an array).
+ */
+export function jobSubject(data: unknown): string {
+  if (typeof data !== 'object' || data === null) return '';
+  const { consumerId, userId } = data as { consumerId?: unknown; userId?: unknown };
+  const subject =
+    typeof consumerId === 'string' ? consumerId : typeof userId === 'string' ? userId : '';
+  return subject.slice(0, 100);
+}

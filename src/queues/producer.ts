@@ -35,9 +35,15 @@ const reconciliationSyncPriority = 10;
 export interface EnqueuedEnrollment {
   consumerId: string;
   jobId: string;
+  /** True when an enrollment of this consumer was already pending: no second job was added. */
+  alreadyPending: boolean;
 }
 
-/** Enqueues an enrollment; the job id is derived from the consumer id (one pending per consumer). */
+/**
+ * Enqueues an enrollment. The job id is derived from the consumer id, so while one is
+ * pending (waiting, delayed, running) a duplicate signup event adds nothing. A finished one
+ * (kept for inspection) is replaced: a new request after it is a new enrollment attempt.
+ */
 export async function enqueueEnrollment(
   queues: Queues,
   payload: EnrollmentPayload,
@@ -46,8 +52,16 @@ export async function enqueueEnrollment(
   const valid = parsePayload(enrollmentPayloadSchema, payload, 'enrollment');
   const consumerId = valid.consumerId ?? deriveConsumerId(valid.userId ?? '', consumerIdKey);
   const jobId = enrollmentJobId(consumerId);
+  const existing = await queues.enrollment.getJob(jobId);
+  if (existing) {
+    const state = await existing.getState();
+    if (state !== 'completed' && state !== 'failed' && state !== 'unknown') {
+      return { consumerId, jobId, alreadyPending: true };
+    }
+    await existing.remove().catch(() => undefined); // gone already: fine
+  }
   await queues.enrollment.add(jobNames.enroll, { ...valid, consumerId }, { jobId });
-  return { consumerId, jobId };
+  return { consumerId, jobId, alreadyPending: false };
 }
 
 /**
