@@ -35,14 +35,37 @@ export function withDatabase(url: string, database: string): string {
   return parsed.toString();
 }
 
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Drops the databases and Redis keys of bench runs whose process is gone (killed runs). */
+async function dropStaleRuns(admin: pg.Pool, redis: Redis): Promise<void> {
+  const { rows } = await admin.query<{ datname: string }>(
+    "select datname from pg_database where datname ~ '^perks_bench_[0-9]+$'",
+  );
+  for (const { datname } of rows) {
+    const pid = Number(datname.slice('perks_bench_'.length));
+    if (pid === process.pid || pidAlive(pid)) continue;
+    await admin.query(`drop database if exists ${quoteIdentifier(datname)} with (force)`);
+    await deletePrefix(redis, `${datname}_*`);
+  }
+}
+
 export async function openBenchRun(env: BenchEnvironment): Promise<BenchRun> {
   const database = `perks_bench_${process.pid}`;
   const admin = new pg.Pool({ connectionString: env.adminDatabaseUrl, max: 2 });
+  const redis = new Redis(env.redisUrl, { maxRetriesPerRequest: 3 });
+  await dropStaleRuns(admin, redis);
   await admin.query(`drop database if exists ${quoteIdentifier(database)} with (force)`);
   await admin.query(`create database ${quoteIdentifier(database)}`);
   const databaseUrl = withDatabase(env.adminDatabaseUrl, database);
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 4 });
-  const redis = new Redis(env.redisUrl, { maxRetriesPerRequest: 3, lazyConnect: false });
   return {
     env,
     database,

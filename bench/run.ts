@@ -26,7 +26,7 @@ const scenarios: readonly Scenario[] = [
   scenario6,
 ];
 
-const usage = `Usage: npm run bench -- [--quick] [--scenario N[,N...]]... [--no-record]
+const usage = `Usage: npm run bench -- [--quick] [--scenario N[,N...]]... [--fanout N] [--no-record]
 
 Runs the perks-worker benchmarks against the sandbox, Redis (REDIS_URL, default
 redis://127.0.0.1:6379) and PostgreSQL (DATABASE_URL: an admin connection, default
@@ -35,6 +35,8 @@ postgres://postgres@127.0.0.1:5432/postgres; the bench creates and drops perks_b
   --quick            smaller sizes (the whole run takes under two minutes)
   --scenario N       run only these scenarios (repeatable, or a comma list); default all:
 ${scenarios.map((s) => `                       ${s.id}  ${s.title}`).join('\n')}
+  --fanout N         consumers of scenario 5 (default 1,000,000; quick 20,000); it also
+                     runs N/10 to compare
   --no-record        do not append the results to bench/RESULTS.md
   -h, --help         this help
 
@@ -49,6 +51,7 @@ export interface BenchOptions {
   record: boolean;
   scenarios: number[];
   help: boolean;
+  fanout: number | undefined;
 }
 
 export function parseBenchArgs(argv: readonly string[]): BenchOptions {
@@ -69,7 +72,15 @@ export function parseBenchArgs(argv: readonly string[]): BenchOptions {
     }
     chosen.add(id);
   }
+  const fanoutRaw = parsed.values.fanout;
+  const fanout = fanoutRaw === undefined ? undefined : Number(fanoutRaw);
+  if (fanout !== undefined && (!Number.isInteger(fanout) || fanout < 10 || fanout > 10_000_000)) {
+    throw new BenchUsageError(
+      `--fanout must be a whole number from 10 to 10000000, got ${JSON.stringify(fanoutRaw)}`,
+    );
+  }
   return {
+    fanout,
     quick: parsed.values.quick ?? false,
     record: !(parsed.values['no-record'] ?? false),
     scenarios: chosen.size > 0 ? [...chosen].sort((a, b) => a - b) : scenarios.map((s) => s.id),
@@ -85,6 +96,7 @@ function parse(argv: readonly string[]) {
     options: {
       quick: { type: 'boolean' },
       scenario: { type: 'string', multiple: true },
+      fanout: { type: 'string' },
       'no-record': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -114,6 +126,7 @@ async function main(argv: readonly string[]): Promise<number> {
     process.stderr.write('bench: interrupted; cleaning up after the current scenario\n');
   };
   process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
   try {
     const machine = await describeMachine(run.admin, run.redis);
     const mode = options.quick ? 'quick' : 'full';
@@ -123,6 +136,7 @@ async function main(argv: readonly string[]): Promise<number> {
     const ctx: BenchContext = {
       run,
       quick: options.quick,
+      fanout: options.fanout,
       note: (message) => process.stderr.write(`${message}\n`),
     };
     for (const id of options.scenarios) {

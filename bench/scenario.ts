@@ -4,6 +4,8 @@ import type { BenchRun } from './lab.js';
 export interface BenchContext {
   run: BenchRun;
   quick: boolean;
+  /** Scenario 5's N (consumers fanned out), when --fanout overrides the default. */
+  fanout: number | undefined;
   /** Progress for the person watching (stderr); results go through ScenarioResult. */
   note(message: string): void;
 }
