@@ -109,6 +109,9 @@ export async function run(argv: readonly string[]): Promise<number> {
   await runtime.close();
   await tracing?.shutdown();
   logger.info({ timedOut }, 'worker stopped');
+  // Everything is closed; a reconnecting socket left behind (Redis still down) must not keep
+  // the process alive. The timer is unref'd: a clean exit never waits for it.
+  setTimeout(() => process.exit(0), 2000).unref();
   return 0;
 }
 

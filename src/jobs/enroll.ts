@@ -59,6 +59,6 @@ export async function processEnrollment(
         at: new Date(),
       });
     }
-    return steerFailure(error, ctx.queues.enrollment);
+    return steerFailure(error, ctx.queues);
   }
 }

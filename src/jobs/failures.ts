@@ -2,18 +2,35 @@
  * How an error thrown inside a processor steers BullMQ:
  * - the payload or our request is wrong, or the API refuses us for good (400, 403):
  *   UnrecoverableError, failed at once, no retry storm;
- * - the API throttles us (429): the whole queue pauses for Retry-After (`queue.rateLimit`)
- *   and the job goes back to wait without spending an attempt (RateLimitError);
+ * - the API throttles us (429): both API queues pause for Retry-After (`queue.rateLimit`;
+ *   the limit is per token, and both queues spend the same token's budget) and the job goes
+ *   back to wait without spending an attempt (RateLimitError);
+ * - the token endpoint fails, whatever its status: retried like an outage, never permanent
+ *   (a 400 there says nothing about this consumer, and must not fail every job for good);
  * - anything else (5xx after the client's own retries, timeouts, Redis or Postgres away):
  *   rethrown, so BullMQ retries it with exponential backoff.
  */
-import { type Queue, RateLimitError, UnrecoverableError } from 'bullmq';
-import { AuthError, InvalidInputError, ThrottledError, ValidationError } from '../perks/errors.js';
+import { RateLimitError, UnrecoverableError } from 'bullmq';
+import {
+  AuthError,
+  InvalidInputError,
+  PerksError,
+  ThrottledError,
+  ValidationError,
+} from '../perks/errors.js';
 import { ConsumerIdKeyMissingError } from '../queues/consumer-id.js';
 import { InvalidPayloadError } from '../queues/payloads.js';
+import type { Queues } from '../queues/queues.js';
+
+/** The operation name the client gives to POST /tokens. */
+const mintOperation = 'mintToken';
+
+/** BullMQ refuses a zero or negative pause; `Retry-After: 0` still means "slow down". */
+const minimumPauseMs = 1000;
 
 /** Errors that retrying cannot fix. */
 export function isPermanent(error: unknown): boolean {
+  if (error instanceof PerksError && error.operation === mintOperation) return false;
   return (
     error instanceof InvalidPayloadError ||
     error instanceof ConsumerIdKeyMissingError ||
@@ -23,9 +40,10 @@ export function isPermanent(error: unknown): boolean {
   );
 }
 
-export async function steerFailure(error: unknown, queue: Queue): Promise<never> {
+export async function steerFailure(error: unknown, queues: Queues): Promise<never> {
   if (error instanceof ThrottledError) {
-    await queue.rateLimit(error.retryAfterMs);
+    const pauseMs = Math.max(error.retryAfterMs, minimumPauseMs);
+    await Promise.all([queues.enrollment.rateLimit(pauseMs), queues.rewardSync.rateLimit(pauseMs)]);
     throw new RateLimitError();
   }
   if (isPermanent(error)) {

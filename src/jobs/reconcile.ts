@@ -65,7 +65,7 @@ export async function processReconciliation(
     ctx.metrics.reconciliationFinished();
     return { enqueued, batches, startedAt, finishedAt };
   } catch (error) {
-    return steerFailure(error, ctx.queues.reconciliation);
+    return steerFailure(error, ctx.queues);
   }
 }
 

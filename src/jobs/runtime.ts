@@ -6,6 +6,7 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import type { Logger } from '../ops/logger.js';
 import { createMetrics, type Metrics } from '../ops/metrics.js';
+import { within } from '../ops/shutdown.js';
 import { PerksClient } from '../perks/client.js';
 import { createRedisConnection } from '../queues/connection.js';
 import { closeQueues, openQueues } from '../queues/queues.js';
@@ -35,7 +36,7 @@ export function createRuntime(
 ): Runtime {
   const connection = createRedisConnection(config.redis.url, 'worker', logger);
   const store = createStore(config.database);
-  const queues = openQueues(connection, config.redis.queuePrefix, config.worker);
+  const queues = openQueues(connection, config.redis.queuePrefix, config.worker, logger);
   const metrics = options.metrics ?? createMetrics();
   metrics.watchQueues(Object.values(queues));
   const client = new PerksClient({
@@ -72,9 +73,10 @@ export function createRuntime(
     connection,
     metrics,
     async close() {
-      await closeQueues(queues);
-      await client.close();
-      await store.close();
+      // Each step is bounded: with Redis or Postgres gone, a close can wait for ever.
+      await within(5000, closeQueues(queues));
+      await within(5000, client.close());
+      await within(5000, store.close());
       connection.disconnect();
     },
   };

@@ -80,7 +80,7 @@ export async function processRewardSync(
     await ctx.store.markSynced({ consumerId, at: new Date() });
     return result;
   } catch (error) {
-    return steerFailure(error, ctx.queues.rewardSync);
+    return steerFailure(error, ctx.queues);
   }
 }
 

@@ -15,6 +15,7 @@ import {
 import type { Redis } from 'ioredis';
 import type { WorkerConfig } from '../config.js';
 import type { FailureReason } from '../ops/metrics.js';
+import { oncePerOutage, within } from '../ops/shutdown.js';
 import { jobNames, type QueueKind, queueNames } from '../queues/names.js';
 import type { JobContext } from './context.js';
 import { processEnrollment } from './enroll.js';
@@ -92,10 +93,14 @@ export function startWorker(
         final ? 'job failed' : 'job attempt failed; will retry',
       );
     });
-    // A worker 'error' (Redis away, a lock lost) must never crash the process.
-    worker.on('error', (error: Error) => {
-      ctx.logger.error({ queue: worker.name, err: { message: error.message } }, 'worker error');
-    });
+    // A worker 'error' (Redis away, a lock lost) must never crash the process; while Redis is
+    // away it repeats at every reconnect attempt, so one line per outage.
+    const outage = oncePerOutage((error) =>
+      ctx.logger.error({ queue: worker.name, err: { message: error.message } }, 'worker error'),
+    );
+    worker.on('error', outage.error);
+    worker.on('resumed', outage.recovered);
+    worker.on('active', outage.recovered);
     return worker;
   };
 
@@ -109,7 +114,9 @@ export function startWorker(
         const result: unknown = await processor(job, token, signal);
         ctx.metrics.jobAttempt(job.queueName, 'completed', seconds());
         return result;
-      } catch (error) {
+      } catch (thrown) {
+        // An aborted job rejects with the abort reason, a string: keep failedReason readable.
+        const error = thrown instanceof Error ? thrown : new Error(String(thrown));
         const reason = failureReason(error);
         ctx.metrics.jobAttempt(job.queueName, reason, seconds());
         if (reason === 'rate_limited') {
@@ -169,9 +176,11 @@ export function startWorker(
       ]);
       clearTimeout(timer);
       if (timedOut) {
-        // Abort what is still running; those jobs fail this attempt and are retried later.
+        // Abort what is still running; those jobs fail this attempt and are retried later
+        // (or, if Redis is gone too, are taken up by another replica once their lock expires).
         for (const w of all) w.cancelAllJobs('worker shutting down');
-        await Promise.race([closing, new Promise((r) => setTimeout(r, 5000))]);
+        const closed = await within(5000, closing);
+        if (!closed) await within(5000, Promise.all(all.map((w) => w.close(true))));
       }
       return { timedOut };
     },

@@ -36,10 +36,20 @@ interface RequestSpec {
   path: string;
   query?: URLSearchParams;
   body?: unknown;
+  /** How `body` is encoded. Default json. */
+  encoding?: 'json' | 'form';
 }
+
+/**
+ * The spec says bodies are JSON, but leaves the token request's fields unsaid, and OAuth 2.0
+ * token endpoints commonly take a form body. JSON first; a 400 or 415 switches to the form
+ * once, and the format that worked is kept.
+ */
+type TokenEncoding = 'json' | 'form';
 
 export class PerksClient {
   readonly #baseUrl: string;
+  #tokenEncoding: TokenEncoding = 'json';
   readonly #dispatcher: Dispatcher;
   readonly #ownPool: Pool | undefined;
   readonly #options: PerksClientOptions;
@@ -90,8 +100,15 @@ export class PerksClient {
         },
         opts.signal,
       );
-      const parsed = enrollResponseSchema.safeParse(parseJsonBody(operation, response));
-      if (!parsed.success) throw shapeError(operation, parsed.error);
+      // Any 2xx means the consumer now exists: the spec fixes neither the status nor the
+      // body, so a body other than `{id}` is noted, never turned into a failure (a retry of
+      // a created consumer would only get 409 and record it as already enrolled).
+      if (!enrollResponseMatches(response)) {
+        this.#options.logger?.warn(
+          { operation, status: response.status },
+          'perks: enrollment succeeded with an unexpected body',
+        );
+      }
       return { outcome: 'created' };
     } catch (error) {
       if (error instanceof ConflictError) return { outcome: 'already_enrolled' };
@@ -204,12 +221,24 @@ export class PerksClient {
   async #mintToken(): Promise<MintedToken> {
     const operation = 'mintToken';
     return withRetry(this.#retryContext(operation, this.#closing.signal), async () => {
-      const response = await this.#send(
-        operation,
-        { method: 'POST', path: '/tokens', body: { grant_type: 'client_credentials' } },
-        `Basic ${this.#basicAuth}`,
-        this.#closing.signal,
-      );
+      const send = (encoding: TokenEncoding) =>
+        this.#send(
+          operation,
+          { method: 'POST', path: '/tokens', body: { grant_type: 'client_credentials' }, encoding },
+          `Basic ${this.#basicAuth}`,
+          this.#closing.signal,
+        );
+      let response: HttpResponse;
+      try {
+        response = await send(this.#tokenEncoding);
+      } catch (error) {
+        const refusedBody =
+          error instanceof PerksError && (error.status === 400 || error.status === 415);
+        if (!refusedBody) throw error;
+        const other: TokenEncoding = this.#tokenEncoding === 'json' ? 'form' : 'json';
+        response = await send(other);
+        this.#tokenEncoding = other;
+      }
       const parsed = tokenResponseSchema.safeParse(parseJsonBody(operation, response));
       if (!parsed.success) throw shapeError(operation, parsed.error);
       return { accessToken: parsed.data.access_token, lifetimeMs: parsed.data.expires_in * 1000 };
@@ -238,8 +267,14 @@ export class PerksClient {
       'x-api-version': this.#options.apiVersion ?? '2.0.0',
       accept: 'application/json',
     };
-    const body = spec.body === undefined ? undefined : JSON.stringify(spec.body);
-    if (body !== undefined) headers['content-type'] = 'application/json';
+    let body: string | undefined;
+    if (spec.body !== undefined && spec.encoding === 'form') {
+      body = new URLSearchParams(spec.body as Record<string, string>).toString();
+      headers['content-type'] = 'application/x-www-form-urlencoded';
+    } else if (spec.body !== undefined) {
+      body = JSON.stringify(spec.body);
+      headers['content-type'] = 'application/json';
+    }
     const query = spec.query?.toString();
     const url = `${this.#baseUrl}${spec.path}${query ? `?${query}` : ''}`;
     const secrets = [
@@ -298,5 +333,14 @@ export class PerksClient {
       { operation, status, durationMs, error: errorName },
       'perks: request',
     );
+  }
+}
+
+/** True when a 2xx enrollment answer is the documented JSON `{id}`. */
+function enrollResponseMatches(response: HttpResponse): boolean {
+  try {
+    return enrollResponseSchema.safeParse(JSON.parse(response.body)).success;
+  } catch {
+    return false;
   }
 }

@@ -36,8 +36,9 @@ const errorItemSchema = z
 export const errorEnvelopeSchema = z
   .object({
     code: z.string().min(1),
-    title: z.string(),
-    status: z.number().int(),
+    // Required by the spec, but a code without them still says what happened: keep it.
+    title: z.string().optional().catch(undefined),
+    status: z.number().int().optional().catch(undefined),
     // A malformed `errors` must not hide the code and title: it degrades to null.
     errors: z.array(errorItemSchema).nullable().optional().catch(null),
     instance: z.string().nullable().optional().catch(null),

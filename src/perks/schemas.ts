@@ -185,7 +185,8 @@ export const tokenResponseSchema = z
       .string()
       .refine((type) => type.toLowerCase() === 'bearer', { error: 'must be Bearer' })
       .optional(),
-    expires_in: z.number().positive(),
+    // A number by the spec; some servers send it as a numeric string.
+    expires_in: z.coerce.number().positive(),
   })
   .loose();
 

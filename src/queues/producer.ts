@@ -149,6 +149,7 @@ export async function createProducer(options: ProducerOptions): Promise<Producer
     connection,
     options.queuePrefix ?? 'perks',
     options.jobPolicy ?? defaultJobPolicy,
+    options.logger,
   );
   return {
     queues,

@@ -1,6 +1,8 @@
 import { type DefaultJobOptions, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { WorkerConfig } from '../config.js';
+import type { Logger } from '../ops/logger.js';
+import { oncePerOutage } from '../ops/shutdown.js';
 import { type QueueKind, queueNames } from './names.js';
 
 /** What jobs carry by default, whoever enqueues them (our CLI, the worker, a client service). */
@@ -27,14 +29,30 @@ export function defaultJobOptions(policy: JobPolicy): DefaultJobOptions {
 
 export type Queues = Record<QueueKind, Queue>;
 
-/** The three queues on one shared connection (Queue objects do not block, so they can share). */
-export function openQueues(connection: Redis, prefix: string, policy: JobPolicy): Queues {
-  const open = (kind: QueueKind) =>
-    new Queue(queueNames[kind], {
+/**
+ * The three queues on one shared connection (Queue objects do not block, so they can share).
+ * Without an 'error' listener BullMQ prints every reconnect failure to the console: log the
+ * first of an outage instead.
+ */
+export function openQueues(
+  connection: Redis,
+  prefix: string,
+  policy: JobPolicy,
+  logger?: Logger,
+): Queues {
+  const outage = oncePerOutage((error) =>
+    logger?.warn({ err: { message: error.message } }, 'queue connection error; retrying'),
+  );
+  connection.on('ready', outage.recovered);
+  const open = (kind: QueueKind) => {
+    const queue = new Queue(queueNames[kind], {
       connection,
       prefix,
       defaultJobOptions: defaultJobOptions(policy),
     });
+    queue.on('error', outage.error);
+    return queue;
+  };
   return {
     enrollment: open('enrollment'),
     rewardSync: open('rewardSync'),

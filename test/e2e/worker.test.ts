@@ -153,8 +153,30 @@ describe('reward sync', () => {
 
     expect(await storedAmounts(h, 'stormy')).toEqual(expectedAmounts(h, 'stormy'));
     expect(h.sandbox.state.counters().tokensMinted).toBeGreaterThanOrEqual(2);
+    // Tokens were refreshed ahead of expiry: no call was made with an expired one.
+    expect(h.sandbox.state.requestLog().filter((entry) => entry.status === 401)).toEqual([]);
     const failed = await h.runtime.ctx.queues.rewardSync.getFailedCount();
     expect(failed).toBe(0);
+  });
+
+  it('pauses both API queues on a 429, even with Retry-After: 0, without spending attempts', async () => {
+    harness = await startHarness({ perks: { retryAttempts: 1 } });
+    const h = harness;
+    h.sandbox.state.addConsumer('throttled', { rewards: 3 });
+    h.sandbox.faults.inject({
+      route: 'listRewards',
+      count: 2,
+      kind: 'throttle429',
+      retryAfterSeconds: 0,
+    });
+    const job = await enqueueRewardSync(h.runtime.ctx.queues, { consumerId: 'throttled' });
+    await h.idle();
+    const done = await h.runtime.ctx.queues.rewardSync.getJob(job.id ?? '');
+    expect(await done?.getState()).toBe('completed');
+    // Two throttled attempts went back to waiting without counting; the third succeeded.
+    expect(done?.attemptsMade).toBe(1);
+    expect(h.sandbox.state.counters().requests.listRewards).toBe(3);
+    expect(await storedAmounts(h, 'throttled')).toEqual(expectedAmounts(h, 'throttled'));
   });
 
   it('marks a consumer not enrolled on ERR-404-02 and stops without retrying', async () => {

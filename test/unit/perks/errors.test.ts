@@ -30,6 +30,15 @@ async function failWith(response: FakeResponse, attempts = 1): Promise<PerksErro
 }
 
 describe('the spec error table, with the envelope', () => {
+  it('an envelope without status or title still carries its code (ERR-404-02 is not a plain 404)', async () => {
+    const error = await failWith({
+      status: 404,
+      body: { code: 'PRK-404-02' },
+    });
+    expect(error).toBeInstanceOf(ConsumerNotEnrolledError);
+    expect(error.code).toBe('PRK-404-02');
+  });
+
   it('400 ERR-400-00 -> ValidationError with its errors items, extra keys kept', async () => {
     const items = [{ loc: ['reward_id'], msg: 'not a uuid', type: 'uuid_parsing', ctx: { a: 1 } }];
     const error = await failWith(envelope(400, 'ERR-400-00', 'Bad Request', { errors: items }));

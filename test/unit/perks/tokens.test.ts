@@ -44,6 +44,28 @@ describe('POST /tokens', () => {
     expect(JSON.stringify(call)).not.toContain(SECRET);
   });
 
+  it('falls back to a form body when the token endpoint refuses JSON, and keeps that format', async () => {
+    let mints = 0;
+    api = fakeApi({
+      api: okReward,
+      tokens: (req) => {
+        // An OAuth 2.0 server that reads only application/x-www-form-urlencoded.
+        if (req.headers['content-type'] !== 'application/x-www-form-urlencoded') {
+          return envelope(400, 'ERR-400-00', 'Bad Request');
+        }
+        expect(req.body).toBe('grant_type=client_credentials');
+        mints += 1;
+        return { status: 200, body: { access_token: fakeToken(mints), expires_in: '3600' } };
+      },
+    });
+    await api.client.getReward(CONSUMER, REWARD_ID);
+    expect(api.tokenRequests().map((r) => r.headers['content-type'])).toEqual([
+      'application/json',
+      'application/x-www-form-urlencoded',
+    ]);
+    expect(mints).toBe(1);
+  });
+
   it('tolerates extra fields and a lower-case token_type', async () => {
     api = fakeApi({
       tokens: () => ({
