@@ -257,7 +257,9 @@ const schemas = {
   PERKS_RETRY_ATTEMPTS: wholeNumber(1, 20),
   PERKS_RETRY_MAX_MS: wholeNumber(0, 3_600_000),
   PERKS_CONNECTIONS: wholeNumber(1, 1024),
-  PERKS_CONSUMER_ID_KEY: z.string().min(16, { error: 'must be at least 16 characters' }).optional(),
+  // Not refused when short (a worker that will not start is worse), but warned about: see
+  // configWarnings.
+  PERKS_CONSUMER_ID_KEY: z.string().min(1).optional(),
   REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }),
   QUEUE_PREFIX: z
     .string()
@@ -503,4 +505,22 @@ function resolveClientSecret(
     return undefined;
   }
   return parsed.data;
+}
+
+/** The shortest PERKS_CONSUMER_ID_KEY that is not warned about. */
+export const recommendedKeyLength = 16;
+
+/**
+ * Settings that work but deserve a look, for the process to log at start. Never includes a
+ * secret's value.
+ */
+export function configWarnings(config: Partial<Pick<Config, 'consumerIds'>>): string[] {
+  const warnings: string[] = [];
+  const key = config.consumerIds?.key;
+  if (key !== undefined && key.length < recommendedKeyLength) {
+    warnings.push(
+      `PERKS_CONSUMER_ID_KEY is ${key.length} characters long; use at least ${recommendedKeyLength} random characters (and never change it once used)`,
+    );
+  }
+  return warnings;
 }

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type DatabaseConfig, loadConfig } from '../config.js';
+import { configWarnings, type DatabaseConfig, loadConfig } from '../config.js';
 import { createRuntime } from '../jobs/runtime.js';
 import { registerReconcileSchedule } from '../jobs/schedule.js';
 import { startWorker } from '../jobs/worker.js';
@@ -37,6 +37,7 @@ export async function run(argv: readonly string[]): Promise<number> {
   }
   const config = loadConfig(['perks', 'consumerIds', 'redis', 'database', 'worker', 'log']);
   const logger = createLogger(config.log, { pid: process.pid });
+  for (const warning of configWarnings(config)) logger.warn(warning);
   const stopping = shutdownSignal();
 
   if (!values['skip-migrate']) {

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, variables } from '../../src/config.js';
+import { ConfigError, configWarnings, loadConfig, variables } from '../../src/config.js';
 
 const perksEnv = {
   PERKS_BASE_URL: 'https://api.example.test/v2/',
@@ -105,5 +105,17 @@ describe('loadConfig', () => {
     for (const name of Object.keys(variables)) {
       expect(readme).toMatch(new RegExp(`^\\| \`${name}\` +\\|`, 'm'));
     }
+  });
+
+  it('accepts a short consumer id key but warns about it, without printing it', () => {
+    const config = loadConfig(['consumerIds'], { PERKS_CONSUMER_ID_KEY: 'short-k' });
+    expect(config.consumerIds.key).toBe('short-k');
+    const warnings = configWarnings(config);
+    expect(warnings).toEqual([
+      'PERKS_CONSUMER_ID_KEY is 7 characters long; use at least 16 random characters (and never change it once used)',
+    ]);
+    expect(
+      configWarnings(loadConfig(['consumerIds'], { PERKS_CONSUMER_ID_KEY: 'k'.repeat(16) })),
+    ).toEqual([]);
   });
 });
