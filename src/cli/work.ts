@@ -65,6 +65,8 @@ export async function run(argv: readonly string[]): Promise<number> {
         password: config.worker.dashboardPassword,
       })
     : undefined;
+  // A port already taken (two replicas on one host with the same PORT) must not stop the
+  // worker from working: it runs on, without its health server, and says so loudly.
   const server = await startOpsServer({
     port: config.worker.port,
     logger,
@@ -74,6 +76,13 @@ export async function run(argv: readonly string[]): Promise<number> {
     ],
     registry: runtime.metrics.registry,
     ...(dashboard ? { routes: dashboard } : {}),
+  }).catch((error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EADDRINUSE') throw error;
+    logger.error(
+      { port: config.worker.port },
+      'PORT is in use: running without /healthz, /readyz and /metrics; give each replica its own PORT',
+    );
+    return undefined;
   });
   registerReconcileSchedule(
     runtime.ctx.queues,
@@ -87,10 +96,10 @@ export async function run(argv: readonly string[]): Promise<number> {
       'could not register the reconciliation schedule',
     ),
   );
-  const address = server.address();
+  const address = server?.address();
   logger.info(
     {
-      port: typeof address === 'object' && address ? address.port : config.worker.port,
+      port: typeof address === 'object' && address ? address.port : 'off',
       dashboard: dashboard ? dashboardPath : 'off',
       tracing: tracing ? 'on' : 'off',
       prefix: config.redis.queuePrefix,
@@ -106,7 +115,7 @@ export async function run(argv: readonly string[]): Promise<number> {
     'shutting down: finishing active jobs',
   );
   const { timedOut } = await worker.close(config.worker.shutdownTimeoutMs);
-  await closeServer(server);
+  if (server) await closeServer(server);
   await runtime.close();
   await tracing?.shutdown();
   logger.info({ timedOut }, 'worker stopped');
