@@ -65,13 +65,16 @@ await admin.connect();
 await admin.query(`create database ${dbName}`);
 await migrate({ databaseUrl: dbUrl, schema: 'perks' });
 const pool = new pg.Pool({ connectionString: dbUrl, max: 3 });
+// Dropping the database at the end terminates idle connections: not a crash.
+pool.on('error', () => {});
 
 const sandbox = await startSandbox({ seed: 7, latencyMs: 10, tokenTtlSeconds: 120 });
 const redisProxy = await startTcpProxy(targetOf(redisUrl));
 const pgProxy = await startTcpProxy(targetOf(dbUrl));
 const jobPolicy = {
-  jobAttempts: 25,
-  jobBackoffMs: 500,
+  // Exponential: the 10th attempt waits 200 ms × 2^8 ≈ 51 s; all ten span about 100 s.
+  jobAttempts: 10,
+  jobBackoffMs: 200,
   keepCompletedJobs: 200,
   keepFailedJobs: 10_000,
 };
@@ -285,13 +288,21 @@ for (const r of replicas) if (!r.alive) startReplica(r.slot);
 async function drain(timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   let quiet = 0;
+  let lastReport = Date.now();
   while (Date.now() < deadline) {
     let pending = 0;
     for (const q of Object.values(producer.queues)) {
-      const c = await q.getJobCounts('wait', 'active', 'delayed', 'prioritized');
+      const c = await q.getJobCounts('wait', 'active', 'prioritized');
       pending += Object.values(c).reduce((a, b) => a + b, 0);
+      // The reconciliation schedule's next run (a `repeat:` job) is always delayed.
+      const delayed = await q.getJobs(['delayed']);
+      pending += delayed.filter((j) => !j.id?.startsWith('repeat:')).length;
     }
     quiet = pending === 0 ? quiet + 1 : 0;
+    if (Date.now() - lastReport > 10_000) {
+      lastReport = Date.now();
+      log(`draining: ${pending} jobs waiting, active or delayed`);
+    }
     if (quiet >= 3) return true;
     await sleep(500);
   }
