@@ -118,24 +118,9 @@ export interface WriteRewardPageInput {
   observedAt: Date;
 }
 
-/**
- * The page statement, named: each pooled connection parses and plans it once, not on every
- * page (planning this statement cost more than running it for a small page). The name is
- * per schema, since one connection only ever serves one store.
- */
-export interface RewardPageStatement {
-  name: string;
-  text: string;
-}
-
-/** `schema` is the validated name, `quotedSchema` the same name quoted for SQL text. */
-export function rewardPageStatement(schema: string, quotedSchema: string): RewardPageStatement {
-  return { name: `perks_write_reward_page_${schema}`, text: rewardPageSql(quotedSchema) };
-}
-
 export async function writeRewardPage(
   pool: pg.Pool,
-  statement: RewardPageStatement,
+  sql: string,
   input: WriteRewardPageInput,
 ): Promise<RewardPageWrite> {
   const rows = toRows(input.consumerId, input.rewards);
@@ -144,11 +129,7 @@ export async function writeRewardPage(
     inserted: number;
     updated: number;
     status_changes: number;
-  }>({
-    name: statement.name,
-    text: statement.text,
-    values: [JSON.stringify(rows), input.consumerId, input.observedAt],
-  });
+  }>(sql, [JSON.stringify(rows), input.consumerId, input.observedAt]);
   const counts = result[0] ?? { inserted: 0, updated: 0, status_changes: 0 };
   return {
     inserted: counts.inserted,

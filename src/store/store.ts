@@ -75,12 +75,12 @@ export function createStore(config: StoreConfig, options: { logger?: Logger } = 
   pool.on('error', (error) => {
     options.logger?.warn({ err: error }, 'idle PostgreSQL connection lost');
   });
-  const pageStatement = rewards.rewardPageStatement(schema, s);
+  const pageSql = rewards.rewardPageSql(s);
 
   return {
     pool,
     schema,
-    writeRewardPage: (input) => rewards.writeRewardPage(pool, pageStatement, input),
+    writeRewardPage: (input) => rewards.writeRewardPage(pool, pageSql, input),
     markMissingRewards: (input) => rewards.markMissingRewards(pool, s, input),
     recordEnrollment: (input) => consumers.recordEnrollment(pool, s, input),
     recordConsumerError: (input) => consumers.recordConsumerError(pool, s, input),
