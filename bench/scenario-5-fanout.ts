@@ -189,7 +189,7 @@ export const scenario5: Scenario = {
   id: 5,
   title: 'Reconciliation fan-out',
   async run(ctx: BenchContext): Promise<ScenarioResult> {
-    const large = ctx.fanout ?? (ctx.quick ? 20_000 : 1_000_000);
+    const large = ctx.fanout ?? (ctx.quick ? 10_000 : 1_000_000);
     const small = Math.max(1, Math.round(large / 10));
     const a = await fanOut(ctx, ctx.run, small, 's5_small');
     const b = await fanOut(ctx, ctx.run, large, 's5_large');
