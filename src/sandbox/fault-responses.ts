@@ -19,6 +19,8 @@ const wrongShapes: Record<ApiRoute, string> = {
   getReward: '{"id":42,"amount":12.5}',
 };
 
+const truncated = '{"items": [ {"id": "trunc';
+
 /**
  * Answers with `fault`. Returns 'answered' when the fault replaced the response, or 'process'
  * when the request must still be handled (a delay that applies the write: the reply is held).
@@ -58,9 +60,15 @@ export function applyFault(fault: Fault, route: ApiRoute, reply: Reply): 'answer
     case 'reset':
       reply.reset();
       return 'answered';
-    case 'malformed':
-      if (fault.body === 'wrong-shape') reply.jsonText(200, wrongShapes[route]);
-      else reply.send(200, '{"items": [ {"id": "trunc', 'application/json');
+    case 'malformed': {
+      const text = fault.body === 'wrong-shape' ? wrongShapes[route] : truncated;
+      if (route === 'enroll') {
+        // The enrollment is applied: only a successful answer's body is mangled.
+        reply.successBodyOverride = { text, contentType: 'application/json' };
+        return 'process';
+      }
+      reply.jsonText(200, text);
       return 'answered';
+    }
   }
 }

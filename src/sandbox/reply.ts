@@ -51,6 +51,11 @@ export class Reply {
   consumerId: string | undefined;
   /** Extra wait before the response goes out: a `delay` fault that still processes. */
   holdMs = 0;
+  /**
+   * Replaces a 2xx answer's body after the request was processed: a `malformed` fault on a
+   * write. A real 2xx means the write happened, only its body got mangled on the way.
+   */
+  successBodyOverride: { text: string; contentType: string } | undefined;
   private done = false;
 
   constructor(
@@ -90,6 +95,9 @@ export class Reply {
   ): void {
     if (this.done) return;
     this.done = true;
+    if (this.successBodyOverride && status >= 200 && status < 300) {
+      ({ text: body, contentType } = this.successBodyOverride);
+    }
     const write = () => {
       // The client may have given up (its timeout): log what it would have received.
       if (this.res.destroyed) {

@@ -109,9 +109,22 @@ describe('API bodies that are not what they should be', () => {
     const inject = h.sandbox.faults.inject.bind(h.sandbox.faults);
     inject({ route: 'token', count: 1, kind: 'malformed', body: 'not-json' });
     inject({ route: 'token', count: 1, kind: 'malformed', body: 'wrong-shape' });
-    // Not on 'enroll': since 22444ad the client counts any 2xx enrollment as created, while the
-    // sandbox's malformed 200 does not apply the write, so such a consumer would be recorded
-    // enrolled yet not be enrolled upstream. Reported to the lead; see the report of issue 9.
+    // On 'enroll' a 2xx means the write happened (the sandbox applies it and mangles only the
+    // body): the consumer is enrolled once and recorded 'created'.
+    inject({
+      route: 'enroll',
+      consumerId: 'shape_1',
+      count: 1,
+      kind: 'malformed',
+      body: 'not-json',
+    });
+    inject({
+      route: 'enroll',
+      consumerId: 'shape_2',
+      count: 1,
+      kind: 'malformed',
+      body: 'wrong-shape',
+    });
     inject({ route: 'listRewards', count: 2, kind: 'malformed', body: 'not-json' });
     inject({ route: 'listRewards', count: 2, kind: 'malformed', body: 'wrong-shape' });
     const ids = ['shape_1', 'shape_2', 'shape_3'];
@@ -122,6 +135,9 @@ describe('API bodies that are not what they should be', () => {
 
     expect(h.sandbox.faults.list()).toEqual([]);
     expect(h.sandbox.state.counters().enrollmentsCreated).toBe(ids.length);
+    for (const id of ids) {
+      expect((await h.runtime.ctx.store.getConsumer(id))?.enrollmentOutcome).toBe('created');
+    }
     await expectConsistent(h.runtime.ctx.store.pool, h.sandbox, ids);
     expect(await h.runtime.ctx.queues.enrollment.getFailedCount()).toBe(0);
     expect(await h.runtime.ctx.queues.rewardSync.getFailedCount()).toBe(0);

@@ -130,6 +130,15 @@ describe('injected faults', () => {
     expect(Array.isArray((wrong.json() as { items: unknown }).items)).toBe(false);
   });
 
+  it('a malformed 2xx on enrollment still applies the write (only the body is mangled)', async () => {
+    sandbox.faults.inject({ route: 'enroll', count: 1, kind: 'malformed' });
+    const mangled = await api.post('/perks/consumers', { id: 'mangled_one' });
+    expect(mangled.status).toBe(201);
+    expect(() => mangled.json()).toThrow();
+    expect(sandbox.state.isEnrolled('mangled_one')).toBe(true);
+    expect((await api.post('/perks/consumers', { id: 'mangled_one' })).status).toBe(409);
+  });
+
   it('delays a POST past the client timeout yet applies the write', async () => {
     sandbox.faults.inject({ route: 'enroll', count: 1, kind: 'delay', delayMs: 400 });
     await expect(
