@@ -1,0 +1,35 @@
+/** The producer API as the client's services import it: `perks-worker/producer`. */
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, inject, it } from 'vitest';
+
+const root = fileURLToPath(new URL('../../', import.meta.url));
+
+describe('perks-worker/producer', () => {
+  it('is importable by package name and enqueues a validated enrollment', () => {
+    const prefix = `pkgtest_${process.pid}`;
+    const script = `
+      import { createProducer } from 'perks-worker/producer';
+      const perks = await createProducer({ redisUrl: process.env.REDIS_URL, queuePrefix: '${prefix}' });
+      const first = await perks.enqueueEnrollment({ userId: 'customer-1', extraConsents: ['TARGETING'] });
+      const again = await perks.enqueueEnrollment({ userId: 'customer-1' });
+      let refused = '';
+      try { await perks.enqueueEnrollment({ userId: 42 }); } catch (e) { refused = e.message; }
+      await perks.queues.enrollment.obliterate({ force: true });
+      await perks.close();
+      console.log(JSON.stringify({ first, again, refused }));
+    `;
+    const result = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+      cwd: root,
+      env: { PATH: process.env.PATH ?? '', REDIS_URL: inject('redisUrl') },
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(result.stderr).toBe('');
+    expect(JSON.parse(result.stdout)).toEqual({
+      first: { consumerId: 'customer-1', jobId: 'enroll-customer-1', alreadyPending: false },
+      again: { consumerId: 'customer-1', jobId: 'enroll-customer-1', alreadyPending: true },
+      refused: 'invalid enrollment payload: userId: must be a string',
+    });
+  });
+});
