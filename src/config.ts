@@ -74,9 +74,10 @@ export const variables = {
   },
   PERKS_CONNECTIONS: {
     group: 'perks',
-    description: 'Keep-alive connections to the API per process.',
-    default: '16',
-    example: '16',
+    description:
+      'Keep-alive connections to the API per process; at least ENROLL_CONCURRENCY + SYNC_CONCURRENCY, or jobs queue for a connection.',
+    default: '32',
+    example: '32',
   },
   PERKS_CONSUMER_ID_KEY: {
     group: 'consumerIds',

@@ -54,20 +54,13 @@ export async function processRewardSync(
       markedMissing: 0,
     };
 
+    let lastScan: Scan | undefined;
     try {
       while (result.scans < maxScans && !result.consistent) {
         result.scans += 1;
-        const scan = await scanOnce(consumerId, ctx, job, log, signal, result);
-        result.consistent = scan.consistent;
-        if (scan.consistent) {
-          const { markedMissing } = await ctx.store.markMissingRewards({
-            consumerId,
-            seenIds: scan.seenIds,
-            scanStartedAt: scan.startedAt,
-            observedAt: new Date(),
-          });
-          result.markedMissing = markedMissing;
-        } else {
+        lastScan = await scanOnce(consumerId, ctx, job, log, signal, result);
+        result.consistent = lastScan.consistent;
+        if (!lastScan.consistent) {
           log.warn({ scan: result.scans }, 'total moved during the walk; rescanning');
         }
       }
@@ -77,7 +70,17 @@ export async function processRewardSync(
       log.warn({ code: error.code }, 'consumer not enrolled upstream; marked, not retried');
       return { ...result, outcome: 'not_enrolled' };
     }
-    await ctx.store.markSynced({ consumerId, at: new Date() });
+    // Missing rewards (only after a complete, consistent scan) and last_synced_at, in one
+    // round trip.
+    const { markedMissing } = await ctx.store.finishSync({
+      consumerId,
+      missing:
+        result.consistent && lastScan
+          ? { seenIds: lastScan.seenIds, scanStartedAt: lastScan.startedAt }
+          : null,
+      at: new Date(),
+    });
+    result.markedMissing = markedMissing;
     return result;
   } catch (error) {
     return steerFailure(error, ctx.queues);
@@ -125,7 +128,10 @@ async function scanOnce(
     result.written.unchanged += written.unchanged;
     result.written.statusChanges += written.statusChanges;
     const pageCount = Math.max(1, Math.ceil(page.total / page.perPage));
-    await job.updateProgress({ page: page.page, pages: pageCount, total: page.total });
+    // Progress is for long walks; a one-page sync would only pay a Redis round trip for it.
+    if (pageCount > 1) {
+      await job.updateProgress({ page: page.page, pages: pageCount, total: page.total });
+    }
     log.info(
       {
         page: page.page,

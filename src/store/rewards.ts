@@ -201,3 +201,47 @@ export async function markMissingRewards(
   );
   return { markedMissing: result.rowCount ?? 0 };
 }
+
+export interface FinishSyncInput {
+  consumerId: string;
+  /** The complete, consistent scan's ids, or null when the scan may not mark anything missing. */
+  missing: Omit<MarkMissingRewardsInput, 'consumerId' | 'observedAt'> | null;
+  at: Date;
+}
+
+/**
+ * The end of a sync in one round trip: markMissingRewards (when `missing` is given, with the
+ * same rules) and the consumer's last_synced_at, in one statement. A sync of a small consumer
+ * is a handful of round trips, so one fewer is a good share of its time.
+ */
+export async function finishSync(
+  pool: pg.Pool,
+  schema: string,
+  input: FinishSyncInput,
+): Promise<{ markedMissing: number }> {
+  const { rows } = await pool.query<{ marked: string }>(
+    `with missing as (
+       update ${schema}.rewards set missing_since = $5
+       where $4 and consumer_id = $1 and missing_since is null
+         and first_seen_at < $3 and observed_at < $3
+         and not (id = any($2::uuid[]))
+       returning 1
+     ), synced as (
+       insert into ${schema}.consumers as c (consumer_id, last_synced_at, updated_at)
+       values ($1, $5, now())
+       on conflict (consumer_id) do update set
+         last_synced_at = greatest(c.last_synced_at, excluded.last_synced_at),
+         updated_at = now()
+       returning 1
+     )
+     select (select count(*) from missing) as marked, (select count(*) from synced) as synced`,
+    [
+      input.consumerId,
+      input.missing?.seenIds ?? [],
+      input.missing?.scanStartedAt ?? input.at,
+      input.missing !== null,
+      input.at,
+    ],
+  );
+  return { markedMissing: Number(rows[0]?.marked ?? 0) };
+}

@@ -54,6 +54,8 @@ export interface Store {
   }): Promise<void>;
   markNotEnrolled(input: { consumerId: string; at: Date }): Promise<void>;
   markSynced(input: { consumerId: string; at: Date }): Promise<void>;
+  /** markMissingRewards (when given) and markSynced in one round trip: see rewards.ts. */
+  finishSync(input: rewards.FinishSyncInput): Promise<{ markedMissing: number }>;
   getConsumer(consumerId: string): Promise<ConsumerRow | undefined>;
   listEnrolledConsumerIds(input: { after: string | null; limit: number }): Promise<string[]>;
   /** `select 1`, for readiness checks. */
@@ -86,6 +88,7 @@ export function createStore(config: StoreConfig, options: { logger?: Logger } = 
     recordConsumerError: (input) => consumers.recordConsumerError(pool, s, input),
     markNotEnrolled: (input) => consumers.markNotEnrolled(pool, s, input),
     markSynced: (input) => consumers.markSynced(pool, s, input),
+    finishSync: (input) => rewards.finishSync(pool, s, input),
     getConsumer: (consumerId) => consumers.getConsumer(pool, s, consumerId),
     listEnrolledConsumerIds: (input) => consumers.listEnrolledConsumerIds(pool, s, input),
     ping: async () => {

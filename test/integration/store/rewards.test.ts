@@ -357,3 +357,46 @@ describe('markMissingRewards', () => {
     expect((await storedReward(theirs.id))?.missing_since).toBeNull();
   });
 });
+
+describe('finishSync', () => {
+  it('marks missing rewards after a consistent scan and sets last_synced_at, in one statement', async () => {
+    const [kept, gone] = [reward(), reward()];
+    if (!kept || !gone) throw new Error('unreachable');
+    await store.writeRewardPage({
+      consumerId: 'finish',
+      rewards: [kept, gone],
+      observedAt: at('2026-09-01T00:00:00Z'),
+    });
+    const query = vi.spyOn(pg.Pool.prototype, 'query');
+    const result = await store.finishSync({
+      consumerId: 'finish',
+      missing: { seenIds: [kept.id], scanStartedAt: at('2026-09-02T00:00:00Z') },
+      at: at('2026-09-02T00:01:00Z'),
+    });
+    expect(query).toHaveBeenCalledTimes(1);
+    query.mockRestore();
+    expect(result).toEqual({ markedMissing: 1 });
+    expect((await storedReward(gone.id))?.missing_since).toEqual(at('2026-09-02T00:01:00Z'));
+    expect((await store.getConsumer('finish'))?.lastSyncedAt).toEqual(at('2026-09-02T00:01:00Z'));
+  });
+
+  it('after an inconsistent scan (missing: null) marks nothing, yet records the sync', async () => {
+    const [only] = [reward()];
+    if (!only) throw new Error('unreachable');
+    await store.writeRewardPage({
+      consumerId: 'finish_partial',
+      rewards: [only],
+      observedAt: at('2026-09-01T00:00:00Z'),
+    });
+    const result = await store.finishSync({
+      consumerId: 'finish_partial',
+      missing: null,
+      at: at('2026-09-03T00:00:00Z'),
+    });
+    expect(result).toEqual({ markedMissing: 0 });
+    expect((await storedReward(only.id))?.missing_since).toBeNull();
+    expect((await store.getConsumer('finish_partial'))?.lastSyncedAt).toEqual(
+      at('2026-09-03T00:00:00Z'),
+    );
+  });
+});
