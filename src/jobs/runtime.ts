@@ -6,7 +6,7 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import type { Logger } from '../ops/logger.js';
 import { createMetrics, type Metrics } from '../ops/metrics.js';
-import { within } from '../ops/shutdown.js';
+import { within } from '../ops/timeouts.js';
 import { PerksClient } from '../perks/client.js';
 import { createRedisConnection } from '../queues/connection.js';
 import { closeQueues, openQueues } from '../queues/queues.js';

@@ -15,7 +15,8 @@ import {
 import type { Redis } from 'ioredis';
 import type { WorkerConfig } from '../config.js';
 import type { FailureReason } from '../ops/metrics.js';
-import { oncePerOutage, within } from '../ops/shutdown.js';
+import { oncePerOutage } from '../ops/outage.js';
+import { within } from '../ops/timeouts.js';
 import { jobNames, type QueueKind, queueNames } from '../queues/names.js';
 import type { JobContext } from './context.js';
 import { processEnrollment } from './enroll.js';

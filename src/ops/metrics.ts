@@ -6,6 +6,7 @@
  * Never a consumer id or a job id: those belong in logs, where they cost nothing per value.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { withTimeout } from './timeouts.js';
 
 /** Why a job attempt did not complete, as a bounded label. */
 export const failureReasons = ['unrecoverable', 'rate_limited', 'error'] as const;
@@ -70,20 +71,6 @@ const apiBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 /** A scrape gives up on queue depths after this long. */
 const queueDepthTimeoutMs = 1000;
-
-async function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 export function statusClass(status: number | undefined): '2xx' | '3xx' | '4xx' | '5xx' | 'error' {
   if (status === undefined || status < 200 || status > 599) return 'error';

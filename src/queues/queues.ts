@@ -2,7 +2,7 @@ import { type DefaultJobOptions, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { WorkerConfig } from '../config.js';
 import type { Logger } from '../ops/logger.js';
-import { oncePerOutage } from '../ops/shutdown.js';
+import { oncePerOutage } from '../ops/outage.js';
 import { type QueueKind, queueNames } from './names.js';
 
 /** What jobs carry by default, whoever enqueues them (our CLI, the worker, a client service). */

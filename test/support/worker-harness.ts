@@ -2,7 +2,8 @@
  * Sandbox + worker + real Redis and Postgres, in-process, for end-to-end tests of the job
  * processors. Each harness gets its own database and queue prefix.
  */
-import { pino } from 'pino';
+import type { Telemetry } from 'bullmq';
+import { type Logger, pino } from 'pino';
 import type { Config } from '../../src/config.js';
 import { createRuntime, type Runtime } from '../../src/jobs/runtime.js';
 import { type RunningWorker, startWorker } from '../../src/jobs/worker.js';
@@ -25,13 +26,17 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export async function startHarness(
-  options: {
-    sandbox?: SandboxOptions;
-    perks?: Partial<Config['perks']>;
-    worker?: Partial<Config['worker']>;
-  } = {},
-): Promise<Harness> {
+export interface HarnessOptions {
+  sandbox?: SandboxOptions;
+  perks?: Partial<Config['perks']>;
+  worker?: Partial<Config['worker']>;
+  /** Default: silent (TEST_LOG_LEVEL to see it). */
+  logger?: Logger;
+  /** BullMQ telemetry for the workers (tracing tests). */
+  telemetry?: Telemetry;
+}
+
+export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
   const db = await createTestDatabase();
   const queues = testQueuePrefix();
   const sandbox = await startSandbox({ seed: 3, ...options.sandbox });
@@ -67,9 +72,15 @@ export async function startHarness(
       ...options.worker,
     },
   };
-  const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
+  const logger = options.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
   const runtime = createRuntime(config, logger);
-  const worker = startWorker(runtime.ctx, runtime.connection, queues.prefix, config.worker);
+  const worker = startWorker(
+    runtime.ctx,
+    runtime.connection,
+    queues.prefix,
+    config.worker,
+    options.telemetry ? { telemetry: options.telemetry } : {},
+  );
 
   return {
     sandbox,

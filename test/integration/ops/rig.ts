@@ -1,94 +1,47 @@
 /**
- * A worker in-process for the operations tests: sandbox + runtime + BullMQ workers on real
- * Redis and Postgres, like test/support/worker-harness.ts, plus what those tests need to
- * choose: the logger, BullMQ telemetry, and an operations server serving /metrics.
+ * A worker in-process for the operations tests: test/support/worker-harness.ts plus an
+ * operations server serving /metrics, with the logger and BullMQ telemetry of the test's
+ * choosing.
  */
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Telemetry } from 'bullmq';
-import { type Logger, pino } from 'pino';
-import type { Config } from '../../../src/config.js';
-import { createRuntime, type Runtime } from '../../../src/jobs/runtime.js';
-import { type RunningWorker, startWorker } from '../../../src/jobs/worker.js';
+import type { Runtime } from '../../../src/jobs/runtime.js';
 import type { Route } from '../../../src/ops/dashboard.js';
 import { closeServer, type ReadinessCheck, startOpsServer } from '../../../src/ops/health.js';
-import { type Sandbox, type SandboxOptions, startSandbox } from '../../../src/sandbox/index.js';
-import { createTestDatabase, type TestDatabase } from '../../support/database.js';
-import { testQueuePrefix } from '../../support/redis.js';
+import {
+  type Harness,
+  type HarnessOptions,
+  startHarness,
+  testConsumerIdKey,
+} from '../../support/worker-harness.js';
 
-export const rigConsumerIdKey = 'ops-test-consumer-id-key-0123456789';
+export const rigConsumerIdKey = testConsumerIdKey;
 
-export interface Rig {
-  sandbox: Sandbox;
-  runtime: Runtime;
-  worker: RunningWorker;
-  db: TestDatabase;
-  config: Pick<Config, 'perks' | 'consumerIds' | 'redis' | 'database' | 'worker'>;
+export interface Rig extends Harness {
   /** Base URL of the operations server, e.g. http://127.0.0.1:43121. */
   opsUrl: string;
-  idle(timeoutMs?: number): Promise<void>;
-  close(): Promise<void>;
 }
 
-export interface RigOptions {
-  sandbox?: SandboxOptions;
-  worker?: Partial<Config['worker']>;
-  logger?: Logger;
-  telemetry?: Telemetry;
+export interface RigOptions extends Omit<HarnessOptions, 'perks'> {
   /** Extra routes of the operations server, given the runtime (its queues). */
   routes?: (runtime: Runtime) => Promise<Route> | Route;
   /** Default: Redis and Postgres of the runtime. */
   checks?: (runtime: Runtime) => ReadinessCheck[];
 }
 
+/** The worker harness plus an operations server serving /metrics (and optional routes). */
 export async function startRig(options: RigOptions = {}): Promise<Rig> {
-  const db = await createTestDatabase();
-  const queues = testQueuePrefix();
-  const sandbox = await startSandbox({ seed: 5, ...options.sandbox });
-  const config: Rig['config'] = {
-    perks: {
-      baseUrl: sandbox.baseUrl,
-      clientId: sandbox.clientId,
-      clientSecret: sandbox.clientSecret,
-      apiVersion: '2.0.0',
-      timeoutMs: 2000,
-      retryAttempts: 4,
-      retryMaxMs: 5000,
-      connections: 8,
-    },
-    consumerIds: { key: rigConsumerIdKey },
-    redis: { url: queues.redisUrl, queuePrefix: queues.prefix },
-    database: { url: db.url, schema: 'perks', poolSize: 4 },
-    worker: {
-      rateLimitPerSecond: undefined,
-      reconcileCron: '0 3 * * *',
-      enrollConcurrency: 4,
-      syncConcurrency: 4,
-      reconcileBatchSize: 50,
-      reconcileMaxPending: 100,
-      jobAttempts: 2,
-      jobBackoffMs: 50,
-      keepCompletedJobs: 10_000,
-      keepFailedJobs: 10_000,
-      jobLockMs: 30_000,
-      shutdownTimeoutMs: 5000,
-      port: 0,
-      ...options.worker,
-    },
-  };
-  const logger = options.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
-  const runtime = createRuntime(config, logger);
-  const worker = startWorker(
-    runtime.ctx,
-    runtime.connection,
-    queues.prefix,
-    config.worker,
-    options.telemetry ? { telemetry: options.telemetry } : {},
-  );
+  const harness = await startHarness({
+    ...options,
+    sandbox: { seed: 5, ...options.sandbox },
+    perks: { timeoutMs: 2000 },
+    worker: { jobAttempts: 2, ...options.worker },
+  });
+  const { runtime } = harness;
   const server: Server = await startOpsServer({
     port: 0,
     host: '127.0.0.1',
-    logger,
+    logger: runtime.ctx.logger,
     checks: options.checks?.(runtime) ?? [
       { name: 'redis', check: async () => void (await runtime.connection.ping()) },
       { name: 'postgres', check: () => runtime.ctx.store.ping() },
@@ -97,37 +50,12 @@ export async function startRig(options: RigOptions = {}): Promise<Rig> {
     ...(options.routes ? { routes: await options.routes(runtime) } : {}),
   });
   const { port } = server.address() as AddressInfo;
-
   return {
-    sandbox,
-    runtime,
-    worker,
-    db,
-    config,
+    ...harness,
     opsUrl: `http://127.0.0.1:${port}`,
-    async idle(timeoutMs = 30_000) {
-      const deadline = Date.now() + timeoutMs;
-      let quiet = 0;
-      while (Date.now() < deadline) {
-        const counts = await Promise.all(
-          Object.values(runtime.ctx.queues).map((q) =>
-            q.getJobCounts('wait', 'prioritized', 'active', 'delayed'),
-          ),
-        );
-        const pending = counts.reduce((n, c) => n + Object.values(c).reduce((a, b) => a + b, 0), 0);
-        quiet = pending === 0 ? quiet + 1 : 0;
-        if (quiet >= 3) return;
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      throw new Error(`queues not idle after ${timeoutMs} ms`);
-    },
     async close() {
       await closeServer(server);
-      await worker.close(2000);
-      await runtime.close();
-      await sandbox.close();
-      await queues.cleanup();
-      await db.drop();
+      await harness.close();
     },
   };
 }
