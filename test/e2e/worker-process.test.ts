@@ -2,16 +2,20 @@
  * The `perks-worker work` process itself: SIGTERM finishes active jobs and exits 0; a
  * SIGKILLed replica's job is taken up by another and ends with nothing lost or duplicated.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createProducer, type Producer } from '../../src/queues/producer.js';
 import { type Sandbox, startSandbox } from '../../src/sandbox/index.js';
 import { createStore, type Store } from '../../src/store/store.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import {
+  expectConsistent,
+  startWorkerProcess,
+  storedRewards,
+  type WorkerProcess,
+  waitFor,
+} from '../support/processes.js';
 import { testQueuePrefix } from '../support/redis.js';
 
-const bin = fileURLToPath(new URL('../../dist/src/index.js', import.meta.url));
 const queues = testQueuePrefix();
 let db: TestDatabase;
 let sandbox: Sandbox;
@@ -34,53 +38,19 @@ afterAll(async () => {
   await db.drop();
 });
 
-interface WorkerProcess {
-  child: ChildProcess;
-  output: () => string;
-  exited: Promise<number | null>;
-}
-
-function startWorkerProcess(): WorkerProcess {
-  const child = spawn(process.execPath, [bin, 'work'], {
-    env: {
-      PATH: process.env.PATH ?? '',
-      PERKS_BASE_URL: sandbox.baseUrl,
-      PERKS_CLIENT_ID: sandbox.clientId,
-      PERKS_CLIENT_SECRET: sandbox.clientSecret,
-      PERKS_TIMEOUT_MS: '5000',
-      REDIS_URL: queues.redisUrl,
-      QUEUE_PREFIX: queues.prefix,
-      DATABASE_URL: db.url,
-      PORT: '0',
-      JOB_LOCK_MS: '2000',
-      SHUTDOWN_TIMEOUT_MS: '15000',
-      LOG_LEVEL: 'info',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
+/** `work` on this file's sandbox, Redis prefix and database; JOB_LOCK_MS short for recovery. */
+function startWorker(): WorkerProcess {
+  return startWorkerProcess({
+    PERKS_BASE_URL: sandbox.baseUrl,
+    PERKS_CLIENT_ID: sandbox.clientId,
+    PERKS_CLIENT_SECRET: sandbox.clientSecret,
+    PERKS_TIMEOUT_MS: '5000',
+    REDIS_URL: queues.redisUrl,
+    QUEUE_PREFIX: queues.prefix,
+    DATABASE_URL: db.url,
+    JOB_LOCK_MS: '2000',
+    SHUTDOWN_TIMEOUT_MS: '15000',
   });
-  let output = '';
-  child.stdout?.on('data', (chunk: Buffer) => {
-    output += chunk.toString();
-  });
-  child.stderr?.on('data', (chunk: Buffer) => {
-    output += chunk.toString();
-  });
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  return { child, output: () => output, exited };
-}
-
-async function waitFor<T>(
-  what: string,
-  probe: () => Promise<T | undefined>,
-  timeoutMs = 20_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 /** Resolves once the job has written at least `pages` pages. */
@@ -92,22 +62,10 @@ function pagesWritten(jobId: string, pages: number) {
   });
 }
 
-async function storedIds(consumerId: string): Promise<string[]> {
-  const { rows } = await store.pool.query<{ id: string }>(
-    'select id from perks.rewards where consumer_id = $1 order by id',
-    [consumerId],
-  );
-  return rows.map((r) => r.id);
-}
-
-function upstreamIds(consumerId: string): string[] {
-  return (sandbox.state.rewardsOf(consumerId) as { id: string }[]).map((r) => r.id).sort();
-}
-
 describe('perks-worker work', () => {
   it('on SIGTERM finishes the active job, closes everything and exits 0', async () => {
     sandbox.state.addConsumer('term_1', { rewards: 6000 });
-    const worker = startWorkerProcess();
+    const worker = startWorker();
     const { jobId } = await producer.enqueueRewardSync({ consumerId: 'term_1' });
     await pagesWritten(jobId, 1);
     worker.child.kill('SIGTERM');
@@ -115,21 +73,21 @@ describe('perks-worker work', () => {
     expect(worker.output()).toContain('"msg":"worker stopped"');
     const job = await producer.queues.rewardSync.getJob(jobId);
     expect(await job?.getState()).toBe('completed');
-    expect(await storedIds('term_1')).toEqual(upstreamIds('term_1'));
+    await expectConsistent(store.pool, sandbox, ['term_1']);
   });
 
   it('after a SIGKILL mid-sync, another replica takes the job up; nothing lost or duplicated', async () => {
     sandbox.state.addConsumer('kill_1', { rewards: 6000 });
-    const first = startWorkerProcess();
+    const first = startWorker();
     const { jobId } = await producer.enqueueRewardSync({ consumerId: 'kill_1' });
     await pagesWritten(jobId, 2);
     first.child.kill('SIGKILL');
     await first.exited;
-    const partial = (await storedIds('kill_1')).length;
+    const partial = (await storedRewards(store.pool, 'kill_1')).length;
     expect(partial).toBeGreaterThan(0);
     expect(partial).toBeLessThan(6000);
 
-    const second = startWorkerProcess();
+    const second = startWorker();
     try {
       await waitFor(
         'the job to complete on the second replica',
@@ -139,7 +97,7 @@ describe('perks-worker work', () => {
       );
       const job = await producer.queues.rewardSync.getJob(jobId);
       expect(await job?.getState()).toBe('completed');
-      expect(await storedIds('kill_1')).toEqual(upstreamIds('kill_1'));
+      await expectConsistent(store.pool, sandbox, ['kill_1']);
       const { rows } = await store.pool.query<{ n: string }>(
         'select count(*) as n from perks.reward_status_changes where consumer_id = $1',
         ['kill_1'],

@@ -5,6 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { deriveConsumerId } from '../../src/queues/consumer-id.js';
 import { enqueueEnrollment, enqueueRewardSync } from '../../src/queues/producer.js';
+import { canonicalAmount } from '../support/processes.js';
 import {
   type Harness,
   startHarness,
@@ -36,15 +37,7 @@ function expectedAmounts(h: Harness, consumerId: string): Map<string, string> {
     amount: string;
     status: string;
   }[];
-  return new Map(items.map((r) => [r.id, `${canonical(r.amount)} ${r.status}`]));
-}
-
-function canonical(amount: string): string {
-  const negative = amount.startsWith('-');
-  const [int = '', frac = ''] = amount.replace(/^[+-]/, '').split('.');
-  const whole = int.replace(/^0+(?=\d)/, '') || '0';
-  const text = frac ? `${whole}.${frac}` : whole;
-  return negative && /[1-9]/.test(text) ? `-${text}` : text;
+  return new Map(items.map((r) => [r.id, `${canonicalAmount(r.amount)} ${r.status}`]));
 }
 
 describe('enrollment', () => {

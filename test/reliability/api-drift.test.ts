@@ -7,8 +7,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { enqueueRewardSync } from '../../src/queues/producer.js';
 import type { RewardJson } from '../../src/sandbox/index.js';
+import { expectConsistent, waitFor } from '../support/processes.js';
 import { type Harness, startHarness } from '../support/worker-harness.js';
-import { expectConsistent, waitFor } from './support.js';
 
 let harness: Harness | undefined;
 afterEach(async () => {

@@ -5,8 +5,8 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { enqueueEnrollment, enqueueRewardSync } from '../../src/queues/producer.js';
+import { expectConsistent, sleep, waitFor } from '../support/processes.js';
 import { type Harness, startHarness } from '../support/worker-harness.js';
-import { expectConsistent, sleep, waitFor } from './support.js';
 
 let harness: Harness | undefined;
 afterEach(async () => {

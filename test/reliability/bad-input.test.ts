@@ -8,9 +8,9 @@ import { spawnSync } from 'node:child_process';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { enqueueEnrollment, enqueueRewardSync } from '../../src/queues/producer.js';
 import type { RewardJson } from '../../src/sandbox/index.js';
+import { bin, expectConsistent } from '../support/processes.js';
 import { testQueuePrefix } from '../support/redis.js';
 import { type Harness, startHarness } from '../support/worker-harness.js';
-import { bin, expectConsistent } from './support.js';
 
 let harness: Harness | undefined;
 afterEach(async () => {

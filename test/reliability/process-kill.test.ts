@@ -8,14 +8,14 @@ import { createProducer, type Producer } from '../../src/queues/producer.js';
 import { type Sandbox, startSandbox } from '../../src/sandbox/index.js';
 import { createStore, type Store } from '../../src/store/store.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { testQueuePrefix } from '../support/redis.js';
 import {
   expectConsistent,
   sleep,
   startWorkerProcess,
   type WorkerProcess,
   waitFor,
-} from './support.js';
+} from '../support/processes.js';
+import { testQueuePrefix } from '../support/redis.js';
 
 const queues = testQueuePrefix();
 let db: TestDatabase;

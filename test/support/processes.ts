@@ -1,5 +1,5 @@
 /**
- * Shared by the reliability tests: a `perks-worker work` child process, polling, and the
+ * Shared by the end-to-end and reliability tests: a `perks-worker work` child process, polling, and the
  * check every fault test ends with: the datastore holds exactly the sandbox's rewards.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
