@@ -14,21 +14,23 @@ function run(args: string[], env: Record<string, string> = {}) {
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
+const commandNames = [
+  'work',
+  'migrate',
+  'enroll',
+  'sync',
+  'reconcile',
+  'status',
+  'failed',
+  'sandbox',
+  'demo',
+];
+
 describe('perks-worker CLI', () => {
   it('lists its commands', () => {
     const { status, stdout } = run(['--help']);
     expect(status).toBe(0);
-    for (const name of [
-      'work',
-      'migrate',
-      'enroll',
-      'sync',
-      'reconcile',
-      'status',
-      'failed',
-      'sandbox',
-      'demo',
-    ]) {
+    for (const name of commandNames) {
       expect(stdout).toMatch(new RegExp(`^  ${name} `, 'm'));
     }
   });
@@ -102,17 +104,7 @@ describe('perks-worker CLI', () => {
   });
 
   it('answers --help on every command', () => {
-    for (const name of [
-      'work',
-      'migrate',
-      'enroll',
-      'sync',
-      'reconcile',
-      'status',
-      'failed',
-      'sandbox',
-      'demo',
-    ]) {
+    for (const name of commandNames) {
       const { status, stdout } = run([name, '--help']);
       expect(status, name).toBe(0);
       expect(stdout).toMatch(new RegExp(`^Usage: perks-worker ${name}`));
