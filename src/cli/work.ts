@@ -8,6 +8,7 @@ import { closeServer, startOpsServer } from '../ops/health.js';
 import type { Logger } from '../ops/logger.js';
 import { createLogger } from '../ops/logger.js';
 import { shutdownSignal } from '../ops/shutdown.js';
+import { within } from '../ops/timeouts.js';
 import { startTracing, type Tracing } from '../ops/tracing.js';
 import { MigrationChecksumError, MigrationFileError } from '../store/errors.js';
 import { migrate } from '../store/migrate.js';
@@ -117,7 +118,8 @@ export async function run(argv: readonly string[]): Promise<number> {
   const { timedOut } = await worker.close(config.worker.shutdownTimeoutMs);
   if (server) await closeServer(server);
   await runtime.close();
-  await tracing?.shutdown();
+  // Bounded: a collector that is down must not hold the exit past the grace period.
+  if (tracing) await within(5000, tracing.shutdown());
   logger.info({ timedOut }, 'worker stopped');
   // Everything is closed; a reconnecting socket left behind (Redis still down) must not keep
   // the process alive. The timer is unref'd: a clean exit never waits for it.

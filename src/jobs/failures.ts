@@ -43,7 +43,11 @@ export function isPermanent(error: unknown): boolean {
 export async function steerFailure(error: unknown, queues: Queues): Promise<never> {
   if (error instanceof ThrottledError) {
     const pauseMs = Math.max(error.retryAfterMs, minimumPauseMs);
-    await Promise.all([queues.enrollment.rateLimit(pauseMs), queues.rewardSync.rateLimit(pauseMs)]);
+    // Settled, not all: a Redis error while pausing must not turn the 429 into a spent attempt.
+    await Promise.allSettled([
+      queues.enrollment.rateLimit(pauseMs),
+      queues.rewardSync.rateLimit(pauseMs),
+    ]);
     throw new RateLimitError();
   }
   if (isPermanent(error)) {

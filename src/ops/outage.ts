@@ -1,17 +1,25 @@
-/** Logs the first error of an outage, then stays quiet until `recovered()` is called. */
-export function oncePerOutage(log: (error: Error) => void): {
+/**
+ * Logs the first error of an outage, then stays quiet until `recovered()` is called or
+ * `quietMs` has passed (an idle worker may see no sign of recovery for a long time, and a new
+ * kind of error must not stay hidden behind the first).
+ */
+export function oncePerOutage(
+  log: (error: Error) => void,
+  quietMs = 60_000,
+): {
   error: (error: Error) => void;
   recovered: () => void;
 } {
-  let down = false;
+  let loggedAt: number | undefined;
   return {
     error(error) {
-      if (down) return;
-      down = true;
+      const now = Date.now();
+      if (loggedAt !== undefined && now - loggedAt < quietMs) return;
+      loggedAt = now;
       log(error);
     },
     recovered() {
-      down = false;
+      loggedAt = undefined;
     },
   };
 }

@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto';
+
 /**
  * Queue and job names. Queue keys live under the QUEUE_PREFIX (BullMQ's `prefix`), so one
  * Redis can host several deployments side by side. Names contain no `:` (BullMQ forbids it).
@@ -24,7 +26,16 @@ export const reconcileSchedulerId = 'reconcile-schedule';
 /** At most one reconciliation is pending or running at a time, whoever started it. */
 export const reconcileDeduplicationId = 'reconciliation';
 
-/** Job ids derive from the consumer id: consumer ids never hold `:` and are never all digits. */
-export function enrollmentJobId(consumerId: string): string {
+/**
+ * Enrollment job ids derive from the consumer id: `enroll-<consumer id>-<when>`. The
+ * deduplication id (`enroll-<consumer id>`) is what keeps one enrollment per consumer pending
+ * at a time; the suffix lets a new request follow a finished one. Consumer ids never hold `:`,
+ * so neither do these ids, and they are never all digits.
+ */
+export function enrollmentJobId(consumerId: string, at: Date = new Date()): string {
+  return `enroll-${consumerId}-${at.getTime().toString(36)}${randomBytes(2).toString('hex')}`;
+}
+
+export function enrollmentDeduplicationId(consumerId: string): string {
   return `enroll-${consumerId}`;
 }

@@ -12,7 +12,12 @@ import type { Redis } from 'ioredis';
 import type { Logger } from '../ops/logger.js';
 import { connected, createRedisConnection } from './connection.js';
 import { deriveConsumerId } from './consumer-id.js';
-import { enrollmentJobId, jobNames, reconcileDeduplicationId } from './names.js';
+import {
+  enrollmentDeduplicationId,
+  enrollmentJobId,
+  jobNames,
+  reconcileDeduplicationId,
+} from './names.js';
 import {
   type EnrollmentPayload,
   enrollmentPayloadSchema,
@@ -40,9 +45,10 @@ export interface EnqueuedEnrollment {
 }
 
 /**
- * Enqueues an enrollment. The job id is derived from the consumer id, so while one is
- * pending (waiting, delayed, running) a duplicate signup event adds nothing. A finished one
- * (kept for inspection) is replaced: a new request after it is a new enrollment attempt.
+ * Enqueues an enrollment. While one of this consumer is pending (waiting, delayed, running),
+ * a duplicate signup event adds nothing and is told so: BullMQ's deduplication does it
+ * atomically in Redis, so two producers racing cannot both believe they enqueued. Once that
+ * job has finished, a new request is a new enrollment attempt.
  */
 export async function enqueueEnrollment(
   queues: Queues,
@@ -52,16 +58,13 @@ export async function enqueueEnrollment(
   const valid = parsePayload(enrollmentPayloadSchema, payload, 'enrollment');
   const consumerId = valid.consumerId ?? deriveConsumerId(valid.userId ?? '', consumerIdKey);
   const jobId = enrollmentJobId(consumerId);
-  const existing = await queues.enrollment.getJob(jobId);
-  if (existing) {
-    const state = await existing.getState();
-    if (state !== 'completed' && state !== 'failed' && state !== 'unknown') {
-      return { consumerId, jobId, alreadyPending: true };
-    }
-    await existing.remove().catch(() => undefined); // gone already: fine
-  }
-  await queues.enrollment.add(jobNames.enroll, { ...valid, consumerId }, { jobId });
-  return { consumerId, jobId, alreadyPending: false };
+  const job = await queues.enrollment.add(
+    jobNames.enroll,
+    { ...valid, consumerId },
+    { jobId, deduplication: { id: enrollmentDeduplicationId(consumerId) } },
+  );
+  // A deduplicated add answers with the pending job's id.
+  return { consumerId, jobId: job.id ?? jobId, alreadyPending: job.id !== jobId };
 }
 
 /**

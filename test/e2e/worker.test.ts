@@ -84,6 +84,38 @@ describe('enrollment', () => {
     expect(await h.rewardIds(slow)).toEqual(upstreamRewardIds(h.sandbox, slow));
   });
 
+  it('deduplicates enrollments while one is pending, atomically, and takes a new one after it finished', async () => {
+    harness = await startHarness();
+    const h = harness;
+    const q = h.runtime.ctx.queues;
+    h.sandbox.state.addConsumer('dup_1', { enrolled: false });
+    // The first POST is slow, so the job is still running while the others arrive.
+    h.sandbox.faults.inject({
+      route: 'enroll',
+      consumerId: 'dup_1',
+      count: 1,
+      kind: 'delay',
+      delayMs: 600,
+    });
+    const racing = await Promise.all(
+      Array.from({ length: 8 }, () => enqueueEnrollment(q, { consumerId: 'dup_1' }, undefined)),
+    );
+    expect(racing.filter((r) => !r.alreadyPending)).toHaveLength(1);
+    expect(new Set(racing.map((r) => r.jobId)).size).toBe(1);
+    await h.idle();
+
+    // Once that job has finished, a new request is a new job (answered 409: already enrolled).
+    const after = await enqueueEnrollment(q, { consumerId: 'dup_1' }, undefined);
+    expect(after.alreadyPending).toBe(false);
+    expect(after.jobId).not.toBe(racing[0]?.jobId);
+    await h.idle();
+    expect(h.sandbox.state.counters()).toMatchObject({
+      enrollmentsCreated: 1,
+      enrollmentsConflicted: 1,
+    });
+    expect(h.sandbox.state.counters().requests.enroll).toBe(2);
+  });
+
   it('fails a malformed payload alone, naming the field, without retries', async () => {
     harness = await startHarness();
     const h = harness;
