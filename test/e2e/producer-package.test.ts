@@ -1,13 +1,17 @@
 /** The producer API as the client's services import it: `perks-worker/producer`. */
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, inject, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
+import { testQueuePrefix } from '../support/redis.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
+const queues = testQueuePrefix();
+afterAll(() => queues.cleanup());
+
 describe('perks-worker/producer', () => {
   it('is importable by package name and enqueues a validated enrollment', () => {
-    const prefix = `pkgtest_${process.pid}`;
+    const { prefix } = queues;
     const script = `
       import { createProducer } from 'perks-worker/producer';
       const perks = await createProducer({ redisUrl: process.env.REDIS_URL, queuePrefix: '${prefix}' });
@@ -15,13 +19,12 @@ describe('perks-worker/producer', () => {
       const again = await perks.enqueueEnrollment({ userId: 'customer-1' });
       let refused = '';
       try { await perks.enqueueEnrollment({ userId: 42 }); } catch (e) { refused = e.message; }
-      await perks.queues.enrollment.obliterate({ force: true });
       await perks.close();
       console.log(JSON.stringify({ first, again, refused }));
     `;
     const result = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
       cwd: root,
-      env: { PATH: process.env.PATH ?? '', REDIS_URL: inject('redisUrl') },
+      env: { PATH: process.env.PATH ?? '', REDIS_URL: queues.redisUrl },
       encoding: 'utf8',
       timeout: 20_000,
     });
