@@ -3,6 +3,7 @@
  * PostgreSQL, with no credentials. It writes to its own schema and queue prefix (reset at
  * each run), never to the production ones, and ends with a summary read back from Postgres.
  */
+import type { Redis } from 'ioredis';
 import pg from 'pg';
 import { type Config, loadConfig } from '../config.js';
 import type { JobContext } from '../jobs/context.js';
@@ -106,7 +107,7 @@ export async function run(argv: readonly string[]): Promise<number> {
   };
   const runtime = createRuntime(config, logger);
   try {
-    await Promise.all(Object.values(runtime.ctx.queues).map((q) => q.obliterate({ force: true })));
+    await resetPrefix(runtime.connection, prefix);
     const worker = startWorker(runtime.ctx, runtime.connection, prefix, config.worker);
     try {
       for (const userId of userIds)
@@ -258,4 +259,18 @@ async function resetSchema(databaseUrl: string, schema: string): Promise<void> {
   } finally {
     await client.end();
   }
+}
+
+/**
+ * Deletes every key under the demo's prefix: its queues, and the shared access token, which
+ * belongs to the previous run's sandbox (a new sandbox signs with a new key, so that token
+ * would be refused with a 401).
+ */
+async function resetPrefix(redis: Redis, prefix: string): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+    if (keys.length > 0) await redis.unlink(...keys);
+    cursor = next;
+  } while (cursor !== '0');
 }
