@@ -93,22 +93,6 @@ export async function markNotEnrolled(
   );
 }
 
-/** A complete sync finished. A late, older report never moves last_synced_at back. */
-export async function markSynced(
-  pool: pg.Pool,
-  schema: string,
-  input: { consumerId: string; at: Date },
-): Promise<void> {
-  await pool.query(
-    `insert into ${schema}.consumers as c (consumer_id, last_synced_at, updated_at)
-     values ($1, $2, now())
-     on conflict (consumer_id) do update set
-       last_synced_at = greatest(c.last_synced_at, excluded.last_synced_at),
-       updated_at = now()`,
-    [input.consumerId, input.at],
-  );
-}
-
 interface ConsumerDbRow {
   consumer_id: string;
   user_id: string | null;

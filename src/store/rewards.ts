@@ -169,50 +169,30 @@ function toRows(consumerId: string, rewards: readonly RewardRecord[]) {
   return [...byId.values()];
 }
 
-export interface MarkMissingRewardsInput {
-  consumerId: string;
-  /** Every reward id the complete scan listed. */
-  seenIds: readonly string[];
-  /** When the scan read its first page: rewards first seen after it may be unlisted yet. */
-  scanStartedAt: Date;
-  observedAt: Date;
-}
-
-/**
- * Sets missing_since on the consumer's rewards that a COMPLETE scan did not list.
- *
- * Call it only after a complete scan whose total did not move between its first and last
- * page; a partial, failed or inconsistent scan (pages shifted, total changed) must never call
- * it, or rewards merely skipped by the paging would be marked missing. Rewards first seen or
- * rewritten after the scan started are left alone (another sync saw them). Already-missing
- * rewards keep their first missing_since. writeRewardPage clears it when a reward comes back.
- */
-export async function markMissingRewards(
-  pool: pg.Pool,
-  schema: string,
-  input: MarkMissingRewardsInput,
-): Promise<{ markedMissing: number }> {
-  const result = await pool.query(
-    `update ${schema}.rewards set missing_since = $4
-     where consumer_id = $1 and missing_since is null
-       and first_seen_at < $3 and observed_at < $3
-       and not (id = any($2::uuid[]))`,
-    [input.consumerId, input.seenIds, input.scanStartedAt, input.observedAt],
-  );
-  return { markedMissing: result.rowCount ?? 0 };
-}
-
 export interface FinishSyncInput {
   consumerId: string;
-  /** The complete, consistent scan's ids, or null when the scan may not mark anything missing. */
-  missing: Omit<MarkMissingRewardsInput, 'consumerId' | 'observedAt'> | null;
+  /** What a COMPLETE, consistent scan saw; null when the scan may not mark anything missing. */
+  missing: {
+    /** Every reward id the complete scan listed. */
+    seenIds: readonly string[];
+    /** When the scan read its first page: rewards first seen after it may be unlisted yet. */
+    scanStartedAt: Date;
+  } | null;
+  /** When the sync finished: missing_since of newly missing rewards, and last_synced_at. */
   at: Date;
 }
 
 /**
- * The end of a sync in one round trip: markMissingRewards (when `missing` is given, with the
- * same rules) and the consumer's last_synced_at, in one statement. A sync of a small consumer
- * is a handful of round trips, so one fewer is a good share of its time.
+ * The end of a sync, in one statement (one round trip is a good share of a small sync):
+ *
+ * - Missing rewards: with `missing`, sets missing_since on the consumer's rewards the scan
+ *   did not list. Give it only after a complete scan whose total did not move between its
+ *   first and last page; after a partial, failed or inconsistent scan (pages shifted, total
+ *   changed) pass null, or rewards merely skipped by the paging would be marked missing.
+ *   Rewards first seen or rewritten after the scan started are left alone (another sync saw
+ *   them). Already-missing rewards keep their first missing_since; writeRewardPage clears it
+ *   when a reward comes back.
+ * - last_synced_at: set to `at`, never moved back by a late, older report.
  */
 export async function finishSync(
   pool: pg.Pool,

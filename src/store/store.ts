@@ -31,13 +31,6 @@ export interface Store {
     rewards: readonly RewardRecord[];
     observedAt: Date;
   }): Promise<RewardPageWrite>;
-  /** After a COMPLETE, consistent scan only: see rewards.ts markMissingRewards. */
-  markMissingRewards(input: {
-    consumerId: string;
-    seenIds: readonly string[];
-    scanStartedAt: Date;
-    observedAt: Date;
-  }): Promise<{ markedMissing: number }>;
   recordEnrollment(input: {
     consumerId: string;
     userId?: string;
@@ -53,8 +46,7 @@ export interface Store {
     at: Date;
   }): Promise<void>;
   markNotEnrolled(input: { consumerId: string; at: Date }): Promise<void>;
-  markSynced(input: { consumerId: string; at: Date }): Promise<void>;
-  /** markMissingRewards (when given) and markSynced in one round trip: see rewards.ts. */
+  /** Marks rewards missing (after a complete, consistent scan) and last_synced_at: see rewards.ts. */
   finishSync(input: rewards.FinishSyncInput): Promise<{ markedMissing: number }>;
   getConsumer(consumerId: string): Promise<ConsumerRow | undefined>;
   listEnrolledConsumerIds(input: { after: string | null; limit: number }): Promise<string[]>;
@@ -83,11 +75,9 @@ export function createStore(config: StoreConfig, options: { logger?: Logger } = 
     pool,
     schema,
     writeRewardPage: (input) => rewards.writeRewardPage(pool, pageSql, input),
-    markMissingRewards: (input) => rewards.markMissingRewards(pool, s, input),
     recordEnrollment: (input) => consumers.recordEnrollment(pool, s, input),
     recordConsumerError: (input) => consumers.recordConsumerError(pool, s, input),
     markNotEnrolled: (input) => consumers.markNotEnrolled(pool, s, input),
-    markSynced: (input) => consumers.markSynced(pool, s, input),
     finishSync: (input) => rewards.finishSync(pool, s, input),
     getConsumer: (consumerId) => consumers.getConsumer(pool, s, consumerId),
     listEnrolledConsumerIds: (input) => consumers.listEnrolledConsumerIds(pool, s, input),

@@ -85,8 +85,8 @@ describe('consumers', () => {
   });
 
   it('marks synced without moving last_synced_at back', async () => {
-    await store.markSynced({ consumerId: 'c-sync', at: at('2026-02-02') });
-    await store.markSynced({ consumerId: 'c-sync', at: at('2026-02-01') });
+    await store.finishSync({ consumerId: 'c-sync', missing: null, at: at('2026-02-02') });
+    await store.finishSync({ consumerId: 'c-sync', missing: null, at: at('2026-02-01') });
     expect((await store.getConsumer('c-sync'))?.lastSyncedAt).toEqual(at('2026-02-02'));
   });
 

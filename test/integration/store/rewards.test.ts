@@ -295,7 +295,7 @@ describe('writeRewardPage', () => {
   });
 });
 
-describe('markMissingRewards', () => {
+describe('finishSync: missing rewards', () => {
   it('marks what a complete scan did not list, and clears it when the reward comes back', async () => {
     const [kept, gone, fresh] = [reward(), reward(), reward()];
     if (!kept || !gone || !fresh) throw new Error('unreachable');
@@ -311,11 +311,10 @@ describe('markMissingRewards', () => {
       observedAt: at('2026-08-02T00:00:05Z'),
     });
     const scanStartedAt = at('2026-08-02T00:00:00Z');
-    const marked = await store.markMissingRewards({
+    const marked = await store.finishSync({
       consumerId: 'scan',
-      seenIds: [kept.id],
-      scanStartedAt,
-      observedAt: at('2026-08-02T00:01:00Z'),
+      missing: { seenIds: [kept.id], scanStartedAt },
+      at: at('2026-08-02T00:01:00Z'),
     });
     expect(marked).toEqual({ markedMissing: 1 });
     expect((await storedReward(gone.id))?.missing_since).toEqual(at('2026-08-02T00:01:00Z'));
@@ -323,11 +322,10 @@ describe('markMissingRewards', () => {
     expect((await storedReward(fresh.id))?.missing_since).toBeNull();
 
     // A second scan keeps the first missing_since.
-    const again = await store.markMissingRewards({
+    const again = await store.finishSync({
       consumerId: 'scan',
-      seenIds: [kept.id],
-      scanStartedAt: at('2026-08-03T00:00:00Z'),
-      observedAt: at('2026-08-03T00:01:00Z'),
+      missing: { seenIds: [kept.id], scanStartedAt: at('2026-08-03T00:00:00Z') },
+      at: at('2026-08-03T00:01:00Z'),
     });
     expect(again).toEqual({ markedMissing: 1 }); // `fresh` only
     expect((await storedReward(gone.id))?.missing_since).toEqual(at('2026-08-02T00:01:00Z'));
@@ -347,11 +345,10 @@ describe('markMissingRewards', () => {
     const t = at('2026-09-01T00:00:00Z');
     await store.writeRewardPage({ consumerId: 'mine', rewards: [mine], observedAt: t });
     await store.writeRewardPage({ consumerId: 'theirs', rewards: [theirs], observedAt: t });
-    await store.markMissingRewards({
+    await store.finishSync({
       consumerId: 'mine',
-      seenIds: [],
-      scanStartedAt: at('2026-09-02T00:00:00Z'),
-      observedAt: at('2026-09-02T00:00:00Z'),
+      missing: { seenIds: [], scanStartedAt: at('2026-09-02T00:00:00Z') },
+      at: at('2026-09-02T00:00:00Z'),
     });
     expect((await storedReward(mine.id))?.missing_since).not.toBeNull();
     expect((await storedReward(theirs.id))?.missing_since).toBeNull();
