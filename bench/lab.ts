@@ -6,7 +6,7 @@
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { pino } from 'pino';
-import type { Config, WorkerConfig } from '../src/config.js';
+import { type Config, loadConfig, variables, type WorkerConfig } from '../src/config.js';
 import { createRuntime, type Runtime } from '../src/jobs/runtime.js';
 import { type RunningWorker, startWorker } from '../src/jobs/worker.js';
 import type { Logger } from '../src/ops/logger.js';
@@ -103,24 +103,14 @@ export async function deletePrefix(redis: Redis, prefix: string): Promise<void> 
   } while (cursor !== '0');
 }
 
-/** The worker settings of a default deployment (config.ts defaults), as a user runs it. */
-export const defaultWorker: WorkerConfig = {
-  rateLimitPerSecond: undefined,
-  reconcileCron: '0 3 * * *',
-  enrollConcurrency: 10,
-  syncConcurrency: 8,
-  reconcileBatchSize: 500,
-  reconcileMaxPending: 2000,
-  jobAttempts: 8,
-  jobBackoffMs: 5000,
-  keepCompletedJobs: 1000,
-  keepFailedJobs: 10_000,
-  jobLockMs: 30_000,
-  shutdownTimeoutMs: 30_000,
-  port: 0,
-};
-export const defaultPoolSize = 10;
-export const defaultConnections = 16;
+/**
+ * The settings of a default deployment, read from config.ts's defaults (an empty
+ * environment), so the bench measures what a user runs. port 0: no health server.
+ */
+const defaults = loadConfig(['worker', 'database'], {});
+export const defaultWorker: WorkerConfig = { ...defaults.worker, port: 0 };
+export const defaultPoolSize = defaults.database.poolSize;
+export const defaultConnections = Number(variables.PERKS_CONNECTIONS.default);
 
 export interface LabOptions {
   /** Names the schema and the queue prefix: lower-case letters, digits and _. */

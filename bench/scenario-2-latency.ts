@@ -20,7 +20,7 @@ export const scenario2: Scenario = {
     const lab = await startLab(ctx.run, {
       name: 's2',
       sandbox: { consumers: requests, rewardsPerConsumer: rewards, latencyMs },
-      worker: { syncConcurrency: concurrency },
+      worker: { syncConcurrency: Number(process.env.S2_JOBS ?? concurrency) },
       connections: concurrency,
     });
     try {

@@ -62,12 +62,15 @@ export async function syncThroughWorker(
 export interface PreparedPage {
   consumerId: string;
   rewards: Reward[];
+  /** On a consumer's last page: every id of its pages, which that statement ends the sync with. */
+  seenIds?: string[];
 }
 
 /** Every page of every consumer, read from the sandbox's memory and parsed as the client does. */
 export function preparePages(sandbox: Sandbox, consumerIds: readonly string[]): PreparedPage[] {
   const pages: PreparedPage[] = [];
   for (const consumerId of consumerIds) {
+    const seenIds: string[] = [];
     for (let page = 1; ; page++) {
       const { itemsJson, total } = sandbox.state.rewardPage(consumerId, {
         sort: '-executed_at',
@@ -79,16 +82,19 @@ export function preparePages(sandbox: Sandbox, consumerIds: readonly string[]): 
         `{"items":${itemsJson},"meta":{"page":${page},"per_page":1000,"total":${total}}}`,
       );
       const parsed = parseRewardPage('bench', body);
-      if (parsed.items.length > 0) pages.push({ consumerId, rewards: parsed.items });
-      if (page * 1000 >= total) break;
+      for (const reward of parsed.items) seenIds.push(reward.id);
+      const last = page * 1000 >= total;
+      pages.push({ consumerId, rewards: parsed.items, ...(last ? { seenIds } : {}) });
+      if (last) break;
     }
   }
   return pages;
 }
 
 /**
- * The bare loop: `concurrency` writers take pages in turn and write each with the store's
- * page statement, through a pool of the worker's size, into a fresh schema.
+ * The bare loop: `concurrency` writers take pages in turn and write each with the statement
+ * the worker writes it with (a consumer's last page also ends its sync, as in the worker),
+ * through a pool of the worker's size, into a fresh schema.
  */
 export async function bareLoop(
   run: BenchRun,
@@ -113,10 +119,19 @@ export async function bareLoop(
       for (let i = next++; i < pages.length; i = next++) {
         const page = pages[i];
         if (!page) continue;
+        const observedAt = new Date();
         await store.writeRewardPage({
           consumerId: page.consumerId,
           rewards: page.rewards,
-          observedAt: new Date(),
+          observedAt,
+          ...(page.seenIds
+            ? {
+                finish: {
+                  missing: { seenIds: page.seenIds, scanStartedAt: observedAt },
+                  at: observedAt,
+                },
+              }
+            : {}),
         });
         rows += page.rewards.length;
       }

@@ -54,13 +54,11 @@ export async function processRewardSync(
       markedMissing: 0,
     };
 
-    let lastScan: Scan | undefined;
     try {
       while (result.scans < maxScans && !result.consistent) {
         result.scans += 1;
-        lastScan = await scanOnce(consumerId, ctx, job, log, signal, result);
-        result.consistent = lastScan.consistent;
-        if (!lastScan.consistent) {
+        result.consistent = await scanOnce(consumerId, ctx, job, log, signal, result);
+        if (!result.consistent) {
           log.warn({ scan: result.scans }, 'total moved during the walk; rescanning');
         }
       }
@@ -70,29 +68,18 @@ export async function processRewardSync(
       log.warn({ code: error.code }, 'consumer not enrolled upstream; marked, not retried');
       return { ...result, outcome: 'not_enrolled' };
     }
-    // Missing rewards (only after a complete, consistent scan) and last_synced_at, in one
-    // round trip.
-    const { markedMissing } = await ctx.store.finishSync({
-      consumerId,
-      missing:
-        result.consistent && lastScan
-          ? { seenIds: lastScan.seenIds, scanStartedAt: lastScan.startedAt }
-          : null,
-      at: new Date(),
-    });
-    result.markedMissing = markedMissing;
     return result;
   } catch (error) {
     return steerFailure(error, ctx.queues);
   }
 }
 
-interface Scan {
-  startedAt: Date;
-  seenIds: string[];
-  consistent: boolean;
-}
-
+/**
+ * One walk over the consumer's pages, each written as it arrives. The last page's statement
+ * also ends the sync (missing rewards, last_synced_at) when this walk is consistent or no
+ * rescan is left; otherwise it is written alone and the caller scans again. Returns whether
+ * the walk was consistent.
+ */
 async function scanOnce(
   consumerId: string,
   ctx: JobContext,
@@ -100,7 +87,7 @@ async function scanOnce(
   log: JobContext['logger'],
   signal: AbortSignal | undefined,
   result: RewardSyncResult,
-): Promise<Scan> {
+): Promise<boolean> {
   const startedAt = new Date();
   const seenIds: string[] = [];
   let consistent = true;
@@ -110,16 +97,26 @@ async function scanOnce(
     signal,
   });
   for await (const page of pages) {
+    for (const reward of page.items) seenIds.push(reward.id);
+    if (page.totalChanged) consistent = false;
+    // A walk that ended with fewer distinct rewards than announced saw a shifting list.
+    if (page.lastPage && new Set(seenIds).size !== page.total) consistent = false;
     const observedAt = new Date();
+    const finish =
+      !page.lastPage || (!consistent && result.scans < maxScans)
+        ? undefined
+        : {
+            missing: consistent ? { seenIds, scanStartedAt: startedAt } : null,
+            at: observedAt,
+          };
     const started = performance.now();
-    const written = await ctx.store.writeRewardPage({
+    const { markedMissing, ...written } = await ctx.store.writeRewardPage({
       consumerId,
       rewards: page.items,
       observedAt,
+      ...(finish ? { finish } : {}),
     });
     ctx.metrics.rewardPageWritten(written);
-    for (const reward of page.items) seenIds.push(reward.id);
-    if (page.totalChanged) consistent = false;
 
     result.pages += 1;
     result.total = page.total;
@@ -127,6 +124,7 @@ async function scanOnce(
     result.written.updated += written.updated;
     result.written.unchanged += written.unchanged;
     result.written.statusChanges += written.statusChanges;
+    result.markedMissing += markedMissing;
     const pageCount = Math.max(1, Math.ceil(page.total / page.perPage));
     // Progress is for long walks; a one-page sync would only pay a Redis round trip for it.
     if (pageCount > 1) {
@@ -139,12 +137,11 @@ async function scanOnce(
         items: page.items.length,
         total: page.total,
         ...written,
+        ...(finish ? { markedMissing, finished: true } : {}),
         writeMs: Math.round(performance.now() - started),
       },
       'reward page written',
     );
   }
-  // A walk that ended with fewer distinct rewards than announced saw a shifting list.
-  if (new Set(seenIds).size !== result.total) consistent = false;
-  return { startedAt, seenIds, consistent };
+  return consistent;
 }

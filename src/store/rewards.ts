@@ -13,13 +13,13 @@ import type { RewardPageWrite, RewardRecord } from './types.js';
 /** The API's amount pattern: a decimal with at least one digit, optional sign and point. */
 const amountPattern = /^(?!^[-+.]*$)[+-]?0*\d*\.?\d*$/;
 
-/** Compares the stored content of a reward (alias `a`) with a new observation (alias `b`). */
+/**
+ * Compares the stored content of a reward (alias `a`) with a new observation (alias `b`).
+ * Every content column is derived from `raw` (the item as received) and the consumer, so
+ * comparing those two is comparing them all, and is far cheaper to plan than 11 columns.
+ */
 const contentDiffers = (a: string, b: string) =>
-  `(${a}.consumer_id, ${a}.amount, ${a}.type, ${a}.status, ${a}.consumer_status, ${a}.created_at,
-    ${a}.transaction_external_id, ${a}.transaction_executed_at, ${a}.brand_name, ${a}.brand_logo, ${a}.raw)
-   is distinct from
-   (${b}.consumer_id, ${b}.amount, ${b}.type, ${b}.status, ${b}.consumer_status, ${b}.created_at,
-    ${b}.transaction_external_id, ${b}.transaction_executed_at, ${b}.brand_name, ${b}.brand_logo, ${b}.raw)`;
+  `(${a}.consumer_id, ${a}.raw) is distinct from (${b}.consumer_id, ${b}.raw)`;
 
 /**
  * last_seen_at rule: an unchanged reward writes nothing (no row version, ~no WAL), so
@@ -32,7 +32,9 @@ const lastSeenGranularity = '1 hour';
 
 /**
  * Builds the page statement. Parameters: $1 the page as a jsonb array, $2 the consumer id,
- * $3 when the page was read.
+ * $3 when the page was read; with `finish` (the last page of a sync, see FinishSync) also
+ * $4 the ids the scan listed, $5 when the scan started, $6 whether it may mark rewards
+ * missing, $7 when the sync finished.
  *
  * Why `previous` locks: the old status of a change must be the one the update replaces. The
  * rows this write is about to update are read `for update`, in id order (as the insert is,
@@ -45,7 +47,7 @@ const lastSeenGranularity = '1 hour';
  * observed_at is not bumped for unchanged rows; the guard stays sound because the stored
  * observed_at is never earlier than the moment the stored content became true.
  */
-export function rewardPageSql(s: string): string {
+export function rewardPageSql(s: string, options: { finish: boolean }): string {
   return `
 with input as (
   select * from jsonb_to_recordset($1::jsonb) as r(
@@ -53,10 +55,7 @@ with input as (
     created_at timestamptz, transaction_external_id text, transaction_executed_at timestamptz,
     brand_name text, brand_logo text, raw jsonb)
 ),
-new_consumer as (
-  insert into ${s}.consumers (consumer_id) values ($2::text)
-  on conflict (consumer_id) do nothing
-),
+${options.finish ? finishCtes(s) : consumerCte(s)},
 previous as (
   select r.id, r.status, r.consumer_status,
          ${contentDiffers('r', 'i')} or r.missing_since is not null as changed
@@ -108,34 +107,116 @@ select
   (select count(*) from written where inserted)::int as inserted,
   (select count(*) from written w left join previous p on p.id = w.id
     where not w.inserted and coalesce(p.changed, true))::int as updated,
-  (select count(*) from changes)::int as status_changes`;
+  (select count(*) from changes)::int as status_changes,
+  ${options.finish ? '(select count(*) from missing)::int' : '0'} as marked_missing`;
 }
+
+/** A page that does not end a sync: the consumer row is created when missing, nothing more. */
+const consumerCte = (s: string) => `consumer as (
+  insert into ${s}.consumers (consumer_id) values ($2::text)
+  on conflict (consumer_id) do nothing
+)`;
+
+/**
+ * The end of a sync, folded into its last page (one round trip is a good share of a small
+ * sync):
+ *
+ * - Missing rewards: when $6, sets missing_since on the consumer's rewards the scan did not
+ *   list. Only after a complete scan whose total did not move between its first and last
+ *   page; after a partial or inconsistent scan (pages shifted, total changed) rewards merely
+ *   skipped by the paging would be marked missing. Rewards first seen or rewritten after the
+ *   scan started are left alone (another sync saw them), and so are this page's rewards,
+ *   listed or not in $4: a statement must not update a row twice. Already-missing rewards
+ *   keep their first missing_since; the page write clears it when a reward comes back.
+ * - last_synced_at: set to $7, never moved back by a late, older report. The consumer row
+ *   is created when missing, as on every page.
+ */
+const finishCtes = (s: string) => `consumer as (
+  insert into ${s}.consumers as c (consumer_id, last_synced_at, updated_at)
+  values ($2::text, $7::timestamptz, now())
+  on conflict (consumer_id) do update set
+    last_synced_at = greatest(c.last_synced_at, excluded.last_synced_at),
+    updated_at = now()
+),
+missing as (
+  update ${s}.rewards set missing_since = $7::timestamptz
+  where $6::boolean and consumer_id = $2::text and missing_since is null
+    and first_seen_at < $5::timestamptz and observed_at < $5::timestamptz
+    and not (id = any($4::uuid[]))
+    and not exists (select 1 from input i where i.id = rewards.id)
+  returning 1
+)`;
 
 export interface WriteRewardPageInput {
   consumerId: string;
   rewards: readonly RewardRecord[];
   /** When the page was read from the API (not when it is written). */
   observedAt: Date;
+  /** Given on the last page of a sync: the end of the sync is written by the same statement. */
+  finish?: FinishSync;
 }
+
+export interface FinishSync {
+  /** What a COMPLETE, consistent scan saw; null when the scan may not mark anything missing. */
+  missing: {
+    /** Every reward id the complete scan listed. */
+    seenIds: readonly string[];
+    /** When the scan read its first page: rewards first seen after it may be unlisted yet. */
+    scanStartedAt: Date;
+  } | null;
+  /** When the sync finished: missing_since of newly missing rewards, and last_synced_at. */
+  at: Date;
+}
+
+export interface PageStatements {
+  /** A page in the middle of a sync. */
+  page: string;
+  /** The last page of a sync, with the end of the sync. */
+  lastPage: string;
+}
+
+export const pageStatements = (s: string): PageStatements => ({
+  page: rewardPageSql(s, { finish: false }),
+  lastPage: rewardPageSql(s, { finish: true }),
+});
 
 export async function writeRewardPage(
   pool: pg.Pool,
-  sql: string,
+  sql: PageStatements,
   input: WriteRewardPageInput,
-): Promise<RewardPageWrite> {
+): Promise<RewardPageWrite & { markedMissing: number }> {
   const rows = toRows(input.consumerId, input.rewards);
-  if (rows.length === 0) return { inserted: 0, updated: 0, unchanged: 0, statusChanges: 0 };
+  const { finish } = input;
+  if (rows.length === 0 && !finish) {
+    return { inserted: 0, updated: 0, unchanged: 0, statusChanges: 0, markedMissing: 0 };
+  }
+  const page = JSON.stringify(rows);
   const { rows: result } = await pool.query<{
     inserted: number;
     updated: number;
     status_changes: number;
-  }>(sql, [JSON.stringify(rows), input.consumerId, input.observedAt]);
-  const counts = result[0] ?? { inserted: 0, updated: 0, status_changes: 0 };
+    marked_missing: number;
+  }>(
+    finish ? sql.lastPage : sql.page,
+    finish
+      ? [
+          page,
+          input.consumerId,
+          input.observedAt,
+          finish.missing?.seenIds ?? [],
+          finish.missing?.scanStartedAt ?? finish.at,
+          finish.missing !== null,
+          finish.at,
+        ]
+      : [page, input.consumerId, input.observedAt],
+  );
+  const counts = result[0] ?? { inserted: 0, updated: 0, status_changes: 0, marked_missing: 0 };
   return {
     inserted: counts.inserted,
     updated: counts.updated,
     unchanged: input.rewards.length - counts.inserted - counts.updated,
     statusChanges: counts.status_changes,
+    markedMissing: counts.marked_missing,
   };
 }
 
@@ -167,61 +248,4 @@ function toRows(consumerId: string, rewards: readonly RewardRecord[]) {
     });
   }
   return [...byId.values()];
-}
-
-export interface FinishSyncInput {
-  consumerId: string;
-  /** What a COMPLETE, consistent scan saw; null when the scan may not mark anything missing. */
-  missing: {
-    /** Every reward id the complete scan listed. */
-    seenIds: readonly string[];
-    /** When the scan read its first page: rewards first seen after it may be unlisted yet. */
-    scanStartedAt: Date;
-  } | null;
-  /** When the sync finished: missing_since of newly missing rewards, and last_synced_at. */
-  at: Date;
-}
-
-/**
- * The end of a sync, in one statement (one round trip is a good share of a small sync):
- *
- * - Missing rewards: with `missing`, sets missing_since on the consumer's rewards the scan
- *   did not list. Give it only after a complete scan whose total did not move between its
- *   first and last page; after a partial, failed or inconsistent scan (pages shifted, total
- *   changed) pass null, or rewards merely skipped by the paging would be marked missing.
- *   Rewards first seen or rewritten after the scan started are left alone (another sync saw
- *   them). Already-missing rewards keep their first missing_since; writeRewardPage clears it
- *   when a reward comes back.
- * - last_synced_at: set to `at`, never moved back by a late, older report.
- */
-export async function finishSync(
-  pool: pg.Pool,
-  schema: string,
-  input: FinishSyncInput,
-): Promise<{ markedMissing: number }> {
-  const { rows } = await pool.query<{ marked: string }>(
-    `with missing as (
-       update ${schema}.rewards set missing_since = $5
-       where $4 and consumer_id = $1 and missing_since is null
-         and first_seen_at < $3 and observed_at < $3
-         and not (id = any($2::uuid[]))
-       returning 1
-     ), synced as (
-       insert into ${schema}.consumers as c (consumer_id, last_synced_at, updated_at)
-       values ($1, $5, now())
-       on conflict (consumer_id) do update set
-         last_synced_at = greatest(c.last_synced_at, excluded.last_synced_at),
-         updated_at = now()
-       returning 1
-     )
-     select (select count(*) from missing) as marked, (select count(*) from synced) as synced`,
-    [
-      input.consumerId,
-      input.missing?.seenIds ?? [],
-      input.missing?.scanStartedAt ?? input.at,
-      input.missing !== null,
-      input.at,
-    ],
-  );
-  return { markedMissing: Number(rows[0]?.marked ?? 0) };
 }

@@ -8,9 +8,11 @@ import pg from 'pg';
 import type { Logger } from '../ops/logger.js';
 import * as consumers from './consumers.js';
 import { assertSchemaName, quoteIdentifier } from './identifier.js';
+import type { FinishSync } from './rewards.js';
 import * as rewards from './rewards.js';
 import type { ConsumerRow, EnrollmentOutcome, RewardPageWrite, RewardRecord } from './types.js';
 
+export type { FinishSync } from './rewards.js';
 export type { ConsumerRow, EnrollmentOutcome, RewardPageWrite, RewardRecord } from './types.js';
 
 export interface StoreConfig {
@@ -25,12 +27,16 @@ export interface StoreConfig {
 export interface Store {
   readonly pool: pg.Pool;
   readonly schema: string;
-  /** Writes one API page of a consumer's rewards in one round trip and one transaction. */
+  /**
+   * Writes one API page of a consumer's rewards in one round trip and one transaction; given
+   * `finish` (the last page of a sync), the end of the sync too (see rewards.ts).
+   */
   writeRewardPage(input: {
     consumerId: string;
     rewards: readonly RewardRecord[];
     observedAt: Date;
-  }): Promise<RewardPageWrite>;
+    finish?: FinishSync;
+  }): Promise<RewardPageWrite & { markedMissing: number }>;
   recordEnrollment(input: {
     consumerId: string;
     userId?: string;
@@ -46,8 +52,11 @@ export interface Store {
     at: Date;
   }): Promise<void>;
   markNotEnrolled(input: { consumerId: string; at: Date }): Promise<void>;
-  /** Marks rewards missing (after a complete, consistent scan) and last_synced_at: see rewards.ts. */
-  finishSync(input: rewards.FinishSyncInput): Promise<{ markedMissing: number }>;
+  /**
+   * The end of a sync without a page to write with it: marks rewards missing (after a
+   * complete, consistent scan) and sets last_synced_at, in one statement (see rewards.ts).
+   */
+  finishSync(input: { consumerId: string } & FinishSync): Promise<{ markedMissing: number }>;
   getConsumer(consumerId: string): Promise<ConsumerRow | undefined>;
   listEnrolledConsumerIds(input: { after: string | null; limit: number }): Promise<string[]>;
   /** `select 1`, for readiness checks. */
@@ -69,7 +78,7 @@ export function createStore(config: StoreConfig, options: { logger?: Logger } = 
   pool.on('error', (error) => {
     options.logger?.warn({ err: error }, 'idle PostgreSQL connection lost');
   });
-  const pageSql = rewards.rewardPageSql(s);
+  const pageSql = rewards.pageStatements(s);
 
   return {
     pool,
@@ -78,7 +87,15 @@ export function createStore(config: StoreConfig, options: { logger?: Logger } = 
     recordEnrollment: (input) => consumers.recordEnrollment(pool, s, input),
     recordConsumerError: (input) => consumers.recordConsumerError(pool, s, input),
     markNotEnrolled: (input) => consumers.markNotEnrolled(pool, s, input),
-    finishSync: (input) => rewards.finishSync(pool, s, input),
+    finishSync: async ({ consumerId, missing, at }) => {
+      const { markedMissing } = await rewards.writeRewardPage(pool, pageSql, {
+        consumerId,
+        rewards: [],
+        observedAt: at,
+        finish: { missing, at },
+      });
+      return { markedMissing };
+    },
     getConsumer: (consumerId) => consumers.getConsumer(pool, s, consumerId),
     listEnrolledConsumerIds: (input) => consumers.listEnrolledConsumerIds(pool, s, input),
     ping: async () => {

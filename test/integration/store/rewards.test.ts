@@ -73,7 +73,13 @@ describe('writeRewardPage', () => {
       rewards,
       observedAt: at('2026-02-01T00:00:00Z'),
     });
-    expect(result).toEqual({ inserted: cases.length, updated: 0, unchanged: 0, statusChanges: 0 });
+    expect(result).toEqual({
+      inserted: cases.length,
+      updated: 0,
+      unchanged: 0,
+      statusChanges: 0,
+      markedMissing: 0,
+    });
     for (const [i, [, stored]] of cases.entries()) {
       const row = await storedReward(rewards[i]?.id ?? '');
       expect(row?.amount).toBe(stored);
@@ -123,7 +129,13 @@ describe('writeRewardPage', () => {
       rewards: page,
       observedAt: at('2026-03-01T00:10:00Z'),
     });
-    expect(again).toEqual({ inserted: 0, updated: 0, unchanged: 3, statusChanges: 0 });
+    expect(again).toEqual({
+      inserted: 0,
+      updated: 0,
+      unchanged: 3,
+      statusChanges: 0,
+      markedMissing: 0,
+    });
     const after = await Promise.all(page.map((r) => storedReward(r.id)));
     expect(after.map((r) => r?.xmin)).toEqual(before.map((r) => r?.xmin));
     for (const r of page) expect(await statusChanges(r.id)).toEqual([]);
@@ -145,7 +157,13 @@ describe('writeRewardPage', () => {
       rewards: [r],
       observedAt: later,
     });
-    expect(result).toEqual({ inserted: 0, updated: 0, unchanged: 1, statusChanges: 0 });
+    expect(result).toEqual({
+      inserted: 0,
+      updated: 0,
+      unchanged: 1,
+      statusChanges: 0,
+      markedMissing: 0,
+    });
     const row = await storedReward(r.id);
     expect(row?.last_seen_at).toEqual(later);
     expect(row?.first_seen_at).toEqual(t0);
@@ -165,7 +183,13 @@ describe('writeRewardPage', () => {
       rewards: [paidIn],
       observedAt: at('2026-04-02T00:00:00Z'),
     });
-    expect(moved).toEqual({ inserted: 0, updated: 1, unchanged: 0, statusChanges: 1 });
+    expect(moved).toEqual({
+      inserted: 0,
+      updated: 1,
+      unchanged: 0,
+      statusChanges: 1,
+      markedMissing: 0,
+    });
     await store.writeRewardPage({
       consumerId: 'moves',
       rewards: [paidIn],
@@ -190,7 +214,13 @@ describe('writeRewardPage', () => {
       rewards: [changed],
       observedAt: at('2026-04-02'),
     });
-    expect(result).toEqual({ inserted: 0, updated: 1, unchanged: 0, statusChanges: 0 });
+    expect(result).toEqual({
+      inserted: 0,
+      updated: 1,
+      unchanged: 0,
+      statusChanges: 0,
+      markedMissing: 0,
+    });
     expect((await storedReward(r.id))?.amount).toBe('13.00');
   });
 
@@ -207,7 +237,13 @@ describe('writeRewardPage', () => {
       rewards: [r],
       observedAt: at('2026-05-01T00:00:00Z'),
     });
-    expect(stale).toEqual({ inserted: 0, updated: 0, unchanged: 1, statusChanges: 0 });
+    expect(stale).toEqual({
+      inserted: 0,
+      updated: 0,
+      unchanged: 1,
+      statusChanges: 0,
+      markedMissing: 0,
+    });
     expect(await storedReward(r.id)).toMatchObject({ status: 'PAID_OUT', consumer_status: 'PAID' });
     expect(await statusChanges(r.id)).toEqual([]);
   });
@@ -265,14 +301,26 @@ describe('writeRewardPage', () => {
         rewards: page,
         observedAt: at('2026-07-01T00:00:00Z'),
       });
-      expect(first).toEqual({ inserted: 1000, updated: 0, unchanged: 0, statusChanges: 0 });
+      expect(first).toEqual({
+        inserted: 1000,
+        updated: 0,
+        unchanged: 0,
+        statusChanges: 0,
+        markedMissing: 0,
+      });
       expect(query).toHaveBeenCalledTimes(1);
       const again = await store.writeRewardPage({
         consumerId: 'big',
         rewards: page.map((r, i) => (i < 10 ? withStatus(r, 'PAID_IN', 'POOLED') : r)),
         observedAt: at('2026-07-01T00:05:00Z'),
       });
-      expect(again).toEqual({ inserted: 0, updated: 10, unchanged: 990, statusChanges: 10 });
+      expect(again).toEqual({
+        inserted: 0,
+        updated: 10,
+        unchanged: 990,
+        statusChanges: 10,
+        markedMissing: 0,
+      });
       expect(query).toHaveBeenCalledTimes(2);
     } finally {
       query.mockRestore();
@@ -290,7 +338,13 @@ describe('writeRewardPage', () => {
       rewards: [r, withStatus(r, 'PAID_IN', 'POOLED')],
       observedAt: new Date(),
     });
-    expect(result).toEqual({ inserted: 1, updated: 0, unchanged: 1, statusChanges: 0 });
+    expect(result).toEqual({
+      inserted: 1,
+      updated: 0,
+      unchanged: 1,
+      statusChanges: 0,
+      markedMissing: 0,
+    });
     expect((await storedReward(r.id))?.status).toBe('PAID_IN');
   });
 });
@@ -335,7 +389,13 @@ describe('finishSync: missing rewards', () => {
       rewards: [gone],
       observedAt: at('2026-08-04T00:00:00Z'),
     });
-    expect(back).toEqual({ inserted: 0, updated: 1, unchanged: 0, statusChanges: 0 });
+    expect(back).toEqual({
+      inserted: 0,
+      updated: 1,
+      unchanged: 0,
+      statusChanges: 0,
+      markedMissing: 0,
+    });
     expect((await storedReward(gone.id))?.missing_since).toBeNull();
   });
 
@@ -375,6 +435,57 @@ describe('finishSync', () => {
     expect(result).toEqual({ markedMissing: 1 });
     expect((await storedReward(gone.id))?.missing_since).toEqual(at('2026-09-02T00:01:00Z'));
     expect((await store.getConsumer('finish'))?.lastSyncedAt).toEqual(at('2026-09-02T00:01:00Z'));
+  });
+
+  it('ends a sync in the statement of its last page: one query for a one-page sync', async () => {
+    const [kept, gone, changed] = [reward(), reward(), reward()];
+    if (!kept || !gone || !changed) throw new Error('unreachable');
+    await store.writeRewardPage({
+      consumerId: 'one_page',
+      rewards: [kept, gone, changed],
+      observedAt: at('2026-09-01T00:00:00Z'),
+    });
+    const query = vi.spyOn(pg.Pool.prototype, 'query');
+    const scanStartedAt = at('2026-09-02T00:00:00Z');
+    const result = await store.writeRewardPage({
+      consumerId: 'one_page',
+      rewards: [kept, withStatus(changed, 'PAID_IN', 'POOLED')],
+      observedAt: scanStartedAt,
+      // `changed` left out of seenIds on purpose: a page's own rewards are never marked.
+      finish: { missing: { seenIds: [kept.id], scanStartedAt }, at: scanStartedAt },
+    });
+    expect(query).toHaveBeenCalledTimes(1);
+    query.mockRestore();
+    expect(result).toEqual({
+      inserted: 0,
+      updated: 1,
+      unchanged: 1,
+      statusChanges: 1,
+      markedMissing: 1,
+    });
+    expect((await storedReward(gone.id))?.missing_since).toEqual(scanStartedAt);
+    expect((await storedReward(changed.id))?.missing_since).toBeNull();
+    expect((await storedReward(changed.id))?.status).toBe('PAID_IN');
+    expect((await store.getConsumer('one_page'))?.lastSyncedAt).toEqual(scanStartedAt);
+  });
+
+  it('creates the consumer row when the last page is its first write', async () => {
+    const only = reward();
+    const t = at('2026-09-05T00:00:00Z');
+    const result = await store.writeRewardPage({
+      consumerId: 'fresh_consumer',
+      rewards: [only],
+      observedAt: t,
+      finish: { missing: { seenIds: [only.id], scanStartedAt: t }, at: t },
+    });
+    expect(result).toEqual({
+      inserted: 1,
+      updated: 0,
+      unchanged: 0,
+      statusChanges: 0,
+      markedMissing: 0,
+    });
+    expect((await store.getConsumer('fresh_consumer'))?.lastSyncedAt).toEqual(t);
   });
 
   it('after an inconsistent scan (missing: null) marks nothing, yet records the sync', async () => {
