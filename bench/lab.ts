@@ -1,7 +1,8 @@
 /**
  * The bench's test bench: one fresh database per run (perks_bench_<pid>), and per measurement
- * a "lab": its own schema in that database, its own queue prefix, a sandbox and the real
- * worker (createRuntime + startWorker) in-process, on the real Redis and Postgres.
+ * a "lab": its own schema in that database, its own queue prefix, a sandbox (on its own
+ * thread) and the real worker (createRuntime + startWorker) in-process, on the real Redis and
+ * Postgres.
  */
 import { Redis } from 'ioredis';
 import pg from 'pg';
@@ -11,10 +12,11 @@ import { createRuntime, type Runtime } from '../src/jobs/runtime.js';
 import { type RunningWorker, startWorker } from '../src/jobs/worker.js';
 import type { Logger } from '../src/ops/logger.js';
 import type { QueueKind } from '../src/queues/names.js';
-import { type Sandbox, type SandboxOptions, startSandbox } from '../src/sandbox/index.js';
+import type { SandboxOptions } from '../src/sandbox/index.js';
 import { quoteIdentifier } from '../src/store/identifier.js';
 import { migrate } from '../src/store/migrate.js';
 import type { BenchEnvironment } from './env.js';
+import { type RemoteSandbox, startRemoteSandbox } from './remote-sandbox.js';
 
 export interface BenchRun {
   env: BenchEnvironment;
@@ -125,7 +127,8 @@ export interface Lab {
   name: string;
   schema: string;
   prefix: string;
-  sandbox: Sandbox;
+  /** On its own thread, as the real API is on another machine. */
+  sandbox: RemoteSandbox;
   runtime: Runtime;
   worker: RunningWorker;
   config: Pick<Config, 'perks' | 'consumerIds' | 'redis' | 'database' | 'worker'>;
@@ -149,7 +152,7 @@ export async function startLab(run: BenchRun, options: LabOptions): Promise<Lab>
   const prefix = `perks_bench_${process.pid}_${options.name}`;
   await createSchema(run, schema);
   await deletePrefix(run.redis, prefix);
-  const sandbox = await startSandbox({ seed: 1, ...options.sandbox });
+  const sandbox = await startRemoteSandbox({ seed: 1, ...options.sandbox });
   const config: Lab['config'] = {
     perks: {
       baseUrl: sandbox.baseUrl,

@@ -51,9 +51,9 @@ export async function measureFirstSync(
     sandbox: { consumers: set.consumers, rewardsPerConsumer: set.rewards },
   });
   try {
-    const ids = consumerIdsOf(lab.sandbox);
+    const ids = await consumerIdsOf(lab.sandbox);
     const rows = set.consumers * set.rewards;
-    const pages = preparePages(lab.sandbox, ids);
+    const pages = await preparePages(lab.sandbox, ids);
     let worker = Number.POSITIVE_INFINITY;
     let bare = Number.POSITIVE_INFINITY;
     let wal = Number.POSITIVE_INFINITY;

@@ -25,15 +25,15 @@ export const scenario2: Scenario = {
     });
     try {
       // Warm-up outside the clock: the token mint and the first connections.
-      lab.sandbox.state.addConsumer('warm_up', { rewards: 1 });
+      await lab.sandbox.state.addConsumer('warm_up', { rewards: 1 });
       await enqueueRewardSync(lab.runtime.ctx.queues, { consumerId: 'warm_up' });
       await lab.until(() => lab.counts.rewardSync.completed >= 1, 60_000);
-      const before = lab.sandbox.state.counters().requests.listRewards ?? 0;
+      const before = (await lab.sandbox.state.counters()).requests.listRewards ?? 0;
 
-      const ids = consumerIdsOf(lab.sandbox).filter((id) => id !== 'warm_up');
+      const ids = (await consumerIdsOf(lab.sandbox)).filter((id) => id !== 'warm_up');
       const timed = await syncThroughWorker(ctx.run, lab, ids, requests * rewards);
       const ms = timed.ms;
-      const made = (lab.sandbox.state.counters().requests.listRewards ?? 0) - before;
+      const made = ((await lab.sandbox.state.counters()).requests.listRewards ?? 0) - before;
       const boundMs = (made * latencyMs) / concurrency;
       return {
         id: 2,

@@ -78,7 +78,7 @@ export const scenario3: Scenario = {
       sandbox: { consumers: set.consumers, rewardsPerConsumer: set.rewards },
     });
     try {
-      const ids = consumerIdsOf(lab.sandbox);
+      const ids = await consumerIdsOf(lab.sandbox);
       let firstMs = Number.POSITIVE_INFINITY;
       let newRowWal = Number.POSITIVE_INFINITY;
       for (let r = 1; r <= firstRounds; r++) {
@@ -100,7 +100,11 @@ export const scenario3: Scenario = {
         resyncMs = Math.min(resyncMs, t.ms);
         unchangedWal = Math.min(unchangedWal, t.walBytes / rows);
       }
-      const isolated = await statementWal(ctx.run, preparePages(lab.sandbox, ids.slice(0, 5)), 3);
+      const isolated = await statementWal(
+        ctx.run,
+        await preparePages(lab.sandbox, ids.slice(0, 5)),
+        3,
+      );
       const { rows: check } = await ctx.run.pool.query<{ n: string }>(
         `select count(*)::text as n from ${lab.schema}.rewards`,
       );

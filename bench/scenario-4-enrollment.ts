@@ -46,7 +46,7 @@ export const scenario4: Scenario = {
           'wall ms': Math.round(ms),
           'enrollments/s': Math.round(rate),
           'bound C/L per s': bound,
-          'sandbox created': lab.sandbox.state.counters().enrollmentsCreated,
+          'sandbox created': (await lab.sandbox.state.counters()).enrollmentsCreated,
         },
         ratio: round(rate / bound),
         goal: '≥ 0.8 (of the concurrency bound)',

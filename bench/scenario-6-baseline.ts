@@ -115,7 +115,7 @@ export const scenario6: Scenario = {
       sandbox: { consumers: set.consumers, rewardsPerConsumer: set.rewards },
     });
     try {
-      const ids = consumerIdsOf(lab.sandbox);
+      const ids = await consumerIdsOf(lab.sandbox);
       const naive = await naiveScript(ctx.run, lab.sandbox.baseUrl, lab.sandbox, ids, budgetMs);
       ctx.note(
         `  hand-written script: ${naive.rows} rewards of ${naive.consumers} consumers in ${Math.round(naive.ms)} ms`,

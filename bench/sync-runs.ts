@@ -7,7 +7,6 @@ import { performance } from 'node:perf_hooks';
 import { parseRewardPage } from '../src/perks/paging.js';
 import type { Reward } from '../src/perks/schemas.js';
 import { enqueueRewardSyncs } from '../src/queues/producer.js';
-import type { Sandbox } from '../src/sandbox/index.js';
 import { createStore } from '../src/store/store.js';
 import {
   type BenchRun,
@@ -19,6 +18,7 @@ import {
   walBytesSince,
   walPosition,
 } from './lab.js';
+import type { RemoteSandbox } from './remote-sandbox.js';
 
 export interface DataSet {
   consumers: number;
@@ -28,7 +28,7 @@ export interface DataSet {
 export const describeSet = (set: DataSet) => `${set.consumers} × ${set.rewards}`;
 
 /** The sandbox's consumer ids for a generated data set (sbx_0001, ...). */
-export function consumerIdsOf(sandbox: Sandbox): string[] {
+export function consumerIdsOf(sandbox: RemoteSandbox): Promise<string[]> {
   return sandbox.state.enrolledConsumerIds();
 }
 
@@ -67,12 +67,15 @@ export interface PreparedPage {
 }
 
 /** Every page of every consumer, read from the sandbox's memory and parsed as the client does. */
-export function preparePages(sandbox: Sandbox, consumerIds: readonly string[]): PreparedPage[] {
+export async function preparePages(
+  sandbox: RemoteSandbox,
+  consumerIds: readonly string[],
+): Promise<PreparedPage[]> {
   const pages: PreparedPage[] = [];
   for (const consumerId of consumerIds) {
     const seenIds: string[] = [];
     for (let page = 1; ; page++) {
-      const { itemsJson, total } = sandbox.state.rewardPage(consumerId, {
+      const { itemsJson, total } = await sandbox.state.rewardPage(consumerId, {
         sort: '-executed_at',
         types: [],
         page,

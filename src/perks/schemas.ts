@@ -40,12 +40,17 @@ export const uuidSchema = z.guid({ error: 'must be a uuid' });
 /** The spec's exact amount pattern: rejects "", "+", ".", "1e5", "12,5". */
 export const AMOUNT_PATTERN = /^(?!^[-+.]*$)[+-]?0*\d*\.?\d*$/;
 
+/** Already canonical: no `+`, no leading zero, no trailing dot, and no sign on a zero. */
+const CANONICAL_PATTERN = /^(?:0|[1-9]\d*)(?:\.\d+)?$|^-(?:[1-9]\d*(?:\.\d+)?|0\.\d*[1-9]\d*)$/;
+
 /**
  * The canonical form of a decimal string the API sent: no `+`, no leading zeros, no trailing
  * dot, no sign on zero; fractional digits are kept as sent (they carry the precision).
  * "+0012.50" -> "12.50", ".5" -> "0.5", "7." -> "7", "-3" -> "-3", "-0.0" -> "0.0".
  */
 export function canonicalDecimal(value: string): string {
+  // Nearly every amount is canonical already ("12.50", "-3"): returned as is, once matched.
+  if (CANONICAL_PATTERN.test(value)) return value;
   if (!AMOUNT_PATTERN.test(value)) {
     throw new RangeError(`not a decimal amount: ${JSON.stringify(value.slice(0, 40))}`);
   }

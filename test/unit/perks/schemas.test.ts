@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ResponseShapeError } from '../../../src/perks/errors.js';
 import { parseRewardPage } from '../../../src/perks/paging.js';
 import {
+  AMOUNT_PATTERN,
   amountSchema,
   CONSENTS,
   canonicalDecimal,
@@ -49,6 +50,25 @@ describe('amounts', () => {
       expect(() => canonicalDecimal(input)).toThrow(RangeError);
     },
   );
+
+  it('returns canonical amounts as they are, and is idempotent on every form', () => {
+    for (const canonical of ['0', '10', '12.50', '0.05', '-0.05', '-3', '-10.0', '0.00']) {
+      expect(canonicalDecimal(canonical)).toBe(canonical);
+    }
+    const parts = ['', '+', '-', '0', '00', '1', '10', '.', '.0', '.05', '.50', '9'];
+    for (const a of parts) {
+      for (const b of parts) {
+        for (const c of parts) {
+          const input = a + b + c;
+          if (!AMOUNT_PATTERN.test(input)) continue;
+          const once = canonicalDecimal(input);
+          expect(canonicalDecimal(once), input).toBe(once);
+          expect(Number(once), input).toBe(Number(input) === 0 ? 0 : Number(input));
+          expect(once, input).not.toMatch(/^\+|^-?0\d|\.$|^-0*\.?0*$/);
+        }
+      }
+    }
+  });
 
   it('never turns an amount into a JS number', () => {
     expect(amountSchema.parse('12345678901234567890.123456789')).toBe(
