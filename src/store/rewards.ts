@@ -55,7 +55,7 @@ with input as (
     created_at timestamptz, transaction_external_id text, transaction_executed_at timestamptz,
     brand_name text, brand_logo text, raw jsonb)
 ),
-${options.finish ? finishCtes(s) : consumerCte(s)},
+${options.finish ? finishCtes(s, lastPageParameters, { page: true }) : consumerCte(s)},
 previous as (
   select r.id, r.status, r.consumer_status,
          ${contentDiffers('r', 'i')} or r.missing_since is not null as changed
@@ -117,35 +117,70 @@ const consumerCte = (s: string) => `consumer as (
   on conflict (consumer_id) do nothing
 )`;
 
+/** Where the end of a sync finds its values: $n of the last-page or the finish-only statement. */
+interface FinishParameters {
+  consumerId: string;
+  seenIds: string;
+  scanStartedAt: string;
+  markMissing: string;
+  at: string;
+}
+const lastPageParameters: FinishParameters = {
+  consumerId: '$2',
+  seenIds: '$4',
+  scanStartedAt: '$5',
+  markMissing: '$6',
+  at: '$7',
+};
+const finishOnlyParameters: FinishParameters = {
+  consumerId: '$1',
+  seenIds: '$2',
+  scanStartedAt: '$3',
+  markMissing: '$4',
+  at: '$5',
+};
+
 /**
  * The end of a sync, folded into its last page (one round trip is a good share of a small
- * sync):
+ * sync), or alone when that page is empty (a consumer without rewards: the page statement
+ * would cost its planning for nothing):
  *
- * - Missing rewards: when $6, sets missing_since on the consumer's rewards the scan did not
- *   list. Only after a complete scan whose total did not move between its first and last
- *   page; after a partial or inconsistent scan (pages shifted, total changed) rewards merely
- *   skipped by the paging would be marked missing. Rewards first seen or rewritten after the
- *   scan started are left alone (another sync saw them), and so are this page's rewards,
- *   listed or not in $4: a statement must not update a row twice. Already-missing rewards
- *   keep their first missing_since; the page write clears it when a reward comes back.
- * - last_synced_at: set to $7, never moved back by a late, older report. The consumer row
+ * - Missing rewards: when `markMissing`, sets missing_since on the consumer's rewards the
+ *   scan did not list. Only after a complete scan whose total did not move between its first
+ *   and last page; after a partial or inconsistent scan (pages shifted, total changed)
+ *   rewards merely skipped by the paging would be marked missing. Rewards first seen or
+ *   rewritten after the scan started are left alone (another sync saw them), and so are this
+ *   page's rewards, listed or not in `seenIds`: a statement must not update a row twice.
+ *   Already-missing rewards keep their first missing_since; the page write clears it when a
+ *   reward comes back.
+ * - last_synced_at: set to `at`, never moved back by a late, older report. The consumer row
  *   is created when missing, as on every page.
  */
-const finishCtes = (s: string) => `consumer as (
+const finishCtes = (s: string, p: FinishParameters, options: { page: boolean }) => `consumer as (
   insert into ${s}.consumers as c (consumer_id, last_synced_at, updated_at)
-  values ($2::text, $7::timestamptz, now())
+  values (${p.consumerId}::text, ${p.at}::timestamptz, now())
   on conflict (consumer_id) do update set
     last_synced_at = greatest(c.last_synced_at, excluded.last_synced_at),
     updated_at = now()
 ),
 missing as (
-  update ${s}.rewards set missing_since = $7::timestamptz
-  where $6::boolean and consumer_id = $2::text and missing_since is null
-    and first_seen_at < $5::timestamptz and observed_at < $5::timestamptz
-    and not (id = any($4::uuid[]))
-    and not exists (select 1 from input i where i.id = rewards.id)
+  update ${s}.rewards set missing_since = ${p.at}::timestamptz
+  where ${p.markMissing}::boolean and consumer_id = ${p.consumerId}::text
+    and missing_since is null
+    and first_seen_at < ${p.scanStartedAt}::timestamptz
+    and observed_at < ${p.scanStartedAt}::timestamptz
+    and not (id = any(${p.seenIds}::uuid[]))
+    ${options.page ? 'and not exists (select 1 from input i where i.id = rewards.id)' : ''}
   returning 1
 )`;
+
+/** The end of a sync whose last page is empty. Parameters: see finishOnlyParameters. */
+export function finishOnlySql(s: string): string {
+  return `
+with ${finishCtes(s, finishOnlyParameters, { page: false })}
+select 0 as inserted, 0 as updated, 0 as status_changes,
+  (select count(*) from missing)::int as marked_missing`;
+}
 
 export interface WriteRewardPageInput {
   consumerId: string;
@@ -173,11 +208,14 @@ export interface PageStatements {
   page: string;
   /** The last page of a sync, with the end of the sync. */
   lastPage: string;
+  /** The end of a sync whose last page is empty. */
+  finishOnly: string;
 }
 
 export const pageStatements = (s: string): PageStatements => ({
   page: rewardPageSql(s, { finish: false }),
   lastPage: rewardPageSql(s, { finish: true }),
+  finishOnly: finishOnlySql(s),
 });
 
 export async function writeRewardPage(
@@ -190,26 +228,12 @@ export async function writeRewardPage(
   if (rows.length === 0 && !finish) {
     return { inserted: 0, updated: 0, unchanged: 0, statusChanges: 0, markedMissing: 0 };
   }
-  const page = JSON.stringify(rows);
   const { rows: result } = await pool.query<{
     inserted: number;
     updated: number;
     status_changes: number;
     marked_missing: number;
-  }>(
-    finish ? sql.lastPage : sql.page,
-    finish
-      ? [
-          page,
-          input.consumerId,
-          input.observedAt,
-          finish.missing?.seenIds ?? [],
-          finish.missing?.scanStartedAt ?? finish.at,
-          finish.missing !== null,
-          finish.at,
-        ]
-      : [page, input.consumerId, input.observedAt],
-  );
+  }>(...statementFor(sql, input, rows));
   const counts = result[0] ?? { inserted: 0, updated: 0, status_changes: 0, marked_missing: 0 };
   return {
     inserted: counts.inserted,
@@ -218,6 +242,25 @@ export async function writeRewardPage(
     statusChanges: counts.status_changes,
     markedMissing: counts.marked_missing,
   };
+}
+
+/** The statement and parameters that write `input` (`rows`: its page, see toRows). */
+function statementFor(
+  sql: PageStatements,
+  input: WriteRewardPageInput,
+  rows: readonly Record<string, unknown>[],
+): [string, unknown[]] {
+  const { finish } = input;
+  if (!finish) return [sql.page, [JSON.stringify(rows), input.consumerId, input.observedAt]];
+  const end = [
+    finish.missing?.seenIds ?? [],
+    finish.missing?.scanStartedAt ?? finish.at,
+    finish.missing !== null,
+    finish.at,
+  ];
+  return rows.length === 0
+    ? [sql.finishOnly, [input.consumerId, ...end]]
+    : [sql.lastPage, [JSON.stringify(rows), input.consumerId, input.observedAt, ...end]];
 }
 
 /**
