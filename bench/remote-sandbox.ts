@@ -24,8 +24,21 @@ export async function startRemoteSandbox(options: SandboxOptions): Promise<Remot
   });
   const pending = new Map<number, { resolve(value: unknown): void; reject(e: Error): void }>();
   let nextId = 0;
+  // Once the thread is gone every call, waiting or future, fails instead of waiting forever.
+  let gone: Error | undefined;
+  const exited = new Promise<void>((resolve) => {
+    thread.once('exit', (code) => {
+      gone ??= new Error(`sandbox thread exited (code ${code})`);
+      for (const call of pending.values()) call.reject(gone);
+      pending.clear();
+      resolve();
+    });
+  });
+  thread.on('error', (error) => {
+    gone ??= new Error(`sandbox thread failed: ${error.message}`);
+  });
   const started = new Promise<Extract<ThreadMessage, { kind: 'started' }>>((resolve, reject) => {
-    thread.once('error', reject);
+    exited.then(() => reject(gone));
     thread.on('message', (message: ThreadMessage) => {
       if (message.kind === 'started') return resolve(message);
       const call = pending.get(message.id);
@@ -34,20 +47,20 @@ export async function startRemoteSandbox(options: SandboxOptions): Promise<Remot
       else call?.reject(new Error(`sandbox thread: ${message.message}`));
     });
   });
-  thread.on('error', (error) => {
-    for (const call of pending.values()) call.reject(error);
-    pending.clear();
-  });
   const { baseUrl, clientId, clientSecret } = await started;
+  const call = (method: string, args: unknown[]) =>
+    new Promise((resolve, reject) => {
+      if (gone) return reject(gone);
+      const id = nextId++;
+      pending.set(id, { resolve, reject });
+      thread.postMessage({ id, method, args } as StateCall);
+    });
   const state = new Proxy({} as Remote<SandboxState>, {
-    get:
-      (_target, method: string) =>
-      (...args: unknown[]) =>
-        new Promise((resolve, reject) => {
-          const id = nextId++;
-          pending.set(id, { resolve, reject });
-          thread.postMessage({ id, method, args } as StateCall);
-        }),
+    // Only method names: not `then` (await), nor symbols (inspection).
+    get: (_target, method) =>
+      typeof method === 'string' && method !== 'then'
+        ? (...args: unknown[]) => call(method, args)
+        : undefined,
   });
   return {
     baseUrl,
@@ -55,9 +68,10 @@ export async function startRemoteSandbox(options: SandboxOptions): Promise<Remot
     clientSecret,
     state,
     async close() {
-      const exited = new Promise((resolve) => thread.once('exit', resolve));
-      thread.postMessage('close');
+      if (!gone) thread.postMessage('close');
+      const timer = setTimeout(() => void thread.terminate(), 5000);
       await exited;
+      clearTimeout(timer);
     },
   };
 }

@@ -48,6 +48,7 @@ async function statementWal(
     await store.ping();
     for (const page of pages) {
       const n = page.rewards.length;
+      if (n === 0) continue; // a consumer without rewards: no row to divide by
       let start = await walPosition(run);
       const input = { consumerId: page.consumerId, rewards: page.rewards };
       await store.writeRewardPage({ ...input, observedAt: new Date() });

@@ -3,7 +3,7 @@
  * sandbox (autoEnroll) answers each with an empty page. The worker runs as its own process
  * (`node dist/src/index.js work`, default settings) so that its peak RSS (VmHWM) is its own.
  * Sampled every 100 ms: Redis used_memory (the whole server: other users of this Redis count
- * too) and the jobs of our sync queue. Run at N/10 (at least 4,000) and N: memory must stay
+ * too) and the jobs of our sync queue. Run at N/10 (up to 4,000 and N/5) and N: memory must stay
  * flat as N grows.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -191,9 +191,9 @@ export const scenario5: Scenario = {
   title: 'Reconciliation fan-out',
   async run(ctx: BenchContext): Promise<ScenarioResult> {
     const large = ctx.fanout ?? (ctx.quick ? 20_000 : 1_000_000);
-    // N/10, but at least 4,000: below the job bound (3,508) the queue never fills, and a
-    // small run would measure a worker that never reached its steady state.
-    const small = Math.min(large, Math.max(4000, Math.round(large / 10)));
+    // N/10, but up to 4,000 (and N/5 at most): below the job bound (3,508) the queue never
+    // fills, and a small run would measure a worker that never reached its steady state.
+    const small = Math.max(Math.round(large / 10), Math.min(4000, Math.round(large / 5)));
     const a = await fanOut(ctx, ctx.run, small, 's5_small');
     const b = await fanOut(ctx, ctx.run, large, 's5_large');
     const bound =
