@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { startReconciliation } from '../src/queues/producer.js';
 import { closeQueues, defaultJobPolicy, openQueues } from '../src/queues/queues.js';
-import { startSandbox } from '../src/sandbox/index.js';
+import { sandboxApiEnv, startSandbox } from '../src/sandbox/index.js';
 import { type BenchRun, createSchema, defaultWorker, deletePrefix, dropSchema } from './lab.js';
 import { type BenchContext, round, type Scenario, type ScenarioResult } from './scenario.js';
 
@@ -72,9 +72,7 @@ async function fanOut(
   const child = spawn(process.execPath, [entry, 'work', '--skip-migrate'], {
     env: {
       PATH: process.env.PATH,
-      PERKS_BASE_URL: sandbox.baseUrl,
-      PERKS_CLIENT_ID: sandbox.clientId,
-      PERKS_CLIENT_SECRET: sandbox.clientSecret,
+      ...sandboxApiEnv(sandbox),
       REDIS_URL: run.env.redisUrl,
       QUEUE_PREFIX: prefix,
       DATABASE_URL: run.databaseUrl,

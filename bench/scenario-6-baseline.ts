@@ -6,6 +6,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
+import type { RewardJson } from '../src/sandbox/index.js';
 import { type BenchRun, createSchema, dropSchema, startLab } from './lab.js';
 import {
   type BenchContext,
@@ -16,17 +17,6 @@ import {
 } from './scenario.js';
 import { firstSyncSets } from './scenario-1-first-sync.js';
 import { consumerIdsOf, describeSet, syncThroughWorker } from './sync-runs.js';
-
-interface WireReward {
-  id: string;
-  amount: string;
-  created_at: string;
-  type: string;
-  status: string;
-  consumer_status: string;
-  transaction: { external_id: string; executed_at: string } | null;
-  brand: { name: string | null; logo?: string | null };
-}
 
 const insertReward = (s: string) => `
   insert into ${s}.rewards (id, consumer_id, amount, type, status, consumer_status, created_at,
@@ -74,7 +64,7 @@ async function naiveScript(
         const url = `${baseUrl}/perks/consumers/${consumerId}/rewards?page=${page}&per_page=1000&sort=-executed_at`;
         const response = await fetch(url, { headers });
         if (!response.ok) throw new Error(`baseline: HTTP ${response.status}`);
-        const body = (await response.json()) as { items: WireReward[]; meta: { total: number } };
+        const body = (await response.json()) as { items: RewardJson[]; meta: { total: number } };
         for (const r of body.items) {
           await client.query(sql, [
             r.id,

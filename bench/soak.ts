@@ -19,7 +19,7 @@ import { parseArgs } from 'node:util';
 import { QueueEvents } from 'bullmq';
 import pg from 'pg';
 import { createProducer } from '../src/queues/producer.js';
-import { startSandbox } from '../src/sandbox/index.js';
+import { sandboxApiEnv, startSandbox } from '../src/sandbox/index.js';
 import { migrate } from '../src/store/migrate.js';
 import { startTcpProxy, targetOf } from '../test/support/tcp-proxy.js';
 
@@ -94,9 +94,7 @@ function startReplica(slot: number): Replica {
   const child = spawn(process.execPath, [bin, 'work'], {
     env: {
       PATH: process.env.PATH ?? '',
-      PERKS_BASE_URL: sandbox.baseUrl,
-      PERKS_CLIENT_ID: sandbox.clientId,
-      PERKS_CLIENT_SECRET: sandbox.clientSecret,
+      ...sandboxApiEnv(sandbox),
       PERKS_TIMEOUT_MS: '2000',
       REDIS_URL: redisProxy.urlFor(redisUrl),
       QUEUE_PREFIX: prefix,

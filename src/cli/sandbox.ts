@@ -5,7 +5,7 @@
 import { loadConfig } from '../config.js';
 import { createLogger } from '../ops/logger.js';
 import { loadScenario, type Scenario } from '../sandbox/scenario.js';
-import { type SandboxOptions, startSandbox } from '../sandbox/server.js';
+import { type SandboxOptions, sandboxApiEnv, startSandbox } from '../sandbox/server.js';
 import { type CommandSpec, parseCommandArgs, UsageError, usage } from './command.js';
 
 const spec = {
@@ -64,10 +64,8 @@ export async function run(argv: readonly string[], io: SandboxCommandIo = {}): P
   stdout.write(
     [
       `Perks sandbox listening on ${sandbox.baseUrl} (${consumers} consumers, seed ${options.seed ?? 1})`,
-      `  PERKS_BASE_URL=${sandbox.baseUrl}`,
-      `  PERKS_CLIENT_ID=${sandbox.clientId}`,
       // The sandbox's own demo secret, not a real credential: printing it is the point.
-      `  PERKS_CLIENT_SECRET=${sandbox.clientSecret}`,
+      ...Object.entries(sandboxApiEnv(sandbox)).map(([name, value]) => `  ${name}=${value}`),
       '',
     ].join('\n'),
   );

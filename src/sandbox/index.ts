@@ -4,5 +4,5 @@ export { SandboxLookupError } from './lookup-error.js';
 export type { RequestLogEntry, SandboxCounters } from './request-log.js';
 export { amountPattern, type RewardJson } from './rewards.js';
 export { loadScenario, type Scenario } from './scenario.js';
-export { type Sandbox, type SandboxOptions, startSandbox } from './server.js';
+export { type Sandbox, type SandboxOptions, sandboxApiEnv, startSandbox } from './server.js';
 export type { RewardSort, RewardsPerConsumer, SandboxState } from './state.js';

@@ -83,6 +83,20 @@ export interface Sandbox {
   close(): Promise<void>;
 }
 
+/**
+ * The variables that point a worker at this sandbox (PERKS_BASE_URL and its credentials),
+ * as `perks-worker sandbox` prints them and as tests and benchmarks spawn `work` with them.
+ */
+export function sandboxApiEnv(
+  sandbox: Pick<Sandbox, 'baseUrl' | 'clientId' | 'clientSecret'>,
+): Record<'PERKS_BASE_URL' | 'PERKS_CLIENT_ID' | 'PERKS_CLIENT_SECRET', string> {
+  return {
+    PERKS_BASE_URL: sandbox.baseUrl,
+    PERKS_CLIENT_ID: sandbox.clientId,
+    PERKS_CLIENT_SECRET: sandbox.clientSecret,
+  };
+}
+
 const maxBodyBytes = 1024 * 1024;
 
 export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbox> {

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createProducer, type Producer } from '../../src/queues/producer.js';
-import { type Sandbox, startSandbox } from '../../src/sandbox/index.js';
+import { type Sandbox, sandboxApiEnv, startSandbox } from '../../src/sandbox/index.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { testQueuePrefix } from '../support/redis.js';
 
@@ -47,9 +47,7 @@ async function startWork(env: Record<string, string>): Promise<{ port: number; u
   const child = spawn(process.execPath, [bin, 'work'], {
     env: {
       PATH: process.env.PATH ?? '',
-      PERKS_BASE_URL: sandbox.baseUrl,
-      PERKS_CLIENT_ID: sandbox.clientId,
-      PERKS_CLIENT_SECRET: sandbox.clientSecret,
+      ...sandboxApiEnv(sandbox),
       REDIS_URL: queues.redisUrl,
       QUEUE_PREFIX: queues.prefix,
       DATABASE_URL: db.url,

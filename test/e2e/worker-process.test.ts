@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createProducer, type Producer } from '../../src/queues/producer.js';
-import { type Sandbox, startSandbox } from '../../src/sandbox/index.js';
+import { type Sandbox, sandboxApiEnv, startSandbox } from '../../src/sandbox/index.js';
 import { createStore, type Store } from '../../src/store/store.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import {
@@ -41,9 +41,7 @@ afterAll(async () => {
 /** `work` on this file's sandbox, Redis prefix and database; JOB_LOCK_MS short for recovery. */
 function startWorker(): WorkerProcess {
   return startWorkerProcess({
-    PERKS_BASE_URL: sandbox.baseUrl,
-    PERKS_CLIENT_ID: sandbox.clientId,
-    PERKS_CLIENT_SECRET: sandbox.clientSecret,
+    ...sandboxApiEnv(sandbox),
     PERKS_TIMEOUT_MS: '5000',
     REDIS_URL: queues.redisUrl,
     QUEUE_PREFIX: queues.prefix,

@@ -5,7 +5,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createProducer, type Producer } from '../../src/queues/producer.js';
-import { type Sandbox, startSandbox } from '../../src/sandbox/index.js';
+import { type Sandbox, sandboxApiEnv, startSandbox } from '../../src/sandbox/index.js';
 import { createStore, type Store } from '../../src/store/store.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import {
@@ -54,9 +54,7 @@ afterAll(async () => {
 
 function worker(): WorkerProcess {
   const w = startWorkerProcess({
-    PERKS_BASE_URL: sandbox.baseUrl,
-    PERKS_CLIENT_ID: sandbox.clientId,
-    PERKS_CLIENT_SECRET: sandbox.clientSecret,
+    ...sandboxApiEnv(sandbox),
     PERKS_TIMEOUT_MS: '3000',
     REDIS_URL: queues.redisUrl,
     QUEUE_PREFIX: queues.prefix,
