@@ -4,7 +4,8 @@
  * A page is written by ONE statement (one round trip, one implicit transaction): the page
  * travels as a single jsonb parameter unpacked by jsonb_to_recordset (the fastest of the
  * batch forms measured here), and data-modifying CTEs create the consumer row when missing,
- * upsert the rewards and record the status changes.
+ * upsert the rewards and record the status changes. The last page of a sync also ends it
+ * (missing rewards, last_synced_at) in the same statement; see finishCtes.
  */
 import type pg from 'pg';
 import { StoreInputError } from './errors.js';
@@ -47,7 +48,7 @@ const lastSeenGranularity = '1 hour';
  * observed_at is not bumped for unchanged rows; the guard stays sound because the stored
  * observed_at is never earlier than the moment the stored content became true.
  */
-export function rewardPageSql(s: string, options: { finish: boolean }): string {
+function rewardPageSql(s: string, options: { finish: boolean }): string {
   return `
 with input as (
   select * from jsonb_to_recordset($1::jsonb) as r(
@@ -169,13 +170,14 @@ missing as (
     and missing_since is null
     and first_seen_at < ${p.scanStartedAt}::timestamptz
     and observed_at < ${p.scanStartedAt}::timestamptz
-    and not (id = any(${p.seenIds}::uuid[]))
-    ${options.page ? 'and not exists (select 1 from input i where i.id = rewards.id)' : ''}
+    and not (id = any(${p.seenIds}::uuid[]))${
+      options.page ? '\n    and not exists (select 1 from input i where i.id = rewards.id)' : ''
+    }
   returning 1
 )`;
 
 /** The end of a sync whose last page is empty. Parameters: see finishOnlyParameters. */
-export function finishOnlySql(s: string): string {
+function finishOnlySql(s: string): string {
   return `
 with ${finishCtes(s, finishOnlyParameters, { page: false })}
 select 0 as inserted, 0 as updated, 0 as status_changes,
