@@ -144,7 +144,7 @@ export interface Lab {
  * the worker's cost, the bench's terminal stays readable.
  */
 function benchLogger(): Logger {
-  return pino({ level: 'info' }, pino.destination({ dest: '/dev/null', sync: false }));
+  return pino({ level: 'info' }, pino.destination({ dest: '/dev/null', sync: true }));
 }
 
 export async function startLab(run: BenchRun, options: LabOptions): Promise<Lab> {
