@@ -1,11 +1,12 @@
 /**
  * Writes of <schema>.rewards and <schema>.reward_status_changes.
  *
- * A page is written by ONE statement (one round trip, one implicit transaction): the page
- * travels as a single jsonb parameter unpacked by jsonb_to_recordset (the fastest of the
- * batch forms measured here), and data-modifying CTEs create the consumer row when missing,
- * upsert the rewards and record the status changes. The last page of a sync also ends it
- * (missing rewards, last_synced_at) in the same statement; see finishCtes.
+ * Pages are written by ONE statement (one round trip, one implicit transaction) for one page
+ * or several (reward-writer.ts coalesces the small pages of concurrent syncs): the rows travel
+ * as a single jsonb parameter unpacked by jsonb_to_recordset (the fastest of the batch forms
+ * measured here), and data-modifying CTEs create the consumer rows when missing, upsert the
+ * rewards and record the status changes. The last page of a sync also ends it (missing
+ * rewards, last_synced_at) in the same statement; see rewardWriteSql.
  */
 import type pg from 'pg';
 import { StoreInputError } from './errors.js';
@@ -32,10 +33,19 @@ const contentDiffers = (a: string, b: string) =>
 const lastSeenGranularity = '1 hour';
 
 /**
- * Builds the page statement. Parameters: $1 the page as a jsonb array, $2 the consumer id,
- * $3 when the page was read; with `finish` (the last page of a sync, see FinishSync) also
- * $4 the ids the scan listed, $5 when the scan started, $6 whether it may mark rewards
- * missing, $7 when the sync finished.
+ * Builds THE write statement: any number of pages of different consumers, each optionally
+ * ending its sync, in one statement (one round trip, one plan, one commit; see
+ * reward-writer.ts for who is written together). Parameters:
+ * - $1 the rewards of every page, a jsonb array of rows (see toRows);
+ * - $2 the pages, a jsonb array of { p, consumer_id, observed_at, finish, mark_missing,
+ *   scan_started_at, at }, one per page, with rows or without (a sync whose last page is
+ *   empty still ends); observed_at is when the page was read from the API, not written;
+ * - $3 the reward ids the missing rewards are not: every id the complete scans of the
+ *   finishing pages listed, and every id of the statement's rows (uuid[]).
+ * It returns one row per page that did something: p and that page's counts.
+ *
+ * Two pages of one statement never share a consumer or a reward id (the writer sees to it):
+ * a statement cannot update a row twice.
  *
  * Why `previous` locks: the old status of a change must be the one the update replaces. The
  * rows this write is about to update are read `for update`, in id order (as the insert is,
@@ -47,24 +57,77 @@ const lastSeenGranularity = '1 hour';
  * (`rewards.observed_at < excluded.observed_at`), so concurrent syncs converge on the newest.
  * observed_at is not bumped for unchanged rows; the guard stays sound because the stored
  * observed_at is never earlier than the moment the stored content became true.
+ *
+ * The end of a sync (pages with `finish`):
+ * - Missing rewards: when `mark_missing`, sets missing_since on the consumer's rewards the
+ *   scan did not list. Only after a complete scan whose total did not move between its first
+ *   and last page; after a partial or inconsistent scan (pages shifted, total changed)
+ *   rewards merely skipped by the paging would be marked missing. Rewards first seen or
+ *   rewritten after the scan started are left alone (another sync saw them), and so are the
+ *   rewards this statement writes, listed or not: a statement must not update a row twice.
+ *   Already-missing rewards keep their first missing_since; a write clears it when a reward
+ *   comes back.
+ * - last_synced_at: set to `at`, never moved back by a late, older report.
+ * Every page creates its consumer's row when missing.
  */
-function rewardPageSql(s: string, options: { finish: boolean }): string {
+function rewardWriteSql(s: string): string {
   return `
-with input as (
-  select * from jsonb_to_recordset($1::jsonb) as r(
+with page as (
+  select * from jsonb_to_recordset($2::jsonb) as f(
+    p int, consumer_id text, observed_at timestamptz, finish boolean, mark_missing boolean,
+    scan_started_at timestamptz, at timestamptz)
+),
+input as (
+  select f.p, f.observed_at, r.*
+  from jsonb_to_recordset($1::jsonb) as r(
     id uuid, consumer_id text, amount numeric, type text, status text, consumer_status text,
     created_at timestamptz, transaction_external_id text, transaction_executed_at timestamptz,
     brand_name text, brand_logo text, raw jsonb)
+  join page f on f.consumer_id = r.consumer_id
 ),
-${options.finish ? finishCtes(s, lastPageParameters, { page: true }) : consumerCte(s)},
+consumer as (
+  insert into ${s}.consumers as c (consumer_id, last_synced_at)
+  select f.consumer_id, case when f.finish then f.at end from page f
+  order by f.consumer_id
+  on conflict (consumer_id) do update set
+    last_synced_at = greatest(c.last_synced_at, excluded.last_synced_at),
+    updated_at = now()
+  where excluded.last_synced_at is not null
+),
+missing as (
+  -- The candidates come from each page's own index scan (lateral; offset 0 keeps it from being
+  -- flattened into a join that may scan the whole table), and are then updated by id (an
+  -- array: an index lookup whatever the planner thinks of its size). The conditions are
+  -- stated on the updated row again: a row changed concurrently is re-checked in its new
+  -- version.
+  update ${s}.rewards r set missing_since = f.at
+  from page f
+  where r.id = any(array(
+      select x.id
+      from page f cross join lateral (
+        select c.id from ${s}.rewards c
+        where c.consumer_id = f.consumer_id
+          and c.missing_since is null
+          and c.first_seen_at < f.scan_started_at
+          and c.observed_at < f.scan_started_at
+          and not (c.id = any($3::uuid[]))
+        offset 0
+      ) x
+      where f.finish and f.mark_missing))
+    and f.finish and f.mark_missing and r.consumer_id = f.consumer_id
+    and r.missing_since is null
+    and r.first_seen_at < f.scan_started_at
+    and r.observed_at < f.scan_started_at
+  returning f.p
+),
 previous as (
   select r.id, r.status, r.consumer_status,
          ${contentDiffers('r', 'i')} or r.missing_since is not null as changed
   from ${s}.rewards r join input i on i.id = r.id
-  where r.observed_at < $3::timestamptz
+  where r.observed_at < i.observed_at
     and (${contentDiffers('r', 'i')}
          or r.missing_since is not null
-         or r.last_seen_at < $3::timestamptz - interval '${lastSeenGranularity}')
+         or r.last_seen_at < i.observed_at - interval '${lastSeenGranularity}')
   order by r.id
   for update of r
 ),
@@ -75,7 +138,7 @@ written as (
     first_seen_at, last_seen_at, observed_at)
   select i.id, i.consumer_id, i.amount, i.type, i.status, i.consumer_status, i.created_at,
          i.transaction_external_id, i.transaction_executed_at, i.brand_name, i.brand_logo, i.raw,
-         $3::timestamptz, $3::timestamptz, $3::timestamptz
+         i.observed_at, i.observed_at, i.observed_at
   from input i left join previous p on p.id = i.id
   order by i.id
   on conflict (id) do update set
@@ -89,99 +152,35 @@ written as (
     and (${contentDiffers('rewards', 'excluded')}
          or rewards.missing_since is not null
          or rewards.last_seen_at < excluded.observed_at - interval '${lastSeenGranularity}')
-  -- first_seen_at is never updated and is older than any observation allowed to update a row:
-  -- it equals $3 exactly when this statement inserted the row.
-  returning id, status, consumer_status, first_seen_at = $3::timestamptz as inserted
+  -- first_seen_at is never updated and an update needs a newer observation than the stored
+  -- one (itself never older than first_seen_at): the two are equal exactly on an insert.
+  returning id, status, consumer_status, first_seen_at = observed_at as inserted
 ),
 changes as (
   insert into ${s}.reward_status_changes (
     reward_id, consumer_id, old_status, new_status, old_consumer_status, new_consumer_status,
     observed_at)
-  select w.id, $2::text, p.status, w.status, p.consumer_status, w.consumer_status, $3::timestamptz
-  from written w join previous p on p.id = w.id
+  select w.id, i.consumer_id, p.status, w.status, p.consumer_status, w.consumer_status,
+         i.observed_at
+  from written w join previous p on p.id = w.id join input i on i.id = w.id
   where not w.inserted
     and (p.status, p.consumer_status) is distinct from (w.status, w.consumer_status)
   order by w.id
-  returning 1
+  returning reward_id
 )
-select
-  (select count(*) from written where inserted)::int as inserted,
-  (select count(*) from written w left join previous p on p.id = w.id
-    where not w.inserted and coalesce(p.changed, true))::int as updated,
-  (select count(*) from changes)::int as status_changes,
-  ${options.finish ? '(select count(*) from missing)::int' : '0'} as marked_missing`;
-}
-
-/** A page that does not end a sync: the consumer row is created when missing, nothing more. */
-const consumerCte = (s: string) => `consumer as (
-  insert into ${s}.consumers (consumer_id) values ($2::text)
-  on conflict (consumer_id) do nothing
-)`;
-
-/** Where the end of a sync finds its values: $n of the last-page or the finish-only statement. */
-interface FinishParameters {
-  consumerId: string;
-  seenIds: string;
-  scanStartedAt: string;
-  markMissing: string;
-  at: string;
-}
-const lastPageParameters: FinishParameters = {
-  consumerId: '$2',
-  seenIds: '$4',
-  scanStartedAt: '$5',
-  markMissing: '$6',
-  at: '$7',
-};
-const finishOnlyParameters: FinishParameters = {
-  consumerId: '$1',
-  seenIds: '$2',
-  scanStartedAt: '$3',
-  markMissing: '$4',
-  at: '$5',
-};
-
-/**
- * The end of a sync, folded into its last page (one round trip is a good share of a small
- * sync), or alone when that page is empty (a consumer without rewards: the page statement
- * would cost its planning for nothing):
- *
- * - Missing rewards: when `markMissing`, sets missing_since on the consumer's rewards the
- *   scan did not list. Only after a complete scan whose total did not move between its first
- *   and last page; after a partial or inconsistent scan (pages shifted, total changed)
- *   rewards merely skipped by the paging would be marked missing. Rewards first seen or
- *   rewritten after the scan started are left alone (another sync saw them), and so are this
- *   page's rewards, listed or not in `seenIds`: a statement must not update a row twice.
- *   Already-missing rewards keep their first missing_since; the page write clears it when a
- *   reward comes back.
- * - last_synced_at: set to `at`, never moved back by a late, older report. The consumer row
- *   is created when missing, as on every page.
- */
-const finishCtes = (s: string, p: FinishParameters, options: { page: boolean }) => `consumer as (
-  insert into ${s}.consumers as c (consumer_id, last_synced_at, updated_at)
-  values (${p.consumerId}::text, ${p.at}::timestamptz, now())
-  on conflict (consumer_id) do update set
-    last_synced_at = greatest(c.last_synced_at, excluded.last_synced_at),
-    updated_at = now()
-),
-missing as (
-  update ${s}.rewards set missing_since = ${p.at}::timestamptz
-  where ${p.markMissing}::boolean and consumer_id = ${p.consumerId}::text
-    and missing_since is null
-    and first_seen_at < ${p.scanStartedAt}::timestamptz
-    and observed_at < ${p.scanStartedAt}::timestamptz
-    and not (id = any(${p.seenIds}::uuid[]))${
-      options.page ? '\n    and not exists (select 1 from input i where i.id = rewards.id)' : ''
-    }
-  returning 1
-)`;
-
-/** The end of a sync whose last page is empty. Parameters: see finishOnlyParameters. */
-function finishOnlySql(s: string): string {
-  return `
-with ${finishCtes(s, finishOnlyParameters, { page: false })}
-select 0 as inserted, 0 as updated, 0 as status_changes,
-  (select count(*) from missing)::int as marked_missing`;
+select p, sum(inserted)::int as inserted, sum(updated)::int as updated,
+  sum(status_changes)::int as status_changes, sum(marked_missing)::int as marked_missing
+from (
+  select i.p, w.inserted::int as inserted,
+         (not w.inserted and coalesce(p.changed, true))::int as updated,
+         0 as status_changes, 0 as marked_missing
+  from written w join input i on i.id = w.id left join previous p on p.id = w.id
+  union all
+  select i.p, 0, 0, 1, 0 from changes c join input i on i.id = c.reward_id
+  union all
+  select m.p, 0, 0, 0, 1 from missing m
+) counted
+group by p`;
 }
 
 export interface WriteRewardPageInput {
@@ -205,64 +204,112 @@ export interface FinishSync {
   at: Date;
 }
 
-export interface PageStatements {
-  /** A page in the middle of a sync. */
-  page: string;
-  /** The last page of a sync, with the end of the sync. */
-  lastPage: string;
-  /** The end of a sync whose last page is empty. */
-  finishOnly: string;
+export type RewardPageResult = RewardPageWrite & { markedMissing: number };
+
+/** A page checked and serialized, ready to be written alone or with others. */
+export interface PreparedPage {
+  consumerId: string;
+  /** Distinct reward ids of the page. */
+  ids: readonly string[];
+  /** The page's rows as the elements of a JSON array, without the brackets ('' when none). */
+  rowsJson: string;
+  /** Rewards given, duplicates included: what the counts add up to. */
+  given: number;
+  observedAt: Date;
+  finish: FinishSync | undefined;
 }
 
-export const pageStatements = (s: string): PageStatements => ({
-  page: rewardPageSql(s, { finish: false }),
-  lastPage: rewardPageSql(s, { finish: true }),
-  finishOnly: finishOnlySql(s),
-});
-
-export async function writeRewardPage(
-  pool: pg.Pool,
-  sql: PageStatements,
-  input: WriteRewardPageInput,
-): Promise<RewardPageWrite & { markedMissing: number }> {
+/**
+ * Checks a page and serializes its rows. Throws StoreInputError naming the reward when an
+ * amount is not a decimal string: nothing of the page is written.
+ */
+export function preparePage(input: WriteRewardPageInput): PreparedPage {
   const rows = toRows(input.consumerId, input.rewards);
-  const { finish } = input;
-  if (rows.length === 0 && !finish) {
-    return { inserted: 0, updated: 0, unchanged: 0, statusChanges: 0, markedMissing: 0 };
-  }
-  const { rows: result } = await pool.query<{
+  const json = JSON.stringify(rows);
+  return {
+    consumerId: input.consumerId,
+    ids: rows.map((row) => row.id),
+    rowsJson: json.slice(1, -1),
+    given: input.rewards.length,
+    observedAt: input.observedAt,
+    finish: input.finish,
+  };
+}
+
+/** A page with neither rows nor the end of a sync writes nothing. */
+export const isEmptyWrite = (page: PreparedPage) =>
+  page.ids.length === 0 && page.finish === undefined;
+
+export const rewardWriteStatement = rewardWriteSql;
+
+/**
+ * Writes `pages` (distinct consumers, distinct reward ids) with one statement; returns each
+ * page's counts, in order. All or nothing: a failure fails every page of the statement.
+ */
+export async function writeRewardPages(
+  pool: pg.Pool,
+  sql: string,
+  pages: readonly PreparedPage[],
+): Promise<RewardPageResult[]> {
+  assertDisjoint(pages);
+  const rowsJson = `[${pages
+    .map((page) => page.rowsJson)
+    .filter((json) => json !== '')
+    .join(',')}]`;
+  const marking = pages.some((page) => page.finish?.missing);
+  const notMissing = marking ? pages.flatMap((page) => page.ids) : [];
+  const pagesJson = JSON.stringify(
+    pages.map((page, p) => {
+      const { finish } = page;
+      if (marking && finish?.missing) notMissing.push(...finish.missing.seenIds);
+      return {
+        p,
+        consumer_id: page.consumerId,
+        observed_at: page.observedAt,
+        finish: finish !== undefined,
+        mark_missing: Boolean(finish?.missing),
+        scan_started_at: finish?.missing?.scanStartedAt ?? null,
+        at: finish?.at ?? null,
+      };
+    }),
+  );
+  const { rows } = await pool.query<{
+    p: number;
     inserted: number;
     updated: number;
     status_changes: number;
     marked_missing: number;
-  }>(...statementFor(sql, input, rows));
-  const counts = result[0] ?? { inserted: 0, updated: 0, status_changes: 0, marked_missing: 0 };
-  return {
-    inserted: counts.inserted,
-    updated: counts.updated,
-    unchanged: input.rewards.length - counts.inserted - counts.updated,
-    statusChanges: counts.status_changes,
-    markedMissing: counts.marked_missing,
-  };
+  }>(sql, [rowsJson, pagesJson, notMissing]);
+  const byPage = new Map(rows.map((row) => [row.p, row]));
+  return pages.map((page, p) => {
+    const counts = byPage.get(p);
+    const inserted = counts?.inserted ?? 0;
+    const updated = counts?.updated ?? 0;
+    return {
+      inserted,
+      updated,
+      unchanged: page.given - inserted - updated,
+      statusChanges: counts?.status_changes ?? 0,
+      markedMissing: counts?.marked_missing ?? 0,
+    };
+  });
 }
 
-/** The statement and parameters that write `input` (`rows`: its page, see toRows). */
-function statementFor(
-  sql: PageStatements,
-  input: WriteRewardPageInput,
-  rows: readonly Record<string, unknown>[],
-): [string, unknown[]] {
-  const { finish } = input;
-  if (!finish) return [sql.page, [JSON.stringify(rows), input.consumerId, input.observedAt]];
-  const end = [
-    finish.missing?.seenIds ?? [],
-    finish.missing?.scanStartedAt ?? finish.at,
-    finish.missing !== null,
-    finish.at,
-  ];
-  return rows.length === 0
-    ? [sql.finishOnly, [input.consumerId, ...end]]
-    : [sql.lastPage, [JSON.stringify(rows), input.consumerId, input.observedAt, ...end]];
+/** Pages of one statement share no consumer and no reward id: it cannot touch a row twice. */
+function assertDisjoint(pages: readonly PreparedPage[]): void {
+  if (pages.length < 2) return;
+  const consumers = new Set<string>();
+  const ids = new Set<string>();
+  for (const page of pages) {
+    if (consumers.has(page.consumerId)) {
+      throw new Error(`two pages of consumer ${page.consumerId} in one statement`);
+    }
+    consumers.add(page.consumerId);
+    for (const id of page.ids) {
+      if (ids.has(id)) throw new Error(`reward ${id} twice in one statement`);
+      ids.add(id);
+    }
+  }
 }
 
 /**
@@ -270,7 +317,7 @@ function statementFor(
  * concurrent insert) is kept once, its last occurrence: ON CONFLICT cannot touch a row twice.
  */
 function toRows(consumerId: string, rewards: readonly RewardRecord[]) {
-  const byId = new Map<string, Record<string, unknown>>();
+  const byId = new Map<string, { id: string } & Record<string, unknown>>();
   for (const reward of rewards) {
     if (!amountPattern.test(reward.amount)) {
       throw new StoreInputError(

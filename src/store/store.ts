@@ -8,8 +8,8 @@ import pg from 'pg';
 import type { Logger } from '../ops/logger.js';
 import * as consumers from './consumers.js';
 import { assertSchemaName, quoteIdentifier } from './identifier.js';
+import { defaultWriterLimits, RewardWriter } from './reward-writer.js';
 import type { FinishSync } from './rewards.js';
-import * as rewards from './rewards.js';
 import type { ConsumerRow, EnrollmentOutcome, RewardPageWrite, RewardRecord } from './types.js';
 
 export type { FinishSync } from './rewards.js';
@@ -27,9 +27,12 @@ export interface StoreConfig {
 export interface Store {
   readonly pool: pg.Pool;
   readonly schema: string;
+  /** Reward write statements run and the pages they wrote (see reward-writer.ts). */
+  readonly writes: RewardWriter['totals'];
   /**
-   * Writes one API page of a consumer's rewards in one round trip and one transaction; given
-   * `finish` (the last page of a sync), the end of the sync too (see rewards.ts).
+   * Writes one API page of a consumer's rewards in one statement (one transaction), which may
+   * also write the small pages of other syncs (reward-writer.ts); given `finish` (the last
+   * page of a sync), the end of the sync too (see rewards.ts).
    */
   writeRewardPage(input: {
     consumerId: string;
@@ -72,23 +75,29 @@ export function createStore(config: StoreConfig, options: { logger?: Logger } = 
     max: config.poolSize,
     application_name: 'perks-worker',
     connectionTimeoutMillis: 10_000,
+    // No JIT: the write statement's estimated cost passes jit_above_cost once the planner
+    // guesses many rewards per consumer, and compiling it took ~160 ms of CPU per statement
+    // for ~10 ms of work (bench/RESULTS.md). Every query here is short. An `options` given in
+    // DATABASE_URL replaces this one.
+    options: '-c jit=off',
   });
   // An idle connection dropped by the server emits 'error' on the pool; unhandled, it would
   // crash the process. The next query simply opens a new connection.
   pool.on('error', (error) => {
     options.logger?.warn({ err: error }, 'idle PostgreSQL connection lost');
   });
-  const pageSql = rewards.pageStatements(s);
+  const writer = new RewardWriter(pool, s, defaultWriterLimits(config.poolSize));
 
   return {
     pool,
     schema,
-    writeRewardPage: (input) => rewards.writeRewardPage(pool, pageSql, input),
+    writes: writer.totals,
+    writeRewardPage: (input) => writer.write(input),
     recordEnrollment: (input) => consumers.recordEnrollment(pool, s, input),
     recordConsumerError: (input) => consumers.recordConsumerError(pool, s, input),
     markNotEnrolled: (input) => consumers.markNotEnrolled(pool, s, input),
     finishSync: async ({ consumerId, missing, at }) => {
-      const { markedMissing } = await rewards.writeRewardPage(pool, pageSql, {
+      const { markedMissing } = await writer.write({
         consumerId,
         rewards: [],
         observedAt: at,

@@ -1,0 +1,208 @@
+/**
+ * The coalescing writer against a real PostgreSQL: small pages of concurrent syncs share a
+ * statement, yet each page gets its own counts, its own sync end and its own failure.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createStore, type RewardRecord, type Store } from '../../../src/store/store.js';
+import { createTestDatabase, type TestDatabase } from '../../support/database.js';
+import { at, reward, withStatus } from './fixtures.js';
+
+let db: TestDatabase;
+let store: Store;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  // Pool of 8: one lane of small pages, so concurrent pages must queue and share statements.
+  store = createStore({ url: db.url, schema: 'perks', poolSize: 8 });
+});
+afterAll(async () => {
+  await store.close();
+  await db.drop();
+});
+
+const pageOf = (n: number) => Array.from({ length: n }, () => reward());
+
+async function rowsOf(consumerId: string) {
+  const { rows } = await store.pool.query<{ id: string; status: string; missing: boolean }>(
+    `select id, status, missing_since is not null as missing from perks.rewards
+     where consumer_id = $1 order by id`,
+    [consumerId],
+  );
+  return rows;
+}
+
+/** Statements and pages written while `work` runs. */
+async function counted<T>(work: () => Promise<T>) {
+  const before = { ...store.writes };
+  const result = await work();
+  return {
+    result,
+    statements: store.writes.statements - before.statements,
+    pages: store.writes.pages - before.pages,
+  };
+}
+
+describe('RewardWriter', () => {
+  it('writes the small pages of concurrent syncs in fewer statements, each with its counts', async () => {
+    const t = at('2026-10-01T00:00:00Z');
+    const pages = Array.from({ length: 12 }, (_, i) => ({
+      consumerId: `many_${i}`,
+      rows: pageOf(i + 1),
+    }));
+    const {
+      result,
+      statements,
+      pages: written,
+    } = await counted(() =>
+      Promise.all(
+        pages.map(({ consumerId, rows }) =>
+          store.writeRewardPage({
+            consumerId,
+            rewards: rows,
+            observedAt: t,
+            finish: { missing: { seenIds: rows.map((r) => r.id), scanStartedAt: t }, at: t },
+          }),
+        ),
+      ),
+    );
+    expect(written).toBe(12);
+    expect(statements).toBeLessThan(12);
+    result.forEach((counts, i) => {
+      expect(counts).toEqual({
+        inserted: i + 1,
+        updated: 0,
+        unchanged: 0,
+        statusChanges: 0,
+        markedMissing: 0,
+      });
+    });
+    for (const { consumerId, rows } of pages) {
+      expect((await rowsOf(consumerId)).map((r) => r.id)).toEqual(rows.map((r) => r.id).sort());
+      expect((await store.getConsumer(consumerId))?.lastSyncedAt).toEqual(t);
+    }
+  });
+
+  it('keeps each page to its own consumer: status changes, missing rewards and sync ends', async () => {
+    const t0 = at('2026-10-02T00:00:00Z');
+    const t1 = at('2026-10-03T00:00:00Z');
+    const a = pageOf(3) as [RewardRecord, RewardRecord, RewardRecord];
+    const b = pageOf(2) as [RewardRecord, RewardRecord];
+    await Promise.all([
+      store.writeRewardPage({ consumerId: 'own_a', rewards: a, observedAt: t0 }),
+      store.writeRewardPage({ consumerId: 'own_b', rewards: b, observedAt: t0 }),
+    ]);
+    const [resultA, resultB, resultC] = await Promise.all([
+      // a: one status change, a[2] no longer listed: marked missing.
+      store.writeRewardPage({
+        consumerId: 'own_a',
+        rewards: [withStatus(a[0], 'PAID_IN', 'POOLED'), a[1]],
+        observedAt: t1,
+        finish: { missing: { seenIds: [a[0].id, a[1].id], scanStartedAt: t1 }, at: t1 },
+      }),
+      // b: an inconsistent scan: nothing marked, yet the sync is recorded.
+      store.writeRewardPage({
+        consumerId: 'own_b',
+        rewards: [b[0]],
+        observedAt: t1,
+        finish: { missing: null, at: t1 },
+      }),
+      // c: a sync end without rewards, for a consumer never seen.
+      store.finishSync({
+        consumerId: 'own_c',
+        missing: { seenIds: [], scanStartedAt: t1 },
+        at: t1,
+      }),
+    ]);
+    expect(resultA).toEqual({
+      inserted: 0,
+      updated: 1,
+      unchanged: 1,
+      statusChanges: 1,
+      markedMissing: 1,
+    });
+    expect(resultB).toEqual({
+      inserted: 0,
+      updated: 0,
+      unchanged: 1,
+      statusChanges: 0,
+      markedMissing: 0,
+    });
+    expect(resultC).toEqual({ markedMissing: 0 });
+    const rowsA = await rowsOf('own_a');
+    expect(rowsA.find((r) => r.id === a[2].id)?.missing).toBe(true);
+    expect(rowsA.filter((r) => r.missing)).toHaveLength(1);
+    expect((await rowsOf('own_b')).every((r) => !r.missing)).toBe(true);
+    for (const consumerId of ['own_a', 'own_b', 'own_c']) {
+      expect((await store.getConsumer(consumerId))?.lastSyncedAt).toEqual(t1);
+    }
+  });
+
+  it('fails only the page PostgreSQL refuses; its neighbours are written', async () => {
+    const t = at('2026-10-04T00:00:00Z');
+    const good = Array.from({ length: 6 }, (_, i) => ({
+      consumerId: `good_${i}`,
+      rows: pageOf(2),
+    }));
+    // Passes the writer's own checks, refused by PostgreSQL's timestamptz input (22007).
+    const bad = [reward({ createdAt: 'not a time' })];
+    const outcomes = await Promise.allSettled([
+      ...good
+        .slice(0, 3)
+        .map(({ consumerId, rows }) =>
+          store.writeRewardPage({ consumerId, rewards: rows, observedAt: t }),
+        ),
+      store.writeRewardPage({ consumerId: 'bad', rewards: bad, observedAt: t }),
+      ...good
+        .slice(3)
+        .map(({ consumerId, rows }) =>
+          store.writeRewardPage({ consumerId, rewards: rows, observedAt: t }),
+        ),
+    ]);
+    expect(outcomes.map((o) => o.status)).toEqual([
+      'fulfilled',
+      'fulfilled',
+      'fulfilled',
+      'rejected',
+      'fulfilled',
+      'fulfilled',
+      'fulfilled',
+    ]);
+    expect(String((outcomes[3] as PromiseRejectedResult).reason)).toMatch(/time/);
+    for (const { consumerId } of good) expect(await rowsOf(consumerId)).toHaveLength(2);
+    expect(await rowsOf('bad')).toHaveLength(0);
+  });
+
+  it('never puts two pages of one consumer, or one reward twice, in a statement', async () => {
+    const t0 = at('2026-10-05T00:00:00Z');
+    const t1 = at('2026-10-05T00:00:01Z');
+    const shared = reward();
+    // Two pages of one consumer (overlapping syncs), and a reward listed under two consumers
+    // at once: in one statement, either would be refused (a consumer's rows joined twice, a
+    // row updated twice). The first write takes the lane; the others queue together.
+    const results = await Promise.all([
+      store.writeRewardPage({ consumerId: 'lane_taker', rewards: pageOf(1), observedAt: t0 }),
+      store.writeRewardPage({ consumerId: 'twice', rewards: pageOf(2), observedAt: t0 }),
+      store.writeRewardPage({ consumerId: 'twice', rewards: pageOf(3), observedAt: t1 }),
+      store.writeRewardPage({ consumerId: 'holder_1', rewards: [shared], observedAt: t0 }),
+      store.writeRewardPage({ consumerId: 'holder_2', rewards: [shared], observedAt: t1 }),
+    ]);
+    expect(results.map((r) => r.inserted + r.updated)).toEqual([1, 2, 3, 1, 1]);
+    expect(await rowsOf('twice')).toHaveLength(5);
+    // The newer observation wins, whichever statement ran first.
+    expect((await rowsOf('holder_2')).map((r) => r.id)).toEqual([shared.id]);
+  });
+
+  it('writes a large page alone, without waiting for the small ones', async () => {
+    const t = at('2026-10-06T00:00:00Z');
+    const { result, statements } = await counted(() =>
+      store.writeRewardPage({ consumerId: 'large', rewards: pageOf(500), observedAt: t }),
+    );
+    expect(result.inserted).toBe(500);
+    expect(statements).toBe(1);
+  });
+
+  it('runs without JIT: compiling the write statement costs more than running it', async () => {
+    const { rows } = await store.pool.query<{ jit: string }>('show jit');
+    expect(rows[0]?.jit).toBe('off');
+  });
+});
