@@ -75,7 +75,7 @@ export const variables = {
   PERKS_CONNECTIONS: {
     group: 'perks',
     description:
-      'Keep-alive connections to the API per process; at least ENROLL_CONCURRENCY + SYNC_CONCURRENCY, or jobs queue for a connection.',
+      'Keep-alive connections to the API per process: at most this many requests at once. At least ENROLL_CONCURRENCY + SYNC_CONCURRENCY lets no job wait for a connection; fewer caps the API concurrency.',
     default: '32',
     example: '32',
   },
