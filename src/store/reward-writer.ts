@@ -11,7 +11,7 @@
  *
  * Pages of one statement share no consumer and no reward id. A page that would is left for a
  * later statement, and so are the later pages of its consumer: a consumer's pages keep their
- * order. Nor does a page join a statement while a page of its consumer is being written: two
+ * order. Nor does a small page join a statement while one of its consumer's is being written: two
  * overlapping syncs of one consumer (a stalled job run again) wait for each other instead of
  * deadlocking.
  *

@@ -261,7 +261,8 @@ export async function writeRewardPages(
   const pagesJson = JSON.stringify(
     pages.map((page, p) => {
       const { finish } = page;
-      if (marking && finish?.missing) notMissing.push(...finish.missing.seenIds);
+      // Not push(...ids): a spread of 10^5 arguments overflows the stack.
+      if (marking && finish?.missing) for (const id of finish.missing.seenIds) notMissing.push(id);
       return {
         p,
         consumer_id: page.consumerId,

@@ -201,6 +201,22 @@ describe('RewardWriter', () => {
     expect(statements).toBe(1);
   });
 
+  it('ends a sync whose scan listed 150,000 rewards', async () => {
+    const t = at('2026-10-07T00:00:00Z');
+    const kept = reward();
+    const gone = reward();
+    await store.writeRewardPage({ consumerId: 'huge', rewards: [kept, gone], observedAt: t });
+    const seenIds = [kept.id, ...Array.from({ length: 150_000 }, () => reward().id)];
+    const later = at('2026-10-08T00:00:00Z');
+    const result = await store.finishSync({
+      consumerId: 'huge',
+      missing: { seenIds, scanStartedAt: later },
+      at: later,
+    });
+    expect(result).toEqual({ markedMissing: 1 });
+    expect((await rowsOf('huge')).find((r) => r.id === gone.id)?.missing).toBe(true);
+  });
+
   it('runs without JIT: compiling the write statement costs more than running it', async () => {
     const { rows } = await store.pool.query<{ jit: string }>('show jit');
     expect(rows[0]?.jit).toBe('off');
