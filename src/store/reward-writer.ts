@@ -26,7 +26,7 @@ import {
   type PreparedPage,
   preparePage,
   type RewardPageResult,
-  rewardWriteStatement,
+  rewardWriteSql,
   type WriteRewardPageInput,
   writeRewardPages,
 } from './rewards.js';
@@ -93,7 +93,7 @@ export class RewardWriter {
 
   constructor(pool: pg.Pool, schemaSql: string, limits: RewardWriterLimits) {
     this.#pool = pool;
-    this.#sql = rewardWriteStatement(schemaSql);
+    this.#sql = rewardWriteSql(schemaSql);
     this.#limits = limits;
   }
 
@@ -102,10 +102,7 @@ export class RewardWriter {
     const page = preparePage(input);
     if (isEmptyWrite(page)) return nothingWritten(page);
     if (page.ids.length > this.#limits.smallRows || seenCount(page) > this.#limits.smallSeenIds) {
-      this.totals.statements += 1;
-      this.totals.pages += 1;
-      const [result] = await writeRewardPages(this.#pool, this.#sql, [page]);
-      return result ?? nothingWritten(page);
+      return this.#alone(page);
     }
     return new Promise<RewardPageResult>((resolve, reject) => {
       this.#queue.push({ page, resolve, reject });
@@ -160,15 +157,21 @@ export class RewardWriter {
     return batch;
   }
 
-  async #run(batch: readonly Pending[]): Promise<void> {
+  /** One statement, counted in `totals`. */
+  #statement(pages: readonly PreparedPage[]): Promise<RewardPageResult[]> {
     this.totals.statements += 1;
-    this.totals.pages += batch.length;
+    this.totals.pages += pages.length;
+    return writeRewardPages(this.#pool, this.#sql, pages);
+  }
+
+  async #alone(page: PreparedPage): Promise<RewardPageResult> {
+    const [result] = await this.#statement([page]);
+    return result ?? nothingWritten(page);
+  }
+
+  async #run(batch: readonly Pending[]): Promise<void> {
     try {
-      const results = await writeRewardPages(
-        this.#pool,
-        this.#sql,
-        batch.map((entry) => entry.page),
-      );
+      const results = await this.#statement(batch.map((entry) => entry.page));
       batch.forEach((entry, i) => {
         entry.resolve(results[i] ?? nothingWritten(entry.page));
       });
@@ -179,8 +182,7 @@ export class RewardWriter {
       }
       for (const entry of batch) {
         try {
-          const [result] = await writeRewardPages(this.#pool, this.#sql, [entry.page]);
-          entry.resolve(result ?? nothingWritten(entry.page));
+          entry.resolve(await this.#alone(entry.page));
         } catch (alone) {
           entry.reject(alone);
         }

@@ -70,7 +70,7 @@ const lastSeenGranularity = '1 hour';
  * - last_synced_at: set to `at`, never moved back by a late, older report.
  * Every page creates its consumer's row when missing.
  */
-function rewardWriteSql(s: string): string {
+export function rewardWriteSql(s: string): string {
   return `
 with page as (
   select * from jsonb_to_recordset($2::jsonb) as f(
@@ -239,8 +239,6 @@ export function preparePage(input: WriteRewardPageInput): PreparedPage {
 /** A page with neither rows nor the end of a sync writes nothing. */
 export const isEmptyWrite = (page: PreparedPage) =>
   page.ids.length === 0 && page.finish === undefined;
-
-export const rewardWriteStatement = rewardWriteSql;
 
 /**
  * Writes `pages` (distinct consumers, distinct reward ids) with one statement; returns each
