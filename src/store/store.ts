@@ -9,8 +9,8 @@ import type { Logger } from '../ops/logger.js';
 import * as consumers from './consumers.js';
 import { assertSchemaName, quoteIdentifier } from './identifier.js';
 import { defaultWriterLimits, RewardWriter } from './reward-writer.js';
-import type { FinishSync } from './rewards.js';
-import type { ConsumerRow, EnrollmentOutcome, RewardPageWrite, RewardRecord } from './types.js';
+import type { FinishSync, RewardPageResult, WriteRewardPageInput } from './rewards.js';
+import type { ConsumerRow } from './types.js';
 
 export type { FinishSync } from './rewards.js';
 export type { ConsumerRow, EnrollmentOutcome, RewardPageWrite, RewardRecord } from './types.js';
@@ -34,26 +34,9 @@ export interface Store {
    * also write the small pages of other syncs (reward-writer.ts); given `finish` (the last
    * page of a sync), the end of the sync too (see rewards.ts).
    */
-  writeRewardPage(input: {
-    consumerId: string;
-    rewards: readonly RewardRecord[];
-    observedAt: Date;
-    finish?: FinishSync;
-  }): Promise<RewardPageWrite & { markedMissing: number }>;
-  recordEnrollment(input: {
-    consumerId: string;
-    userId?: string;
-    outcome: EnrollmentOutcome;
-    extraConsents: readonly string[];
-    removedConsents: readonly string[];
-    at: Date;
-  }): Promise<void>;
-  recordConsumerError(input: {
-    consumerId: string;
-    userId?: string;
-    message: string;
-    at: Date;
-  }): Promise<void>;
+  writeRewardPage(input: WriteRewardPageInput): Promise<RewardPageResult>;
+  recordEnrollment(input: consumers.RecordEnrollmentInput): Promise<void>;
+  recordConsumerError(input: consumers.RecordConsumerErrorInput): Promise<void>;
   markNotEnrolled(input: { consumerId: string; at: Date }): Promise<void>;
   /**
    * The end of a sync without a page to write with it: marks rewards missing (after a
