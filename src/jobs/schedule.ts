@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from '../ops/logger.js';
+import { acquireRedisLock } from '../queues/lock.js';
 import { jobNames, reconcileSchedulerId } from '../queues/names.js';
 import type { Queues } from '../queues/queues.js';
 
@@ -15,9 +16,8 @@ export async function registerReconcileSchedule(
   cron: string,
   logger: Logger,
 ): Promise<'registered' | 'unchanged' | 'skipped'> {
-  const lockKey = `${prefix}:reconciliation:schedule-lock`;
-  const gotLock = await redis.set(lockKey, String(process.pid), 'PX', 30_000, 'NX');
-  if (gotLock !== 'OK') return 'skipped';
+  const lock = await acquireRedisLock(redis, `${prefix}:reconciliation:schedule-lock`, 30_000);
+  if (!lock) return 'skipped';
   try {
     const existing = await queues.reconciliation.getJobScheduler(reconcileSchedulerId);
     if (existing?.pattern === cron && existing.tz === 'UTC') return 'unchanged';
@@ -29,6 +29,6 @@ export async function registerReconcileSchedule(
     logger.info({ cron, tz: 'UTC' }, 'reconciliation schedule registered');
     return 'registered';
   } finally {
-    await redis.del(lockKey);
+    await lock.release();
   }
 }

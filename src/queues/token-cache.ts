@@ -7,10 +7,10 @@
  * Keep one key per API client: two programs or environments sharing a prefix must pass
  * different `name`s (the client id is a good one; it is not a secret).
  */
-import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { CachedToken, TokenCache, TokenLock } from '../perks/token-cache.js';
+import { acquireRedisLock } from './lock.js';
 
 export interface RedisTokenCacheOptions {
   redis: Redis;
@@ -33,10 +33,6 @@ local value = redis.call('GET', KEYS[1])
 if not value then return 0 end
 local ok, decoded = pcall(cjson.decode, value)
 if ok and decoded.accessToken == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0`;
-
-const deleteIfValueIs = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`;
 
 export class RedisTokenCache implements TokenCache {
@@ -72,20 +68,7 @@ export class RedisTokenCache implements TokenCache {
     await this.#redis.eval(deleteIfTokenIs, 1, this.#tokenKey, accessToken);
   }
 
-  async lock(ttlMs: number): Promise<TokenLock | undefined> {
-    const owner = randomUUID();
-    const acquired = await this.#redis.set(
-      this.#lockKey,
-      owner,
-      'PX',
-      Math.max(1, Math.ceil(ttlMs)),
-      'NX',
-    );
-    if (acquired !== 'OK') return undefined;
-    return {
-      release: async () => {
-        await this.#redis.eval(deleteIfValueIs, 1, this.#lockKey, owner);
-      },
-    };
+  lock(ttlMs: number): Promise<TokenLock | undefined> {
+    return acquireRedisLock(this.#redis, this.#lockKey, ttlMs);
   }
 }

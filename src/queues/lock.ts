@@ -1,0 +1,30 @@
+/**
+ * A short Redis lock: `SET NX PX` with a random owner, released only by its owner (a holder
+ * that outlived the expiry must not delete the lock another process has taken since).
+ */
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+
+const deleteIfValueIs = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`;
+
+export interface RedisLock {
+  release(): Promise<void>;
+}
+
+/** The lock, or undefined when another holder has it. */
+export async function acquireRedisLock(
+  redis: Redis,
+  key: string,
+  ttlMs: number,
+): Promise<RedisLock | undefined> {
+  const owner = randomUUID();
+  const acquired = await redis.set(key, owner, 'PX', Math.max(1, Math.ceil(ttlMs)), 'NX');
+  if (acquired !== 'OK') return undefined;
+  return {
+    release: async () => {
+      await redis.eval(deleteIfValueIs, 1, key, owner);
+    },
+  };
+}
