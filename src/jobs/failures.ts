@@ -11,6 +11,7 @@
  *   rethrown, so BullMQ retries it with exponential backoff.
  */
 import { RateLimitError, UnrecoverableError } from 'bullmq';
+import { mintTokenOperation } from '../perks/client.js';
 import {
   AuthError,
   InvalidInputError,
@@ -22,15 +23,12 @@ import { ConsumerIdKeyMissingError } from '../queues/consumer-id.js';
 import { InvalidPayloadError } from '../queues/payloads.js';
 import type { Queues } from '../queues/queues.js';
 
-/** The operation name the client gives to POST /tokens. */
-const mintOperation = 'mintToken';
-
 /** BullMQ refuses a zero or negative pause; `Retry-After: 0` still means "slow down". */
 const minimumPauseMs = 1000;
 
 /** Errors that retrying cannot fix. */
 export function isPermanent(error: unknown): boolean {
-  if (error instanceof PerksError && error.operation === mintOperation) return false;
+  if (error instanceof PerksError && error.operation === mintTokenOperation) return false;
   return (
     error instanceof InvalidPayloadError ||
     error instanceof ConsumerIdKeyMissingError ||

@@ -47,6 +47,9 @@ interface RequestSpec {
  */
 type TokenEncoding = 'json' | 'form';
 
+/** The `operation` of errors from POST /tokens (failures.ts never fails a job for good on it). */
+export const mintTokenOperation = 'mintToken';
+
 export class PerksClient {
   readonly #baseUrl: string;
   #tokenEncoding: TokenEncoding = 'json';
@@ -219,7 +222,7 @@ export class PerksClient {
   }
 
   async #mintToken(): Promise<MintedToken> {
-    const operation = 'mintToken';
+    const operation = mintTokenOperation;
     return withRetry(this.#retryContext(operation, this.#closing.signal), async () => {
       const send = (encoding: TokenEncoding) =>
         this.#send(
