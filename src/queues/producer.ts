@@ -72,11 +72,8 @@ export async function enqueueEnrollment(
  * while one runs is kept and runs after it (`keepLastIfActive`), so no change is missed.
  */
 export async function enqueueRewardSync(queues: Queues, payload: RewardSyncPayload): Promise<Job> {
-  const valid = parsePayload(rewardSyncPayloadSchema, payload, 'reward sync');
-  return queues.rewardSync.add(jobNames.syncRewards, valid, {
-    deduplication: { id: valid.consumerId, keepLastIfActive: true },
-    ...(valid.reason === 'reconciliation' ? { priority: reconciliationSyncPriority } : {}),
-  });
+  const { name, data, opts } = rewardSyncJob(payload);
+  return queues.rewardSync.add(name, data, opts);
 }
 
 /** Enqueues many syncs in one round trip (the reconciliation's fan-out). */
@@ -86,15 +83,21 @@ export async function enqueueRewardSyncs(
   reason: RewardSyncPayload['reason'],
 ): Promise<void> {
   await queues.rewardSync.addBulk(
-    consumerIds.map((consumerId) => ({
-      name: jobNames.syncRewards,
-      data: { consumerId, reason },
-      opts: {
-        deduplication: { id: consumerId, keepLastIfActive: true },
-        ...(reason === 'reconciliation' ? { priority: reconciliationSyncPriority } : {}),
-      },
-    })),
+    consumerIds.map((consumerId) => rewardSyncJob({ consumerId, reason })),
   );
+}
+
+/** A sync job, deduplicated per consumer (see enqueueRewardSync); the payload is checked. */
+function rewardSyncJob(payload: RewardSyncPayload) {
+  const data = parsePayload(rewardSyncPayloadSchema, payload, 'reward sync');
+  return {
+    name: jobNames.syncRewards,
+    data,
+    opts: {
+      deduplication: { id: data.consumerId, keepLastIfActive: true },
+      ...(data.reason === 'reconciliation' ? { priority: reconciliationSyncPriority } : {}),
+    },
+  };
 }
 
 export interface StartedReconciliation {
