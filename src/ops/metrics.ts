@@ -18,9 +18,6 @@ export interface CountableQueue {
   getJobCounts(...types: string[]): Promise<Record<string, number>>;
 }
 
-/** The states shown by the queue depth gauge, read on each scrape. */
-export const queueStates = ['waiting', 'active', 'delayed', 'failed'] as const;
-
 /** What processors record, through JobContext: domain facts, not job mechanics. */
 export interface JobMetrics {
   /** One reward page written to Postgres, with what the write did. */
@@ -72,7 +69,7 @@ const apiBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 /** A scrape gives up on queue depths after this long. */
 const queueDepthTimeoutMs = 1000;
 
-export function statusClass(status: number | undefined): '2xx' | '3xx' | '4xx' | '5xx' | 'error' {
+function statusClass(status: number | undefined): '2xx' | '3xx' | '4xx' | '5xx' | 'error' {
   if (status === undefined || status < 200 || status > 599) return 'error';
   return `${Math.floor(status / 100)}xx` as '2xx' | '3xx' | '4xx' | '5xx';
 }

@@ -19,8 +19,7 @@ import {
 } from './inputs.js';
 import { parseRewardPage, type RewardPage, shapeError, walkRewardPages } from './paging.js';
 
-export type { EnrollInput, ListRewardPagesOptions } from './inputs.js';
-export type { CallOptions, PerksClientHooks, PerksClientOptions } from './options.js';
+export type { PerksClientOptions } from './options.js';
 export type { RewardPage } from './paging.js';
 
 import type { CallOptions, PerksClientOptions } from './options.js';

@@ -19,9 +19,9 @@ import {
 import { redactSecrets } from './redact.js';
 
 /** Used when a 429 carries no usable Retry-After: long enough for the queue to back off. */
-export const DEFAULT_THROTTLE_DELAY_MS = 5_000;
+const DEFAULT_THROTTLE_DELAY_MS = 5_000;
 /** A Retry-After beyond this is capped: a misconfigured gateway must not park a queue for days. */
-export const MAX_THROTTLE_DELAY_MS = 15 * 60_000;
+const MAX_THROTTLE_DELAY_MS = 15 * 60_000;
 const SNIPPET_MAX_CHARS = 200;
 
 const errorItemSchema = z
@@ -33,7 +33,7 @@ const errorItemSchema = z
   .loose();
 
 /** The error envelope. Extension members are tolerated (`.loose()`). */
-export const errorEnvelopeSchema = z
+const errorEnvelopeSchema = z
   .object({
     code: z.string().min(1),
     // Required by the spec, but a code without them still says what happened: keep it.
@@ -45,7 +45,7 @@ export const errorEnvelopeSchema = z
   })
   .loose();
 
-export type ErrorEnvelope = z.infer<typeof errorEnvelopeSchema>;
+type ErrorEnvelope = z.infer<typeof errorEnvelopeSchema>;
 
 /**
  * The spec writes codes as `ERR-404-02` but says `ERR` stands for the program's prefix, so a
@@ -130,7 +130,7 @@ function describeItem(item: z.infer<typeof errorItemSchema>): string {
  * A short, printable excerpt of a non-envelope body: tags and control characters removed,
  * whitespace collapsed, at most 200 characters.
  */
-export function bodySnippet(body: string): string {
+function bodySnippet(body: string): string {
   const text = body
     .replace(/<(script|style)[\s\S]*?<\/\1>/gi, ' ')
     .replace(/<[^>]*>/g, ' ')

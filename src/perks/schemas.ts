@@ -102,7 +102,7 @@ const brandSchema = z
   .loose();
 
 /** A reward on the wire: every field required, extra fields tolerated. */
-export const wireRewardSchema = z
+const wireRewardSchema = z
   .object({
     id: uuidSchema,
     amount: amountPatternSchema,
@@ -115,7 +115,7 @@ export const wireRewardSchema = z
   })
   .loose();
 
-export type WireReward = z.infer<typeof wireRewardSchema>;
+type WireReward = z.infer<typeof wireRewardSchema>;
 
 /**
  * The parsed reward; structurally the store's `RewardRecord` (the shared contract).
@@ -133,7 +133,7 @@ export interface Reward {
   raw: Record<string, unknown>;
 }
 
-export function toReward(wire: WireReward, raw: Record<string, unknown>): Reward {
+function toReward(wire: WireReward, raw: Record<string, unknown>): Reward {
   const brand: Reward['brand'] = { name: wire.brand.name };
   if (wire.brand.logo !== undefined) brand.logo = wire.brand.logo;
   return {
@@ -162,7 +162,7 @@ export const rewardSchema = wireRewardSchema.transform(
 
 // --- Collections ------------------------------------------------------------------------------
 
-export const pageMetaSchema = z
+const pageMetaSchema = z
   .object({
     page: z.number().int().min(1),
     per_page: z.number().int().min(1),

@@ -3,7 +3,9 @@
  * because jobs can be added by anything that speaks to Redis. A payload that fails here
  * fails its job at once (UnrecoverableError) with a reason naming the field.
  */
+
 import { z } from 'zod';
+import { formatPath } from '../perks/paging.js';
 import { consentSchema, consumerIdSchema } from '../perks/schemas.js';
 
 /** The client's own customer id: any non-empty string of sane length. */
@@ -58,14 +60,7 @@ export function parsePayload<S extends z.ZodType>(
   const parsed = schema.safeParse(data);
   if (parsed.success) return parsed.data;
   const problems = parsed.error.issues.map(
-    (issue) => `${formatPath(issue.path)}: ${issue.message}`,
+    (issue) => `${formatPath(issue.path) || '(payload)'}: ${issue.message}`,
   );
   throw new InvalidPayloadError(`invalid ${what} payload: ${problems.join('; ')}`);
-}
-
-function formatPath(path: readonly PropertyKey[]): string {
-  if (path.length === 0) return '(payload)';
-  return path
-    .map((key, i) => (typeof key === 'number' ? `[${key}]` : `${i > 0 ? '.' : ''}${String(key)}`))
-    .join('');
 }
