@@ -12,10 +12,13 @@ export interface CommandSpec<O extends OptionSpecs = OptionSpecs> {
   summary: string;
   /** Positional arguments, e.g. `<consumer-id>`; shown in the usage line. */
   positionals?: readonly string[];
+  /** The command's own options; -h/--help is every command's, added by parseCommandArgs. */
   options: O;
   /** One line per option, in the order shown by --help. */
   help: readonly string[];
 }
+
+const helpOption = { help: { type: 'boolean', short: 'h' } } as const;
 
 export interface ParsedArgs<O extends OptionSpecs> {
   values: ReturnType<
@@ -24,26 +27,33 @@ export interface ParsedArgs<O extends OptionSpecs> {
   positionals: string[];
 }
 
-/** Strict parsing: an unknown flag, a missing value or a stray argument is a UsageError. */
+/**
+ * Strict parsing: an unknown flag, a missing value or a stray argument is a UsageError. With
+ * -h/--help it writes the usage to `out` and returns undefined: the command exits 0.
+ */
 export function parseCommandArgs<O extends OptionSpecs>(
   spec: CommandSpec<O>,
   argv: readonly string[],
-): ParsedArgs<O> {
+  out: NodeJS.WritableStream = process.stdout,
+): ParsedArgs<O> | undefined {
   let parsed: ParsedArgs<O>;
   try {
     parsed = parseArgs({
       args: [...argv],
-      options: spec.options,
+      options: { ...spec.options, ...helpOption },
       allowPositionals: true,
       strict: true,
-    });
+    }) as ParsedArgs<O>;
   } catch (error) {
     // Node appends advice about `--` to unknown options; the first sentence is the point.
     const message = (error as Error).message.split('\n')[0]?.split('. To specify')[0];
     throw new UsageError(`${spec.name}: ${message}`);
   }
   // `--help` answers even when the rest of the line is incomplete.
-  if ((parsed.values as { help?: unknown }).help === true) return parsed;
+  if ((parsed.values as { help?: unknown }).help === true) {
+    out.write(`${usage(spec)}\n`);
+    return undefined;
+  }
   const expected = spec.positionals ?? [];
   if (parsed.positionals.length > expected.length) {
     const extra = parsed.positionals.slice(expected.length).join(' ');

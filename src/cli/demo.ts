@@ -16,7 +16,7 @@ import { enqueueEnrollment, startReconciliation } from '../queues/producer.js';
 import { startSandbox } from '../sandbox/index.js';
 import { migrate } from '../store/migrate.js';
 import { consumerFailures, readSummary } from '../store/summary.js';
-import { type CommandSpec, parseCommandArgs, UsageError, usage } from './command.js';
+import { type CommandSpec, parseCommandArgs, UsageError } from './command.js';
 import { redactUrl as redact } from './producer-session.js';
 import { datastoreBlock, failuresBlock } from './report.js';
 
@@ -28,7 +28,6 @@ const spec: CommandSpec = {
     customers: { type: 'string' },
     seed: { type: 'string' },
     verbose: { type: 'boolean', short: 'v' },
-    help: { type: 'boolean', short: 'h' },
   },
   help: [
     '--customers N          customers to enroll (default 200, 1 to 100000)',
@@ -53,11 +52,9 @@ function wholeNumberFlag(value: unknown, flag: string, fallback: number, max: nu
 }
 
 export async function run(argv: readonly string[]): Promise<number> {
-  const { values } = parseCommandArgs(spec, argv);
-  if (values.help) {
-    process.stdout.write(`${usage(spec)}\n`);
-    return 0;
-  }
+  const args = parseCommandArgs(spec, argv);
+  if (!args) return 0;
+  const { values } = args;
   const customers = wholeNumberFlag(values.customers, '--customers', 200, 100_000);
   const seed = wholeNumberFlag(values.seed, '--seed', 7, 1_000_000);
   const base = loadConfig(['redis', 'database', 'worker', 'log']);

@@ -1,5 +1,5 @@
 import { CONSENTS, type Consent, consentSchema } from '../perks/schemas.js';
-import { type CommandSpec, parseCommandArgs, UsageError, usage } from './command.js';
+import { type CommandSpec, parseCommandArgs, UsageError } from './command.js';
 import { withProducer } from './producer-session.js';
 
 const spec: CommandSpec = {
@@ -10,7 +10,6 @@ const spec: CommandSpec = {
   options: {
     consent: { type: 'string', multiple: true },
     'remove-consent': { type: 'string', multiple: true },
-    help: { type: 'boolean', short: 'h' },
   },
   help: [
     `--consent C            add an extra consent (repeatable): ${CONSENTS.join(', ')}`,
@@ -31,11 +30,9 @@ function consents(values: string[] | undefined, flag: string): Consent[] {
 }
 
 export async function run(argv: readonly string[]): Promise<number> {
-  const { values, positionals } = parseCommandArgs(spec, argv);
-  if (values.help) {
-    process.stdout.write(`${usage(spec)}\n`);
-    return 0;
-  }
+  const args = parseCommandArgs(spec, argv);
+  if (!args) return 0;
+  const { values, positionals } = args;
   const userId = positionals[0] ?? '';
   const extraConsents = consents(values.consent as string[] | undefined, '--consent');
   const removedConsents = consents(

@@ -1,5 +1,5 @@
 import { failedJobs, jobSubject } from '../queues/inspect.js';
-import { type CommandSpec, parseCommandArgs, UsageError, usage } from './command.js';
+import { type CommandSpec, parseCommandArgs, UsageError } from './command.js';
 import { withProducer } from './producer-session.js';
 import { renderTable } from './table.js';
 
@@ -9,7 +9,6 @@ const spec: CommandSpec = {
   options: {
     retry: { type: 'boolean' },
     limit: { type: 'string' },
-    help: { type: 'boolean', short: 'h' },
   },
   help: [
     '--retry                retry the listed failed jobs (they go back to the queue)',
@@ -18,11 +17,9 @@ const spec: CommandSpec = {
 };
 
 export async function run(argv: readonly string[]): Promise<number> {
-  const { values } = parseCommandArgs(spec, argv);
-  if (values.help) {
-    process.stdout.write(`${usage(spec)}\n`);
-    return 0;
-  }
+  const args = parseCommandArgs(spec, argv);
+  if (!args) return 0;
+  const { values } = args;
   const limitText = (values.limit as string | undefined) ?? '50';
   const limit = Number(limitText);
   if (!/^\d+$/.test(limitText) || limit < 1 || limit > 10_000) {

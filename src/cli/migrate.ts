@@ -10,22 +10,18 @@ import {
   MigrationFileError,
 } from '../store/errors.js';
 import { loadMigrationFiles, migrate } from '../store/migrate.js';
-import { type CommandSpec, parseCommandArgs, usage } from './command.js';
+import { type CommandSpec, parseCommandArgs } from './command.js';
 
 const spec = {
   name: 'migrate',
   summary:
     'Create the database named in DATABASE_URL if it does not exist, then apply the migrations\nto DATABASE_SCHEMA. Idempotent, and safe when several replicas run it at once.',
-  options: { help: { type: 'boolean', short: 'h' } },
+  options: {},
   help: [],
 } as const satisfies CommandSpec;
 
 export async function run(argv: readonly string[]): Promise<number> {
-  const { values } = parseCommandArgs(spec, argv);
-  if (values.help) {
-    process.stdout.write(`${usage(spec)}\n`);
-    return 0;
-  }
+  if (!parseCommandArgs(spec, argv)) return 0;
   const config = loadConfig(['database', 'log']);
   // The readable lines below say what happened; the logger adds only warnings unless the
   // user asked for more than `info`.

@@ -1,20 +1,16 @@
-import { type CommandSpec, parseCommandArgs, usage } from './command.js';
+import { type CommandSpec, parseCommandArgs } from './command.js';
 import { withProducer } from './producer-session.js';
 
 const spec: CommandSpec = {
   name: 'reconcile',
   summary:
     'Start a reconciliation now: every enrolled consumer gets a reward sync. If one is already\npending or running, it is not started twice.',
-  options: { help: { type: 'boolean', short: 'h' } },
+  options: {},
   help: [],
 };
 
 export async function run(argv: readonly string[]): Promise<number> {
-  const { values } = parseCommandArgs(spec, argv);
-  if (values.help) {
-    process.stdout.write(`${usage(spec)}\n`);
-    return 0;
-  }
+  if (!parseCommandArgs(spec, argv)) return 0;
   const { jobId, started } = await withProducer((producer) => producer.startReconciliation());
   process.stdout.write(
     started

@@ -6,7 +6,7 @@ import { loadConfig } from '../config.js';
 import { createLogger } from '../ops/logger.js';
 import { loadScenario, type Scenario } from '../sandbox/scenario.js';
 import { type SandboxOptions, sandboxApiEnv, startSandbox } from '../sandbox/server.js';
-import { type CommandSpec, parseCommandArgs, UsageError, usage } from './command.js';
+import { type CommandSpec, type ParsedArgs, parseCommandArgs, UsageError } from './command.js';
 
 const spec = {
   name: 'sandbox',
@@ -23,7 +23,6 @@ const spec = {
     'rate-limit': { type: 'string' },
     'token-ttl': { type: 'string' },
     scenario: { type: 'string' },
-    help: { type: 'boolean', short: 'h' },
   },
   help: [
     '--port N                   port to listen on (default 4010; 0 picks a free one)',
@@ -49,11 +48,9 @@ export interface SandboxCommandIo {
 
 export async function run(argv: readonly string[], io: SandboxCommandIo = {}): Promise<number> {
   const stdout = io.stdout ?? process.stdout;
-  const { values } = parseCommandArgs(spec, argv);
-  if (values.help) {
-    stdout.write(`${usage(spec)}\n`);
-    return 0;
-  }
+  const args = parseCommandArgs(spec, argv, stdout);
+  if (!args) return 0;
+  const { values } = args;
   const options = sandboxOptions(values);
   const scenario = values.scenario ? await readScenario(values.scenario) : undefined;
   const config = loadConfig(['log']);
@@ -74,7 +71,7 @@ export async function run(argv: readonly string[], io: SandboxCommandIo = {}): P
   return 0;
 }
 
-type Values = ReturnType<typeof parseCommandArgs<typeof spec.options>>['values'];
+type Values = ParsedArgs<typeof spec.options>['values'];
 
 function sandboxOptions(values: Values): SandboxOptions {
   const options: SandboxOptions = {

@@ -4,23 +4,19 @@ import { failedJobs, lastReconciliation, queueCounts } from '../queues/inspect.j
 import { createProducer } from '../queues/producer.js';
 import { createStore } from '../store/store.js';
 import { consumerFailures, readSummary } from '../store/summary.js';
-import { type CommandSpec, parseCommandArgs, usage } from './command.js';
+import { type CommandSpec, parseCommandArgs } from './command.js';
 import { RedisUnreachableError, redactUrl } from './producer-session.js';
 import { datastoreBlock, failuresBlock, queuesBlock, reconciliationLine } from './report.js';
 
 const spec: CommandSpec = {
   name: 'status',
   summary: 'Show queue counts, the last reconciliation, the datastore totals and recent failures.',
-  options: { help: { type: 'boolean', short: 'h' } },
+  options: {},
   help: [],
 };
 
 export async function run(argv: readonly string[]): Promise<number> {
-  const { values } = parseCommandArgs(spec, argv);
-  if (values.help) {
-    process.stdout.write(`${usage(spec)}\n`);
-    return 0;
-  }
+  if (!parseCommandArgs(spec, argv)) return 0;
   const config = loadConfig(['redis', 'database', 'log']);
   const logger = createLogger(config.log);
   const producer = await createProducer({

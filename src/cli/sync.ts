@@ -1,5 +1,5 @@
 import { consumerIdSchema } from '../perks/schemas.js';
-import { type CommandSpec, parseCommandArgs, UsageError, usage } from './command.js';
+import { type CommandSpec, parseCommandArgs, UsageError } from './command.js';
 import { withProducer } from './producer-session.js';
 
 const spec: CommandSpec = {
@@ -7,16 +7,14 @@ const spec: CommandSpec = {
   summary:
     'Enqueue a reward sync of one consumer, known to the datastore or not (consumers enrolled\nbefore the worker existed can be synced too). A running `perks-worker work` does it.',
   positionals: ['<consumer-id>'],
-  options: { help: { type: 'boolean', short: 'h' } },
+  options: {},
   help: [],
 };
 
 export async function run(argv: readonly string[]): Promise<number> {
-  const { values, positionals } = parseCommandArgs(spec, argv);
-  if (values.help) {
-    process.stdout.write(`${usage(spec)}\n`);
-    return 0;
-  }
+  const args = parseCommandArgs(spec, argv);
+  if (!args) return 0;
+  const { positionals } = args;
   const consumerId = positionals[0] ?? '';
   if (!consumerIdSchema.safeParse(consumerId).success) {
     throw new UsageError(

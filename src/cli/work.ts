@@ -12,7 +12,7 @@ import { within } from '../ops/timeouts.js';
 import { startTracing, type Tracing } from '../ops/tracing.js';
 import { MigrationChecksumError, MigrationFileError } from '../store/errors.js';
 import { migrate } from '../store/migrate.js';
-import { type CommandSpec, parseCommandArgs, usage } from './command.js';
+import { type CommandSpec, parseCommandArgs } from './command.js';
 
 const spec: CommandSpec = {
   name: 'work',
@@ -20,7 +20,6 @@ const spec: CommandSpec = {
     'Run the worker: enrollment, reward sync and reconciliation jobs, until SIGTERM or SIGINT.\nRun as many replicas as you like; they share the work through Redis.',
   options: {
     'skip-migrate': { type: 'boolean' },
-    help: { type: 'boolean', short: 'h' },
   },
   help: [
     '--skip-migrate         do not apply migrations at start (when a deploy step runs `migrate`)',
@@ -31,11 +30,9 @@ const spec: CommandSpec = {
 const migrateDeadlineMs = 60_000;
 
 export async function run(argv: readonly string[]): Promise<number> {
-  const { values } = parseCommandArgs(spec, argv);
-  if (values.help) {
-    process.stdout.write(`${usage(spec)}\n`);
-    return 0;
-  }
+  const args = parseCommandArgs(spec, argv);
+  if (!args) return 0;
+  const { values } = args;
   const config = loadConfig(['perks', 'consumerIds', 'redis', 'database', 'worker', 'log']);
   const logger = createLogger(config.log, { pid: process.pid });
   for (const warning of configWarnings(config)) logger.warn(warning);
