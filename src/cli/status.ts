@@ -1,11 +1,10 @@
-import { loadConfig } from '../config.js';
-import { createLogger } from '../ops/logger.js';
+import { type Config, loadConfig } from '../config.js';
 import { failedJobs, lastReconciliation, queueCounts } from '../queues/inspect.js';
-import { createProducer } from '../queues/producer.js';
+import type { Producer } from '../queues/producer.js';
 import { createStore } from '../store/store.js';
 import { consumerFailures, readSummary } from '../store/summary.js';
 import { type CommandSpec, parseCommandArgs } from './command.js';
-import { RedisUnreachableError, redactUrl } from './producer-session.js';
+import { redactUrl, withProducer } from './producer-session.js';
 import { datastoreBlock, failuresBlock, queuesBlock, reconciliationLine } from './report.js';
 
 const spec: CommandSpec = {
@@ -17,15 +16,14 @@ const spec: CommandSpec = {
 
 export async function run(argv: readonly string[]): Promise<number> {
   if (!parseCommandArgs(spec, argv)) return 0;
-  const config = loadConfig(['redis', 'database', 'log']);
-  const logger = createLogger(config.log);
-  const producer = await createProducer({
-    redisUrl: config.redis.url,
-    queuePrefix: config.redis.queuePrefix,
-    logger,
-  }).catch((error: unknown) => {
-    throw new RedisUnreachableError(redactUrl(config.redis.url), error);
-  });
+  const config = loadConfig(['redis', 'database']);
+  return withProducer((producer) => report(producer, config));
+}
+
+async function report(
+  producer: Producer,
+  config: Pick<Config, 'redis' | 'database'>,
+): Promise<number> {
   const store = createStore(config.database);
   try {
     const [counts, reconciliation, jobs] = await Promise.all([
@@ -64,7 +62,6 @@ export async function run(argv: readonly string[]): Promise<number> {
     process.stdout.write(`${out.join('\n')}\n`);
     return datastoreOk ? 0 : 1;
   } finally {
-    await producer.close();
     await store.close();
   }
 }
