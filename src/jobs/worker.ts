@@ -168,14 +168,8 @@ export function startWorker(
     async close(timeoutMs) {
       const all = Object.values(workers);
       const closing = Promise.all(all.map((w) => w.close()));
-      let timer: NodeJS.Timeout | undefined;
-      const timedOut = await Promise.race([
-        closing.then(() => false),
-        new Promise<boolean>((resolve) => {
-          timer = setTimeout(() => resolve(true), timeoutMs);
-        }),
-      ]);
-      clearTimeout(timer);
+      const timedOut = !(await within(timeoutMs, closing));
+      if (!timedOut) await closing; // a close that failed still throws
       if (timedOut) {
         // Abort what is still running; those jobs fail this attempt and are retried later
         // (or, if Redis is gone too, are taken up by another replica once their lock expires).
