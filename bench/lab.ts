@@ -11,6 +11,7 @@ import { type Config, loadConfig, variables, type WorkerConfig } from '../src/co
 import { createRuntime, type Runtime } from '../src/jobs/runtime.js';
 import { type RunningWorker, startWorker } from '../src/jobs/worker.js';
 import type { Logger } from '../src/ops/logger.js';
+import { deletePrefix } from '../src/queues/connection.js';
 import type { QueueKind } from '../src/queues/names.js';
 import type { SandboxOptions } from '../src/sandbox/index.js';
 import { quoteIdentifier } from '../src/store/identifier.js';
@@ -93,16 +94,6 @@ export async function createSchema(run: BenchRun, schema: string): Promise<void>
 
 export async function dropSchema(run: BenchRun, schema: string): Promise<void> {
   await run.pool.query(`drop schema if exists ${quoteIdentifier(schema)} cascade`);
-}
-
-/** Deletes every Redis key under a queue prefix. */
-export async function deletePrefix(redis: Redis, prefix: string): Promise<void> {
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-    cursor = next;
-    if (keys.length > 0) await redis.unlink(...keys);
-  } while (cursor !== '0');
 }
 
 /**

@@ -11,10 +11,11 @@ import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
+import { deletePrefix } from '../src/queues/connection.js';
 import { startReconciliation } from '../src/queues/producer.js';
 import { closeQueues, defaultJobPolicy, openQueues } from '../src/queues/queues.js';
 import { sandboxApiEnv, startSandbox } from '../src/sandbox/index.js';
-import { type BenchRun, createSchema, defaultWorker, deletePrefix, dropSchema } from './lab.js';
+import { type BenchRun, createSchema, defaultWorker, dropSchema } from './lab.js';
 import { type BenchContext, round, type Scenario, type ScenarioResult } from './scenario.js';
 
 const entry = fileURLToPath(new URL('../src/index.js', import.meta.url));

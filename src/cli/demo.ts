@@ -3,15 +3,15 @@
  * PostgreSQL, with no credentials. It writes to its own schema and queue prefix (reset at
  * each run), never to the production ones, and ends with a summary read back from Postgres.
  */
-import type { Redis } from 'ioredis';
 import pg from 'pg';
 import { type Config, loadConfig } from '../config.js';
 import type { JobContext } from '../jobs/context.js';
 import { createRuntime } from '../jobs/runtime.js';
 import { startWorker } from '../jobs/worker.js';
 import { createLogger } from '../ops/logger.js';
+import { deletePrefix } from '../queues/connection.js';
 import { deriveConsumerId } from '../queues/consumer-id.js';
-import { failedJobs } from '../queues/inspect.js';
+import { failedJobs, queueCounts } from '../queues/inspect.js';
 import { enqueueEnrollment, startReconciliation } from '../queues/producer.js';
 import { startSandbox } from '../sandbox/index.js';
 import { migrate } from '../store/migrate.js';
@@ -104,7 +104,9 @@ export async function run(argv: readonly string[]): Promise<number> {
   };
   const runtime = createRuntime(config, logger);
   try {
-    await resetPrefix(runtime.connection, prefix);
+    // Its queues, and the shared access token, which belongs to the previous run's sandbox (a
+    // new sandbox signs with a new key, so that token would be refused with a 401).
+    await deletePrefix(runtime.connection, prefix);
     const worker = startWorker(runtime.ctx, runtime.connection, prefix, config.worker);
     try {
       for (const userId of userIds)
@@ -219,20 +221,16 @@ async function waitUntilDrained(
   let lastLine = '';
   for (;;) {
     await new Promise((r) => setTimeout(r, 300));
-    const counts = await Promise.all(
-      Object.values(ctx.queues).map((q) =>
-        q.getJobCounts('wait', 'prioritized', 'active', 'delayed', 'completed', 'failed'),
-      ),
-    );
-    const pending = counts.reduce(
-      (n, c) => n + (c.wait ?? 0) + (c.prioritized ?? 0) + (c.active ?? 0) + (c.delayed ?? 0),
+    const counts = await queueCounts(ctx.queues);
+    const pending = Object.values(counts).reduce(
+      (n, c) => n + c.wait + c.prioritized + c.active + c.delayed,
       0,
     );
-    const [enroll, sync] = counts;
+    const { enrollment: enroll, rewardSync: sync } = counts;
     const { rows } = await ctx.store.pool.query<{ n: string }>(
       `select count(*) as n from "${ctx.store.schema}".rewards`,
     );
-    const line = `   enrollments done ${enroll?.completed ?? 0} (failed ${enroll?.failed ?? 0}), syncs done ${sync?.completed ?? 0} (failed ${sync?.failed ?? 0}), pending jobs ${pending}, rewards stored ${rows[0]?.n ?? 0}`;
+    const line = `   enrollments done ${enroll.completed} (failed ${enroll.failed}), syncs done ${sync.completed} (failed ${sync.failed}), pending jobs ${pending}, rewards stored ${rows[0]?.n ?? 0}`;
     if (tty) process.stdout.write(`\r${line}`);
     else if (line !== lastLine) say(line);
     lastLine = line;
@@ -256,18 +254,4 @@ async function resetSchema(databaseUrl: string, schema: string): Promise<void> {
   } finally {
     await client.end();
   }
-}
-
-/**
- * Deletes every key under the demo's prefix: its queues, and the shared access token, which
- * belongs to the previous run's sandbox (a new sandbox signs with a new key, so that token
- * would be refused with a 401).
- */
-async function resetPrefix(redis: Redis, prefix: string): Promise<void> {
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-    if (keys.length > 0) await redis.unlink(...keys);
-    cursor = next;
-  } while (cursor !== '0');
 }

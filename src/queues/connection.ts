@@ -74,3 +74,13 @@ export async function connected(redis: Redis, timeoutMs = 5000): Promise<void> {
     redis.on('error', onError);
   });
 }
+
+/** Deletes every key under `prefix` (`<prefix>:*`), a batch of SCAN at a time. */
+export async function deletePrefix(redis: Redis, prefix: string): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+    if (keys.length > 0) await redis.unlink(...keys);
+    cursor = next;
+  } while (cursor !== '0');
+}

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { inject } from 'vitest';
+import { deletePrefix } from '../../src/queues/connection.js';
 
 export async function pingRedis(url: string): Promise<void> {
   const redis = new Redis(url, {
@@ -33,12 +34,7 @@ export function testQueuePrefix(): {
     cleanup: async () => {
       const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
       try {
-        let cursor = '0';
-        do {
-          const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-          if (keys.length > 0) await redis.unlink(...keys);
-          cursor = next;
-        } while (cursor !== '0');
+        await deletePrefix(redis, prefix);
       } finally {
         redis.disconnect();
       }
