@@ -77,3 +77,24 @@ export function usage(spec: CommandSpec): string {
   lines.push('  -h, --help                 show this help');
   return lines.join('\n');
 }
+
+/**
+ * A whole-number option: undefined when not given; anything but digits, or a value outside
+ * [min, max], is a UsageError naming the command, the flag and the value.
+ */
+export function wholeNumberOption(
+  spec: Pick<CommandSpec, 'name'>,
+  raw: string | undefined,
+  flag: string,
+  min: number,
+  max: number,
+): number | undefined {
+  if (raw === undefined) return undefined;
+  const value = Number(raw);
+  if (!/^\d+$/.test(raw) || value < min || value > max) {
+    throw new UsageError(
+      `${spec.name}: ${flag} must be a whole number from ${min} to ${max}, got ${JSON.stringify(raw)}`,
+    );
+  }
+  return value;
+}

@@ -16,11 +16,11 @@ import { enqueueEnrollment, startReconciliation } from '../queues/producer.js';
 import { startSandbox } from '../sandbox/index.js';
 import { migrate } from '../store/migrate.js';
 import { consumerFailures, readSummary } from '../store/summary.js';
-import { type CommandSpec, parseCommandArgs, UsageError } from './command.js';
+import { type CommandSpec, parseCommandArgs, wholeNumberOption } from './command.js';
 import { redactUrl as redact } from './producer-session.js';
 import { datastoreBlock, failuresBlock } from './report.js';
 
-const spec: CommandSpec = {
+const spec = {
   name: 'demo',
   summary:
     'Run the whole job against a built-in sandbox: migrate, enroll a batch of customers, sync\ntheir rewards, change some statuses upstream and reconcile, then print what Postgres holds.\nNeeds only Redis and PostgreSQL (REDIS_URL, DATABASE_URL). Uses its own schema\n(<DATABASE_SCHEMA>_demo) and queue prefix (<QUEUE_PREFIX>-demo), reset at each run.',
@@ -34,29 +34,17 @@ const spec: CommandSpec = {
     '--seed N               seed of the sandbox data (default 7)',
     '-v, --verbose          print the worker log lines (JSON) too',
   ],
-};
+} satisfies CommandSpec;
 
 /** A demo-only HMAC key: the demo's consumers live in the demo's own sandbox and schema. */
 const demoConsumerIdKey = 'perks-worker-demo-key-not-for-production';
-
-function wholeNumberFlag(value: unknown, flag: string, fallback: number, max: number): number {
-  if (value === undefined) return fallback;
-  const text = String(value);
-  const n = Number(text);
-  if (!/^\d+$/.test(text) || n < 1 || n > max) {
-    throw new UsageError(
-      `demo: ${flag} must be a whole number from 1 to ${max}, got ${JSON.stringify(text)}`,
-    );
-  }
-  return n;
-}
 
 export async function run(argv: readonly string[]): Promise<number> {
   const args = parseCommandArgs(spec, argv);
   if (!args) return 0;
   const { values } = args;
-  const customers = wholeNumberFlag(values.customers, '--customers', 200, 100_000);
-  const seed = wholeNumberFlag(values.seed, '--seed', 7, 1_000_000);
+  const customers = wholeNumberOption(spec, values.customers, '--customers', 1, 100_000) ?? 200;
+  const seed = wholeNumberOption(spec, values.seed, '--seed', 1, 1_000_000) ?? 7;
   const base = loadConfig(['redis', 'database', 'worker', 'log']);
   // The worker's own lines (retries, pages) would drown the progress: shown with --verbose.
   const logger = createLogger({

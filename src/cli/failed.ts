@@ -1,9 +1,9 @@
 import { failedJobs, jobSubject } from '../queues/inspect.js';
-import { type CommandSpec, parseCommandArgs, UsageError } from './command.js';
+import { type CommandSpec, parseCommandArgs, wholeNumberOption } from './command.js';
 import { withProducer } from './producer-session.js';
 import { renderTable } from './table.js';
 
-const spec: CommandSpec = {
+const spec = {
   name: 'failed',
   summary: 'List the failed jobs of every queue, newest first, or retry them with --retry.',
   options: {
@@ -14,19 +14,13 @@ const spec: CommandSpec = {
     '--retry                retry the listed failed jobs (they go back to the queue)',
     '--limit N              how many failed jobs to list or retry (default 50, at most 10000)',
   ],
-};
+} satisfies CommandSpec;
 
 export async function run(argv: readonly string[]): Promise<number> {
   const args = parseCommandArgs(spec, argv);
   if (!args) return 0;
   const { values } = args;
-  const limitText = (values.limit as string | undefined) ?? '50';
-  const limit = Number(limitText);
-  if (!/^\d+$/.test(limitText) || limit < 1 || limit > 10_000) {
-    throw new UsageError(
-      `failed: --limit must be a whole number from 1 to 10000, got ${JSON.stringify(limitText)}`,
-    );
-  }
+  const limit = wholeNumberOption(spec, values.limit, '--limit', 1, 10_000) ?? 50;
   return withProducer(async ({ queues }) => {
     const failed = await failedJobs(queues, limit);
     if (failed.length === 0) {

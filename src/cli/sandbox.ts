@@ -6,7 +6,13 @@ import { loadConfig } from '../config.js';
 import { createLogger } from '../ops/logger.js';
 import { loadScenario, type Scenario } from '../sandbox/scenario.js';
 import { type SandboxOptions, sandboxApiEnv, startSandbox } from '../sandbox/server.js';
-import { type CommandSpec, type ParsedArgs, parseCommandArgs, UsageError } from './command.js';
+import {
+  type CommandSpec,
+  type ParsedArgs,
+  parseCommandArgs,
+  UsageError,
+  wholeNumberOption,
+} from './command.js';
 
 const spec = {
   name: 'sandbox',
@@ -76,43 +82,34 @@ type Values = ParsedArgs<typeof spec.options>['values'];
 function sandboxOptions(values: Values): SandboxOptions {
   const options: SandboxOptions = {
     host: values.host ?? '127.0.0.1',
-    port: wholeNumber(values.port, '--port', 0, 65_535) ?? 4010,
-    consumers: wholeNumber(values.consumers, '--consumers', 0, 1_000_000) ?? 50,
-    seed: wholeNumber(values.seed, '--seed', 0, 2 ** 32 - 1) ?? 1,
-    tokenTtlSeconds: wholeNumber(values['token-ttl'], '--token-ttl', 1, 86_400) ?? 3600,
+    port: wholeNumberOption(spec, values.port, '--port', 0, 65_535) ?? 4010,
+    consumers: wholeNumberOption(spec, values.consumers, '--consumers', 0, 1_000_000) ?? 50,
+    seed: wholeNumberOption(spec, values.seed, '--seed', 0, 2 ** 32 - 1) ?? 1,
+    tokenTtlSeconds: wholeNumberOption(spec, values['token-ttl'], '--token-ttl', 1, 86_400) ?? 3600,
   };
-  const min = wholeNumber(values['rewards-min'], '--rewards-min', 0, 1_000_000) ?? 0;
+  const min = wholeNumberOption(spec, values['rewards-min'], '--rewards-min', 0, 1_000_000) ?? 0;
   const max =
-    wholeNumber(values['rewards-max'], '--rewards-max', 0, 1_000_000) ?? Math.max(30, min);
+    wholeNumberOption(spec, values['rewards-max'], '--rewards-max', 0, 1_000_000) ??
+    Math.max(30, min);
   if (max < min) {
     throw new UsageError(
       `sandbox: --rewards-max (${max}) must not be below --rewards-min (${min})`,
     );
   }
   options.rewardsPerConsumer = { min, max };
-  const onEnroll = wholeNumber(values['rewards-on-enroll'], '--rewards-on-enroll', 0, 100_000);
+  const onEnroll = wholeNumberOption(
+    spec,
+    values['rewards-on-enroll'],
+    '--rewards-on-enroll',
+    0,
+    100_000,
+  );
   if (onEnroll !== undefined) options.rewardsOnEnroll = onEnroll;
-  const latency = wholeNumber(values['latency-ms'], '--latency-ms', 0, 600_000);
+  const latency = wholeNumberOption(spec, values['latency-ms'], '--latency-ms', 0, 600_000);
   if (latency !== undefined) options.latencyMs = latency;
-  const rate = wholeNumber(values['rate-limit'], '--rate-limit', 1, 1_000_000);
+  const rate = wholeNumberOption(spec, values['rate-limit'], '--rate-limit', 1, 1_000_000);
   if (rate !== undefined) options.rateLimitPerSecond = rate;
   return options;
-}
-
-function wholeNumber(
-  raw: string | undefined,
-  flag: string,
-  min: number,
-  max: number,
-): number | undefined {
-  if (raw === undefined) return undefined;
-  const value = Number(raw);
-  if (!/^\d+$/.test(raw) || value < min || value > max) {
-    throw new UsageError(
-      `sandbox: ${flag} must be a whole number from ${min} to ${max}, got ${JSON.stringify(raw)}`,
-    );
-  }
-  return value;
 }
 
 async function readScenario(file: string): Promise<Scenario> {
