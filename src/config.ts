@@ -327,8 +327,8 @@ export interface WorkerConfig {
   jobLockMs: number;
   shutdownTimeoutMs: number;
   port: number;
-  /** Basic-auth user of the dashboard. Always set by loadConfig (default 'admin'). */
-  dashboardUser?: string;
+  /** Basic-auth user of the dashboard (default 'admin'). */
+  dashboardUser: string;
   /** Never log it. Undefined: the dashboard is off. */
   dashboardPassword?: string | undefined;
   /** OTLP/HTTP collector base URL; undefined: no tracing. */

@@ -59,7 +59,7 @@ export async function run(argv: readonly string[]): Promise<number> {
   const dashboard: Route | undefined = config.worker.dashboardPassword
     ? await createDashboard({
         queues: Object.values(runtime.ctx.queues),
-        user: config.worker.dashboardUser ?? 'admin',
+        user: config.worker.dashboardUser,
         password: config.worker.dashboardPassword,
       })
     : undefined;

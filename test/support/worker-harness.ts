@@ -69,6 +69,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       jobLockMs: 30_000,
       shutdownTimeoutMs: 5000,
       port: 0,
+      dashboardUser: 'admin',
       ...options.worker,
     },
   };
