@@ -9,7 +9,7 @@ import {
   MigrationChecksumError,
   MigrationFileError,
 } from '../store/errors.js';
-import { loadMigrationFiles, migrate } from '../store/migrate.js';
+import { migrate } from '../store/migrate.js';
 import { type CommandSpec, parseCommandArgs } from './command.js';
 
 const spec = {
@@ -47,7 +47,7 @@ export async function run(argv: readonly string[]): Promise<number> {
   const lines: string[] = [];
   if (result.databaseCreated) lines.push(`created database ${databaseName(config.database.url)}`);
   for (const file of result.applied) lines.push(`applied ${file}`);
-  const count = (await loadMigrationFiles()).filter((f) => f.version <= result.current).length;
+  const { count } = result;
   lines.push(
     `schema ${schema} is at ${result.current} (${count} migration${count === 1 ? '' : 's'})`,
   );

@@ -31,6 +31,8 @@ export interface MigrateResult {
   applied: string[];
   /** Version of the latest applied migration, e.g. "000001". */
   current: string;
+  /** Migrations the schema now has (this call's and earlier ones). */
+  count: number;
 }
 
 export interface MigrationFile {
@@ -78,7 +80,8 @@ export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
     try {
       const applied = await applyPending(client, schema, files, options.logger);
       const current = await currentVersion(client, schema);
-      return { databaseCreated, applied, current };
+      const count = files.filter((f) => f.version <= current).length;
+      return { databaseCreated, applied, current, count };
     } finally {
       await client.query('select pg_advisory_unlock(hashtext($1), hashtext($2))', [
         lockNamespace,

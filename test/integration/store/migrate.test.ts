@@ -49,9 +49,15 @@ describe('migrate', () => {
       databaseCreated: true,
       applied: files.map((f) => f.file),
       current: files.at(-1)?.version,
+      count: files.length,
     });
     const second = await migrate({ databaseUrl: url, schema: 'perks' });
-    expect(second).toEqual({ databaseCreated: false, applied: [], current: first.current });
+    expect(second).toEqual({
+      databaseCreated: false,
+      applied: [],
+      current: first.current,
+      count: files.length,
+    });
     const tables = await query<{ table_name: string }>(
       url,
       `select table_name from information_schema.tables where table_schema = 'perks' order by 1`,
