@@ -7,8 +7,8 @@
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { pino } from 'pino';
-import { type Config, loadConfig, variables, type WorkerConfig } from '../src/config.js';
-import { createRuntime, type Runtime } from '../src/jobs/runtime.js';
+import { loadConfig, variables, type WorkerConfig } from '../src/config.js';
+import { createRuntime, type Runtime, type RuntimeConfig } from '../src/jobs/runtime.js';
 import { type RunningWorker, startWorker } from '../src/jobs/worker.js';
 import type { Logger } from '../src/ops/logger.js';
 import { deletePrefix } from '../src/queues/connection.js';
@@ -122,7 +122,7 @@ export interface Lab {
   sandbox: RemoteSandbox;
   runtime: Runtime;
   worker: RunningWorker;
-  config: Pick<Config, 'perks' | 'consumerIds' | 'redis' | 'database' | 'worker'>;
+  config: RuntimeConfig;
   /** Jobs completed and failed for good, per queue, since the lab started. */
   counts: Record<QueueKind, { completed: number; failed: number }>;
   /** Resolves once `condition` holds (polled every 5 ms); rejects on a job failed for good. */

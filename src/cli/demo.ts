@@ -4,9 +4,9 @@
  * each run), never to the production ones, and ends with a summary read back from Postgres.
  */
 import pg from 'pg';
-import { type Config, loadConfig } from '../config.js';
+import { loadConfig } from '../config.js';
 import type { JobContext } from '../jobs/context.js';
-import { createRuntime } from '../jobs/runtime.js';
+import { createRuntime, type RuntimeConfig } from '../jobs/runtime.js';
 import { startWorker } from '../jobs/worker.js';
 import { createLogger } from '../ops/logger.js';
 import { deletePrefix } from '../queues/connection.js';
@@ -74,7 +74,7 @@ export async function run(argv: readonly string[]): Promise<number> {
     `2. sandbox on ${sandbox.baseUrl}: ${consumerIds.length} customers with rewards waiting, ${Math.ceil(consumerIds.length / 20)} already enrolled upstream, faults armed (502 HTML, 500, text/plain 429, a POST that times out after being applied)`,
   );
 
-  const config: Pick<Config, 'perks' | 'consumerIds' | 'redis' | 'database' | 'worker'> = {
+  const config: RuntimeConfig = {
     perks: {
       baseUrl: sandbox.baseUrl,
       clientId: sandbox.clientId,

@@ -5,7 +5,7 @@
 import type { Telemetry } from 'bullmq';
 import { type Logger, pino } from 'pino';
 import type { Config } from '../../src/config.js';
-import { createRuntime, type Runtime } from '../../src/jobs/runtime.js';
+import { createRuntime, type Runtime, type RuntimeConfig } from '../../src/jobs/runtime.js';
 import { type RunningWorker, startWorker } from '../../src/jobs/worker.js';
 import { type Sandbox, type SandboxOptions, startSandbox } from '../../src/sandbox/index.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
@@ -19,7 +19,7 @@ export interface Harness {
   worker: RunningWorker;
   db: TestDatabase;
   prefix: string;
-  config: Pick<Config, 'perks' | 'consumerIds' | 'redis' | 'database' | 'worker'>;
+  config: RuntimeConfig;
   /** Resolves when no job is waiting, delayed or active in any queue. */
   idle(timeoutMs?: number): Promise<void>;
   rewardIds(consumerId: string): Promise<string[]>;
