@@ -3,7 +3,7 @@
  * each make Q requests, at most C at once (C API connections). No client can beat Q·L/C: the
  * figure is the wall time over that bound.
  *
- * The worker runs 1.5·C sync jobs on its C connections (README, "Tuning"): a job also spends
+ * The worker runs 1.5·C sync jobs on its C connections (README, "Scaling out"): a job also spends
  * time outside HTTP (its write, its queue moves), and while it does, another job's request
  * keeps the connection busy. The same run with C jobs is reported beside it.
  */
