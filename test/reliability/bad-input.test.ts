@@ -194,25 +194,25 @@ describe('invalid CLI arguments and environment', () => {
     [['failed', '--retry=yes'], /--retry/],
     [['work', '--bogus'], /Unknown option '--bogus'/],
     [['reconcile', 'now'], /unexpected argument "now"/],
-  ])('%j exits 2 with one line naming the problem, enqueueing nothing', (args, problem) => {
+  ])('%j exits 2 with one line naming the problem, enqueueing nothing', async (args, problem) => {
     const { status, stderr } = run(args);
     expect(status).toBe(2);
     const lines = stderr.trim().split('\n');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(problem);
     expect(lines[0]?.length).toBeLessThan(400);
+    expect(await keysUnderPrefix()).toEqual([]);
   });
 
-  it('nothing was enqueued by those commands', async () => {
+  async function keysUnderPrefix(): Promise<string[]> {
     const { Redis } = await import('ioredis');
     const redis = new Redis(queues.redisUrl, { maxRetriesPerRequest: 1 });
     try {
-      const keys = await redis.keys(`${queues.prefix}:*`);
-      expect(keys).toEqual([]);
+      return await redis.keys(`${queues.prefix}:*`);
     } finally {
       redis.disconnect();
     }
-  });
+  }
 
   it('an invalid environment: every bad variable named at once, no secret echoed, exit 2', () => {
     const { status, stderr } = run(['work'], {

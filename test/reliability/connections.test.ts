@@ -144,7 +144,7 @@ describe('Redis connection faults', () => {
 });
 
 describe('PostgreSQL connection faults', () => {
-  it('keeps running through Postgres cuts and a 3 s outage; attempts retry, nothing lost', async () => {
+  it('keeps running through Postgres cuts and a 3 s outage; every job completes, nothing lost', async () => {
     const ids = seed('pg_cut', 8, 1500);
     worker = startProxiedWorker();
     const w = worker;

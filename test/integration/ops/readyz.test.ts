@@ -130,6 +130,7 @@ describe('/readyz', () => {
     expect(down.body.status).toBe('not ready: postgres unreachable');
     expect(down.body.checks).toMatchObject({ redis: 'ok' });
     expect((down.body.checks as Record<string, string>).postgres).not.toBe('ok');
+    expect((await fetch(`${opsUrl}/healthz`)).status).toBe(200);
 
     await pgProxy.open();
     const up = await waitForReadyz(200);
@@ -143,12 +144,14 @@ describe('/readyz', () => {
     expect(down.status).toBe(503);
     expect(down.body.status).toBe('not ready: redis unreachable');
     expect(down.body.checks).toMatchObject({ postgres: 'ok' });
+    expect((await fetch(`${opsUrl}/healthz`)).status).toBe(200);
 
     await redisProxy.open();
     const up = await waitForReadyz(200);
     expect(up.status).toBe(200);
   });
 
+  // Also checked during each outage above.
   it('answers /healthz 200 throughout: the process itself is fine', async () => {
     const response = await fetch(`${opsUrl}/healthz`);
     expect(response.status).toBe(200);

@@ -63,7 +63,7 @@ describe('enrollConsumer', () => {
     expect(api.apiRequests()).toHaveLength(1);
   });
 
-  it('a timed-out POST is retried; the 409 that follows counts as success', async () => {
+  it('a POST whose connection dropped is retried; the 409 that follows counts as success', async () => {
     const reset = Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
     api = fakeApi({
       api: sequence({ status: 0, error: reset }, envelope(409, 'ERR-409-01', 'Exists')),
@@ -72,6 +72,31 @@ describe('enrollConsumer', () => {
       outcome: 'already_enrolled',
     });
     expect(api.apiRequests()).toHaveLength(2);
+  });
+
+  it('a timed-out POST is retried; the 409 that follows counts as success', async () => {
+    const seen: string[] = [];
+    api = fakeApi({
+      // The first POST is applied upstream but answers too late; the retry finds it done.
+      prepend: (pool) => {
+        pool
+          .intercept({ path: (p) => p.endsWith('/perks/consumers'), method: 'POST' })
+          .reply(201, '{}')
+          .delay(2_000)
+          .times(1);
+      },
+      api: () => envelope(409, 'ERR-409-01', 'Exists'),
+      client: {
+        timeoutMs: 50,
+        retry: { attempts: 2, minDelayMs: 1 },
+        hooks: { onRequest: (e) => e.operation === 'enrollConsumer' && seen.push(e.error ?? 'ok') },
+      },
+    });
+    await expect(api.client.enrollConsumer({ id: CONSUMER })).resolves.toEqual({
+      outcome: 'already_enrolled',
+    });
+    // The first attempt ended in the client's timeout (TransportError), the retry in the 409.
+    expect(seen).toEqual(['TransportError', 'ConflictError']);
   });
 
   it('400 from the API -> ValidationError carrying loc', async () => {

@@ -107,7 +107,7 @@ describe('429', () => {
     const retries: RetryEvent[] = [];
     api = fakeApi({
       api: sequence(
-        { status: 429, body: 'slow down', headers: { 'retry-after': '0' } },
+        { status: 429, body: 'slow down', headers: { 'retry-after': '1' } },
         okReward(),
       ),
       client: { hooks: { onRetry: (e) => retries.push(e) } },
@@ -115,6 +115,8 @@ describe('429', () => {
     await expect(api.client.getReward(CONSUMER, REWARD_ID)).resolves.toBeDefined();
     expect(api.apiRequests()).toHaveLength(2);
     expect(retries).toHaveLength(1);
+    // The wait is the one the API asked for.
+    expect(retries[0]?.delayMs).toBe(1_000);
   });
 
   it('a second short 429 in the same call is thrown, not waited again', async () => {

@@ -47,13 +47,13 @@ describe('POST /tokens', () => {
   it('falls back to a form body when the token endpoint refuses JSON, and keeps that format', async () => {
     let mints = 0;
     api = fakeApi({
-      api: okReward,
+      // The second call's 401 makes the client mint again: that mint must go as a form at once.
+      api: sequence(okReward(), envelope(401, 'ERR-401-00', 'Unauthorized'), okReward()),
       tokens: (req) => {
         // An OAuth 2.0 server that reads only application/x-www-form-urlencoded.
         if (req.headers['content-type'] !== 'application/x-www-form-urlencoded') {
           return envelope(400, 'ERR-400-00', 'Bad Request');
         }
-        expect(req.body).toBe('grant_type=client_credentials');
         mints += 1;
         return { status: 200, body: { access_token: fakeToken(mints), expires_in: '3600' } };
       },
@@ -64,6 +64,18 @@ describe('POST /tokens', () => {
       'application/x-www-form-urlencoded',
     ]);
     expect(mints).toBe(1);
+    await api.client.getReward(CONSUMER, REWARD_ID);
+    expect(api.tokenRequests().map((r) => r.headers['content-type'])).toEqual([
+      'application/json',
+      'application/x-www-form-urlencoded',
+      'application/x-www-form-urlencoded',
+    ]);
+    expect(mints).toBe(2);
+    const forms = api.tokenRequests().slice(1);
+    expect(forms.map((r) => r.body)).toEqual([
+      'grant_type=client_credentials',
+      'grant_type=client_credentials',
+    ]);
   });
 
   it('tolerates extra fields and a lower-case token_type', async () => {
