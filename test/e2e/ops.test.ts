@@ -10,36 +10,27 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createProducer, type Producer } from '../../src/queues/producer.js';
-import { type Sandbox, sandboxApiEnv, startSandbox } from '../../src/sandbox/index.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { testQueuePrefix } from '../support/redis.js';
+import type { Producer } from '../../src/queues/producer.js';
+import { bin, type ProcessRig, startProcessRig } from '../support/processes.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const bin = join(root, 'dist/src/index.js');
 const password = 'e2e-dashboard-password';
-const queues = testQueuePrefix();
 const chromium = ['chromium', 'chromium-browser'].some(
   (name) => spawnSync('sh', ['-c', `command -v ${name}`]).status === 0,
 );
 
-let db: TestDatabase;
-let sandbox: Sandbox;
+let rig: ProcessRig | undefined;
 let producer: Producer;
 const children: ChildProcess[] = [];
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  sandbox = await startSandbox({ seed: 21, rewardsOnEnroll: 12 });
-  producer = await createProducer({ redisUrl: queues.redisUrl, queuePrefix: queues.prefix });
+  rig = await startProcessRig({ sandbox: { seed: 21, rewardsOnEnroll: 12 } });
+  ({ producer } = rig);
 });
 
 afterAll(async () => {
   for (const child of children) child.kill('SIGKILL');
-  await producer?.close();
-  await sandbox?.close();
-  await queues.cleanup();
-  await db?.drop();
+  await rig?.close();
 });
 
 /** Starts `work` on a free port and resolves with that port once it logged 'worker started'. */
@@ -47,13 +38,7 @@ async function startWork(env: Record<string, string>): Promise<{ port: number; u
   const child = spawn(process.execPath, [bin, 'work'], {
     env: {
       PATH: process.env.PATH ?? '',
-      ...sandboxApiEnv(sandbox),
-      REDIS_URL: queues.redisUrl,
-      QUEUE_PREFIX: queues.prefix,
-      DATABASE_URL: db.url,
-      PORT: '0',
-      LOG_LEVEL: 'info',
-      ...env,
+      ...rig?.workerEnv({ PORT: '0', LOG_LEVEL: 'info', ...env }),
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -3,52 +3,37 @@
  * SIGKILLed replica's job is taken up by another and ends with nothing lost or duplicated.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createProducer, type Producer } from '../../src/queues/producer.js';
-import { type Sandbox, sandboxApiEnv, startSandbox } from '../../src/sandbox/index.js';
-import { createStore, type Store } from '../../src/store/store.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import type { Producer } from '../../src/queues/producer.js';
+import type { Sandbox } from '../../src/sandbox/index.js';
+import type { Store } from '../../src/store/store.js';
 import {
   expectConsistent,
+  type ProcessRig,
+  startProcessRig,
   startWorkerProcess,
   storedRewards,
   type WorkerProcess,
   waitFor,
 } from '../support/processes.js';
-import { testQueuePrefix } from '../support/redis.js';
 
-const queues = testQueuePrefix();
-let db: TestDatabase;
+let rig: ProcessRig;
 let sandbox: Sandbox;
 let producer: Producer;
 let store: Store;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   // Slow pages, so that a sync of 6000 rewards (6 pages) is still running when we strike.
-  sandbox = await startSandbox({ seed: 11, latencyMs: 400 });
-  producer = await createProducer({ redisUrl: queues.redisUrl, queuePrefix: queues.prefix });
-  store = createStore({ url: db.url, schema: 'perks', poolSize: 2 });
+  rig = await startProcessRig({ sandbox: { seed: 11, latencyMs: 400 } });
+  ({ sandbox, producer, store } = rig);
 });
 
-afterAll(async () => {
-  await producer.close();
-  await store.close();
-  await sandbox.close();
-  await queues.cleanup();
-  await db.drop();
-});
+afterAll(() => rig.close());
 
 /** `work` on this file's sandbox, Redis prefix and database; JOB_LOCK_MS short for recovery. */
 function startWorker(): WorkerProcess {
-  return startWorkerProcess({
-    ...sandboxApiEnv(sandbox),
-    PERKS_TIMEOUT_MS: '5000',
-    REDIS_URL: queues.redisUrl,
-    QUEUE_PREFIX: queues.prefix,
-    DATABASE_URL: db.url,
-    JOB_LOCK_MS: '2000',
-    SHUTDOWN_TIMEOUT_MS: '15000',
-  });
+  return startWorkerProcess(
+    rig.workerEnv({ PERKS_TIMEOUT_MS: '5000', JOB_LOCK_MS: '2000', SHUTDOWN_TIMEOUT_MS: '15000' }),
+  );
 }
 
 /** Resolves once the job has written at least `pages` pages. */

@@ -4,21 +4,23 @@
  * nor stop consuming: jobs wait, resume, and end with the datastore equal to the sandbox.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createProducer, type Producer } from '../../src/queues/producer.js';
-import { type Sandbox, sandboxApiEnv, startSandbox } from '../../src/sandbox/index.js';
-import { createStore, type Store } from '../../src/store/store.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import type { Producer } from '../../src/queues/producer.js';
+import type { Sandbox } from '../../src/sandbox/index.js';
+import type { Store } from '../../src/store/store.js';
+import type { TestDatabase } from '../support/database.js';
 import {
   expectConsistent,
+  type ProcessRig,
   sleep,
+  startProcessRig,
   startWorkerProcess,
   type WorkerProcess,
   waitFor,
 } from '../support/processes.js';
-import { testQueuePrefix } from '../support/redis.js';
 import { startTcpProxy, type TcpProxy, targetOf } from '../support/tcp-proxy.js';
 
-const queues = testQueuePrefix();
+let rig: ProcessRig;
+let queues: ProcessRig['queues'];
 let db: TestDatabase;
 let sandbox: Sandbox;
 let producer: Producer;
@@ -28,12 +30,9 @@ let pgProxy: TcpProxy;
 let worker: WorkerProcess | undefined;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  // Slow pages, so a cut lands while syncs are running.
-  sandbox = await startSandbox({ seed: 21, latencyMs: 150 });
-  producer = await createProducer({
-    redisUrl: queues.redisUrl,
-    queuePrefix: queues.prefix,
+  rig = await startProcessRig({
+    // Slow pages, so a cut lands while syncs are running.
+    sandbox: { seed: 21, latencyMs: 150 },
     jobPolicy: {
       jobAttempts: 30,
       jobBackoffMs: 200,
@@ -41,7 +40,7 @@ beforeAll(async () => {
       keepFailedJobs: 10_000,
     },
   });
-  store = createStore({ url: db.url, schema: 'perks', poolSize: 2 });
+  ({ queues, db, sandbox, producer, store } = rig);
   redisProxy = await startTcpProxy(targetOf(queues.redisUrl));
   pgProxy = await startTcpProxy(targetOf(db.url));
 });
@@ -54,29 +53,25 @@ afterEach(async () => {
 });
 
 afterAll(async () => {
-  await producer.close();
-  await store.close();
-  await sandbox.close();
   await redisProxy.close();
   await pgProxy.close();
-  await queues.cleanup();
-  await db.drop();
+  await rig.close();
 });
 
 function startProxiedWorker(): WorkerProcess {
-  return startWorkerProcess({
-    ...sandboxApiEnv(sandbox),
-    PERKS_TIMEOUT_MS: '3000',
-    REDIS_URL: redisProxy.urlFor(queues.redisUrl),
-    QUEUE_PREFIX: queues.prefix,
-    DATABASE_URL: pgProxy.urlFor(db.url),
-    DATABASE_POOL_SIZE: '4',
-    SYNC_CONCURRENCY: '4',
-    JOB_ATTEMPTS: '30',
-    JOB_BACKOFF_MS: '200',
-    JOB_LOCK_MS: '4000',
-    SHUTDOWN_TIMEOUT_MS: '3000',
-  });
+  return startWorkerProcess(
+    rig.workerEnv({
+      PERKS_TIMEOUT_MS: '3000',
+      REDIS_URL: redisProxy.urlFor(queues.redisUrl),
+      DATABASE_URL: pgProxy.urlFor(db.url),
+      DATABASE_POOL_SIZE: '4',
+      SYNC_CONCURRENCY: '4',
+      JOB_ATTEMPTS: '30',
+      JOB_BACKOFF_MS: '200',
+      JOB_LOCK_MS: '4000',
+      SHUTDOWN_TIMEOUT_MS: '3000',
+    }),
+  );
 }
 
 async function enqueueSyncs(ids: readonly string[]): Promise<string[]> {

@@ -4,32 +4,28 @@
  * datastore must end equal to the sandbox, and no consumer is enrolled twice upstream.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createProducer, type Producer } from '../../src/queues/producer.js';
-import { type Sandbox, sandboxApiEnv, startSandbox } from '../../src/sandbox/index.js';
-import { createStore, type Store } from '../../src/store/store.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import type { Producer } from '../../src/queues/producer.js';
+import type { Sandbox } from '../../src/sandbox/index.js';
+import type { Store } from '../../src/store/store.js';
 import {
   expectConsistent,
+  type ProcessRig,
   sleep,
+  startProcessRig,
   startWorkerProcess,
   type WorkerProcess,
   waitFor,
 } from '../support/processes.js';
-import { testQueuePrefix } from '../support/redis.js';
 
-const queues = testQueuePrefix();
-let db: TestDatabase;
+let rig: ProcessRig;
 let sandbox: Sandbox;
 let producer: Producer;
 let store: Store;
 const running: WorkerProcess[] = [];
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  sandbox = await startSandbox({ seed: 71, latencyMs: 200 });
-  producer = await createProducer({
-    redisUrl: queues.redisUrl,
-    queuePrefix: queues.prefix,
+  rig = await startProcessRig({
+    sandbox: { seed: 71, latencyMs: 200 },
     jobPolicy: {
       jobAttempts: 20,
       jobBackoffMs: 100,
@@ -37,36 +33,28 @@ beforeAll(async () => {
       keepFailedJobs: 10_000,
     },
   });
-  store = createStore({ url: db.url, schema: 'perks', poolSize: 2 });
+  ({ sandbox, producer, store } = rig);
 });
 
 afterEach(async () => {
   await Promise.all(running.splice(0).map((w) => w.stop('SIGKILL')));
 });
 
-afterAll(async () => {
-  await producer.close();
-  await store.close();
-  await sandbox.close();
-  await queues.cleanup();
-  await db.drop();
-});
+afterAll(() => rig.close());
 
 function worker(): WorkerProcess {
-  const w = startWorkerProcess({
-    ...sandboxApiEnv(sandbox),
-    PERKS_TIMEOUT_MS: '3000',
-    REDIS_URL: queues.redisUrl,
-    QUEUE_PREFIX: queues.prefix,
-    DATABASE_URL: db.url,
-    DATABASE_POOL_SIZE: '4',
-    SYNC_CONCURRENCY: '4',
-    JOB_ATTEMPTS: '20',
-    JOB_BACKOFF_MS: '100',
-    // A killed replica's jobs are taken up after about this long.
-    JOB_LOCK_MS: '1500',
-    SHUTDOWN_TIMEOUT_MS: '3000',
-  });
+  const w = startWorkerProcess(
+    rig.workerEnv({
+      PERKS_TIMEOUT_MS: '3000',
+      DATABASE_POOL_SIZE: '4',
+      SYNC_CONCURRENCY: '4',
+      JOB_ATTEMPTS: '20',
+      JOB_BACKOFF_MS: '100',
+      // A killed replica's jobs are taken up after about this long.
+      JOB_LOCK_MS: '1500',
+      SHUTDOWN_TIMEOUT_MS: '3000',
+    }),
+  );
   running.push(w);
   return w;
 }

@@ -6,7 +6,17 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { expect } from 'vitest';
-import type { Sandbox } from '../../src/sandbox/index.js';
+import { createProducer, type Producer } from '../../src/queues/producer.js';
+import type { JobPolicy } from '../../src/queues/queues.js';
+import {
+  type Sandbox,
+  type SandboxOptions,
+  sandboxApiEnv,
+  startSandbox,
+} from '../../src/sandbox/index.js';
+import { createStore, type Store } from '../../src/store/store.js';
+import { createTestDatabase, type TestDatabase } from './database.js';
+import { testQueuePrefix } from './redis.js';
 
 export const bin = fileURLToPath(new URL('../../dist/src/index.js', import.meta.url));
 
@@ -117,4 +127,56 @@ export async function expectConsistent(
   for (const id of consumerIds) {
     expect(await storedRewards(pool, id), `rewards of ${id}`).toEqual(upstreamRewards(sandbox, id));
   }
+}
+
+/**
+ * What a test of `work` processes runs against: a fresh database, a sandbox, a queue prefix,
+ * a producer and a store on them, and the environment that points a `work` process at them.
+ */
+export interface ProcessRig {
+  db: TestDatabase;
+  sandbox: Sandbox;
+  queues: ReturnType<typeof testQueuePrefix>;
+  producer: Producer;
+  store: Store;
+  /** `work`'s environment on this rig; `overrides` win (proxied URLs, short locks). */
+  workerEnv(overrides?: Record<string, string>): Record<string, string>;
+  /** Closes everything and drops the database. */
+  close(): Promise<void>;
+}
+
+export async function startProcessRig(options: {
+  sandbox: SandboxOptions;
+  jobPolicy?: JobPolicy;
+}): Promise<ProcessRig> {
+  const queues = testQueuePrefix();
+  const db = await createTestDatabase();
+  const sandbox = await startSandbox(options.sandbox);
+  const producer = await createProducer({
+    redisUrl: queues.redisUrl,
+    queuePrefix: queues.prefix,
+    ...(options.jobPolicy ? { jobPolicy: options.jobPolicy } : {}),
+  });
+  const store = createStore({ url: db.url, schema: 'perks', poolSize: 2 });
+  return {
+    db,
+    sandbox,
+    queues,
+    producer,
+    store,
+    workerEnv: (overrides = {}) => ({
+      ...sandboxApiEnv(sandbox),
+      REDIS_URL: queues.redisUrl,
+      QUEUE_PREFIX: queues.prefix,
+      DATABASE_URL: db.url,
+      ...overrides,
+    }),
+    async close() {
+      await producer.close();
+      await store.close();
+      await sandbox.close();
+      await queues.cleanup();
+      await db.drop();
+    },
+  };
 }
