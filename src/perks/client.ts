@@ -24,7 +24,12 @@ export type { RewardPage } from './paging.js';
 
 import type { CallOptions, PerksClientOptions } from './options.js';
 import { defaultRetry, type RetryOptions, withRetry } from './retry.js';
-import { enrollResponseSchema, type Reward, rewardSchema, tokenResponseSchema } from './schemas.js';
+import {
+  enrollResponseSchema,
+  type Reward,
+  safeParseReward,
+  tokenResponseSchema,
+} from './schemas.js';
 import { linkSignals } from './signals.js';
 import { sleep } from './sleep.js';
 import { InMemoryTokenCache } from './token-cache.js';
@@ -123,7 +128,7 @@ export class PerksClient {
     checkRewardIds(operation, consumerId, rewardId);
     const path = `/perks/consumers/${encodeURIComponent(consumerId)}/rewards/${encodeURIComponent(rewardId)}`;
     const response = await this.#call(operation, { method: 'GET', path }, opts.signal);
-    const parsed = rewardSchema.safeParse(parseJsonBody(operation, response));
+    const parsed = safeParseReward(parseJsonBody(operation, response));
     if (!parsed.success) throw shapeError(operation, parsed.error);
     return parsed.data;
   }

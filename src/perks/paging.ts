@@ -6,7 +6,7 @@
  */
 import type { z } from 'zod';
 import { ResponseShapeError } from './errors.js';
-import { collectionSchema, type Reward, rewardSchema } from './schemas.js';
+import { collectionSchema, type Reward, safeParseReward } from './schemas.js';
 
 export interface RewardPage {
   page: number;
@@ -57,7 +57,7 @@ export function parseRewardPage(operation: string, json: unknown): ParsedPage {
   if (!envelope.success) throw shapeError(operation, envelope.error);
   const items: Reward[] = [];
   for (const [index, item] of envelope.data.items.entries()) {
-    const parsed = rewardSchema.safeParse(item);
+    const parsed = safeParseReward(item);
     if (!parsed.success) throw shapeError(operation, parsed.error, ['items', index]);
     items.push(parsed.data);
   }
