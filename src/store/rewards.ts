@@ -33,6 +33,17 @@ const contentDiffers = (a: string, b: string) =>
 const lastSeenGranularity = '1 hour';
 
 /**
+ * Whether the stored reward `a` needs the write of `b`, observed at `observedAt`: only a
+ * strictly newer observation writes, and only when the content changed, the reward comes
+ * back from missing, or last_seen_at is due (below).
+ */
+const needsWrite = (a: string, b: string, observedAt: string) =>
+  `(${a}.observed_at < ${observedAt}
+    and (${contentDiffers(a, b)}
+         or ${a}.missing_since is not null
+         or ${a}.last_seen_at < ${observedAt} - interval '${lastSeenGranularity}'))`;
+
+/**
  * Builds THE write statement: any number of pages of different consumers, each optionally
  * ending its sync, in one statement (one round trip, one plan, one commit; see
  * reward-writer.ts for who is written together). Parameters:
@@ -58,6 +69,11 @@ const lastSeenGranularity = '1 hour';
  * observed_at is not bumped for unchanged rows; the guard stays sound because the stored
  * observed_at is never earlier than the moment the stored content became true.
  *
+ * Only new rows and rows `previous` locked reach the insert: a stored reward that needs no
+ * write (the usual re-sync) is not even locked, so it writes no WAL. Skipping it on the
+ * statement's snapshot is safe by the guard above: a concurrent writer can only replace its
+ * content with a newer observation, which would win over this one anyway.
+ *
  * The end of a sync (pages with `finish`):
  * - Missing rewards: when `mark_missing`, sets missing_since on the consumer's rewards the
  *   scan did not list. Only after a complete scan whose total did not move between its first
@@ -78,12 +94,20 @@ with page as (
     scan_started_at timestamptz, at timestamptz)
 ),
 input as (
-  select f.p, f.observed_at, r.*
+  -- stored_write: null when the reward is not stored, else whether the stored version needs
+  -- this write (the statement's snapshot; \`previous\` checks again under the row lock). One
+  -- index probe per row: lateral with offset 0, never flattened into a join the planner may
+  -- turn into a scan of the whole table.
+  select f.p, f.observed_at, r.*, s.write as stored_write
   from jsonb_to_recordset($1::jsonb) as r(
     id uuid, consumer_id text, amount numeric, type text, status text, consumer_status text,
     created_at timestamptz, transaction_external_id text, transaction_executed_at timestamptz,
     brand_name text, brand_logo text, raw jsonb)
   join page f on f.consumer_id = r.consumer_id
+  left join lateral (
+    select ${needsWrite('x', 'r', 'f.observed_at')} as write
+    from ${s}.rewards x where x.id = r.id offset 0
+  ) s on true
 ),
 consumer as (
   insert into ${s}.consumers as c (consumer_id, last_synced_at)
@@ -124,10 +148,8 @@ previous as (
   select r.id, r.status, r.consumer_status,
          ${contentDiffers('r', 'i')} or r.missing_since is not null as changed
   from ${s}.rewards r join input i on i.id = r.id
-  where r.observed_at < i.observed_at
-    and (${contentDiffers('r', 'i')}
-         or r.missing_since is not null
-         or r.last_seen_at < i.observed_at - interval '${lastSeenGranularity}')
+  where r.id = any(array(select w.id from input w where w.stored_write))
+    and ${needsWrite('r', 'i', 'i.observed_at')}
   order by r.id
   for update of r
 ),
@@ -140,6 +162,9 @@ written as (
          i.transaction_external_id, i.transaction_executed_at, i.brand_name, i.brand_logo, i.raw,
          i.observed_at, i.observed_at, i.observed_at
   from input i left join previous p on p.id = i.id
+  -- A stored reward that needs no write is left out: ON CONFLICT DO UPDATE would lock it (a
+  -- WAL record per row) only to find nothing to do.
+  where i.stored_write is null or p.id is not null
   order by i.id
   on conflict (id) do update set
     consumer_id = excluded.consumer_id, amount = excluded.amount, type = excluded.type,
@@ -148,10 +173,7 @@ written as (
     transaction_executed_at = excluded.transaction_executed_at,
     brand_name = excluded.brand_name, brand_logo = excluded.brand_logo, raw = excluded.raw,
     last_seen_at = excluded.observed_at, observed_at = excluded.observed_at, missing_since = null
-  where rewards.observed_at < excluded.observed_at
-    and (${contentDiffers('rewards', 'excluded')}
-         or rewards.missing_since is not null
-         or rewards.last_seen_at < excluded.observed_at - interval '${lastSeenGranularity}')
+  where ${needsWrite('rewards', 'excluded', 'excluded.observed_at')}
   -- first_seen_at is never updated and an update needs a newer observation than the stored
   -- one (itself never older than first_seen_at): the two are equal exactly on an insert.
   returning id, status, consumer_status, first_seen_at = observed_at as inserted

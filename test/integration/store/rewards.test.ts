@@ -23,6 +23,7 @@ async function storedReward(id: string) {
     status: string;
     consumer_status: string;
     xmin: string;
+    xmax: string;
     observed_at: Date;
     first_seen_at: Date;
     last_seen_at: Date;
@@ -31,7 +32,7 @@ async function storedReward(id: string) {
     brand_logo: string | null;
     transaction_external_id: string | null;
   }>(
-    `select amount::text, status, consumer_status, xmin::text, observed_at, first_seen_at,
+    `select amount::text, status, consumer_status, xmin::text, xmax::text, observed_at, first_seen_at,
        last_seen_at, missing_since, raw, brand_logo, transaction_external_id
      from perks.rewards where id = $1`,
     [id],
@@ -138,6 +139,8 @@ describe('writeRewardPage', () => {
     });
     const after = await Promise.all(page.map((r) => storedReward(r.id)));
     expect(after.map((r) => r?.xmin)).toEqual(before.map((r) => r?.xmin));
+    // Not even locked: a row lock sets xmax and writes a WAL record per row.
+    expect(after.map((r) => r?.xmax)).toEqual(['0', '0', '0']);
     for (const r of page) expect(await statusChanges(r.id)).toEqual([]);
   });
 
