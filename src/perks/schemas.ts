@@ -101,19 +101,25 @@ const brandSchema = z
   })
   .loose();
 
-/** A reward on the wire: every field required, extra fields tolerated. */
-const wireRewardSchema = z
-  .object({
-    id: uuidSchema,
-    amount: amountPatternSchema,
-    created_at: utcDateTime,
-    type: z.string().min(1),
-    status: z.string().min(1),
-    consumer_status: z.enum(CONSUMER_STATUSES),
-    transaction: transactionSchema.nullable(),
-    brand: brandSchema,
-  })
-  .loose();
+/**
+ * A reward on the wire: every field required, extra fields tolerated. Compiled (z.compile:
+ * the same results and errors, about twice as fast here): it runs for every reward of every
+ * page.
+ */
+const wireRewardSchema = z.compile(
+  z
+    .object({
+      id: uuidSchema,
+      amount: amountPatternSchema,
+      created_at: utcDateTime,
+      type: z.string().min(1),
+      status: z.string().min(1),
+      consumer_status: z.enum(CONSUMER_STATUSES),
+      transaction: transactionSchema.nullable(),
+      brand: brandSchema,
+    })
+    .loose(),
+);
 
 type WireReward = z.infer<typeof wireRewardSchema>;
 
@@ -158,8 +164,7 @@ export type RewardParse = { success: true; data: Reward } | { success: false; er
  * One reward item -> Reward, or the error naming the failing field. The wire schema
  * transforms nothing, so its output (extra keys kept by `.loose()`) is the item as received
  * and serves as `raw`. Mapped after the parse rather than by `.transform()`: zod's pipe
- * doubled the cost of an item (3.8 against 1.9 µs, bench/RESULTS.md round 4), paid on every
- * reward of every sync.
+ * doubled the cost of an item (3.8 against 1.9 µs, bench/RESULTS.md round 4).
  */
 export function safeParseReward(item: unknown): RewardParse {
   const parsed = wireRewardSchema.safeParse(item);
@@ -178,12 +183,14 @@ const pageMetaSchema = z
   .loose();
 
 /** The paginated envelope with items left unparsed: each item is parsed on its own. */
-export const collectionSchema = z
-  .object({
-    items: z.array(z.unknown()),
-    meta: pageMetaSchema,
-  })
-  .loose();
+export const collectionSchema = z.compile(
+  z
+    .object({
+      items: z.array(z.unknown()),
+      meta: pageMetaSchema,
+    })
+    .loose(),
+);
 
 // --- Other responses ------------------------------------------------------------------------
 
