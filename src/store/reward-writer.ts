@@ -116,12 +116,15 @@ export class RewardWriter {
       if (batch.length === 0) return;
       this.#running += 1;
       for (const { page } of batch) this.#writing.add(page.consumerId);
-      void this.#run(batch).finally(() => {
-        this.#running -= 1;
-        for (const { page } of batch) this.#writing.delete(page.consumerId);
-        this.#pump();
-      });
+      void this.#run(batch);
     }
+  }
+
+  /** Frees the lane of a finished statement and starts the next one. */
+  #release(batch: readonly Pending[]): void {
+    this.#running -= 1;
+    for (const { page } of batch) this.#writing.delete(page.consumerId);
+    this.#pump();
   }
 
   /** Takes from the queue, in order, what one statement may write (see the module's comment). */
@@ -170,16 +173,17 @@ export class RewardWriter {
   }
 
   async #run(batch: readonly Pending[]): Promise<void> {
+    let results: RewardPageResult[];
     try {
-      const results = await this.#statement(batch.map((entry) => entry.page));
-      batch.forEach((entry, i) => {
-        entry.resolve(results[i] ?? nothingWritten(entry.page));
-      });
+      results = await this.#statement(batch.map((entry) => entry.page));
     } catch (error) {
       if (batch.length === 1 || !perPageRefusal(error)) {
+        this.#release(batch);
         for (const entry of batch) entry.reject(error);
         return;
       }
+      // Its consumers stay held until each page is written again: a later page of one of
+      // them must not overtake it.
       for (const entry of batch) {
         try {
           entry.resolve(await this.#alone(entry.page));
@@ -187,6 +191,17 @@ export class RewardWriter {
           entry.reject(alone);
         }
       }
+      this.#release(batch);
+      return;
     }
+    // The next statement goes out before the jobs of this one go on: resolved at once, they
+    // would run first (BullMQ's next job, logs, the next request; the pool sends the query on
+    // a later tick) and keep the database waiting. setImmediate runs them right after.
+    this.#release(batch);
+    setImmediate(() => {
+      batch.forEach((entry, i) => {
+        entry.resolve(results[i] ?? nothingWritten(entry.page));
+      });
+    });
   }
 }
