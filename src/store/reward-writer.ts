@@ -197,11 +197,11 @@ export class RewardWriter {
     // The next statement goes out before the jobs of this one go on: resolved at once, they
     // would run first (BullMQ's next job, logs, the next request; the pool sends the query on
     // a later tick) and keep the database waiting. setImmediate runs them right after.
-    this.#release(batch);
     setImmediate(() => {
       batch.forEach((entry, i) => {
         entry.resolve(results[i] ?? nothingWritten(entry.page));
       });
     });
+    this.#release(batch);
   }
 }

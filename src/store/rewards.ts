@@ -70,9 +70,12 @@ const needsWrite = (a: string, b: string, observedAt: string) =>
  * observed_at is never earlier than the moment the stored content became true.
  *
  * Only new rows and rows `previous` locked reach the insert: a stored reward that needs no
- * write (the usual re-sync) is not even locked, so it writes no WAL. Skipping it on the
- * statement's snapshot is safe by the guard above: a concurrent writer can only replace its
- * content with a newer observation, which would win over this one anyway.
+ * write (the usual re-sync) is not even locked, so it writes no WAL. It is skipped on the
+ * statement's snapshot, so a concurrent write to it that commits after the snapshot stands:
+ * by the guard above that is a newer observation than the stored one, and it can be older than
+ * this one only if the content changed and changed back between the two reads (or a
+ * concurrent scan that did not list it marks it missing). Either outcome is the one these two
+ * writes give in the other order, and the next sync of the consumer writes it again.
  *
  * The end of a sync (pages with `finish`):
  * - Missing rewards: when `mark_missing`, sets missing_since on the consumer's rewards the
