@@ -251,6 +251,55 @@ describe('writeRewardPage', () => {
     expect(await statusChanges(r.id)).toEqual([]);
   });
 
+  it('re-checks a row it must write under the lock: a newer write committed meanwhile stands', async () => {
+    const r = reward();
+    await store.writeRewardPage({
+      consumerId: 'held',
+      rewards: [r],
+      observedAt: at('2026-07-01T00:00:00Z'),
+    });
+    // Another writer holds the row with a newer observation, not yet committed.
+    const other = new pg.Client({ connectionString: db.url });
+    await other.connect();
+    try {
+      await other.query('begin');
+      await other.query(
+        `update perks.rewards set status = 'PAID_OUT', consumer_status = 'PAID',
+           raw = raw || '{"status":"PAID_OUT","consumer_status":"PAID"}',
+           observed_at = '2026-07-01T03:00:00Z' where id = $1`,
+        [r.id],
+      );
+      // At this statement's snapshot the row needs the write (older content, older observation).
+      const write = store.writeRewardPage({
+        consumerId: 'held',
+        rewards: [withStatus(r, 'PAID_IN', 'POOLED')],
+        observedAt: at('2026-07-01T02:00:00Z'),
+      });
+      await vi.waitFor(
+        async () => {
+          const { rows } = await store.pool.query<{ n: number }>(
+            `select count(*)::int as n from pg_stat_activity
+             where datname = current_database() and wait_event_type = 'Lock'`,
+          );
+          expect(rows[0]?.n).toBe(1);
+        },
+        { timeout: 5000, interval: 20 },
+      );
+      await other.query('commit');
+      expect(await write).toEqual({
+        inserted: 0,
+        updated: 0,
+        unchanged: 1,
+        statusChanges: 0,
+        markedMissing: 0,
+      });
+    } finally {
+      await other.end();
+    }
+    expect(await storedReward(r.id)).toMatchObject({ status: 'PAID_OUT', consumer_status: 'PAID' });
+    expect(await statusChanges(r.id)).toEqual([]);
+  });
+
   it('two concurrent writers converge on the newest observation with a consistent history', async () => {
     const other = createStore({ url: db.url, schema: 'perks', poolSize: 2 });
     try {
