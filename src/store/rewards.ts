@@ -2,10 +2,10 @@
  * Writes of <schema>.rewards and <schema>.reward_status_changes.
  *
  * Pages are written by ONE statement (one round trip, one implicit transaction) for one page
- * or several (reward-writer.ts coalesces the small pages of concurrent syncs): the rows travel
- * as a single jsonb parameter unpacked by jsonb_to_recordset (the fastest of the batch forms
- * measured here), and data-modifying CTEs create the consumer rows when missing, upsert the
- * rewards and record the status changes. The last page of a sync also ends it (missing
+ * or several (reward-writer.ts coalesces the small pages of concurrent syncs): the rewards
+ * travel as a single jsonb parameter holding each reward's `raw` item once, the columns are
+ * read from it in SQL, and data-modifying CTEs create the consumer rows when missing, upsert
+ * the rewards and record the status changes. The last page of a sync also ends it (missing
  * rewards, last_synced_at) in the same statement; see rewardWriteSql.
  */
 import type pg from 'pg';
@@ -44,10 +44,34 @@ const needsWrite = (a: string, b: string, observedAt: string) =>
          or ${a}.last_seen_at < ${observedAt} - interval '${lastSeenGranularity}'))`;
 
 /**
+ * The rows of a jsonb array of raw reward items (`items`, of consumer `consumerId`), with the
+ * rewards table's columns. Every column is read from the item as the API sent it, by the
+ * spec's field names: the client has checked every item against the spec's schema before a
+ * page reaches the store, and the casts give what RewardRecord's parsed fields hold (uuid and
+ * numeric read "A0EE..." and "+0012.50" as the client's "a0ee..." and "12.50"). An absent
+ * brand logo and a null transaction read as nulls.
+ *
+ * Sending each reward once, as received, rather than its columns and its raw item: the
+ * parameter is half the size, and parsing it into jsonb was the largest single cost of a
+ * page's statement (bench/RESULTS.md, round 5).
+ */
+const rawColumns = (consumerId: string, items: string) => `
+    select w.id, ${consumerId} as consumer_id, w.amount, w.type, w.status, w.consumer_status,
+      w.created_at, w.transaction->>'external_id' as transaction_external_id,
+      (w.transaction->>'executed_at')::timestamptz as transaction_executed_at,
+      w.brand->>'name' as brand_name, w.brand->>'logo' as brand_logo, e.item as raw
+    from jsonb_array_elements(${items}) as e(item)
+    cross join lateral jsonb_to_record(e.item) as w(
+      id uuid, amount numeric, type text, status text, consumer_status text,
+      created_at timestamptz, transaction jsonb, brand jsonb)`;
+
+/**
  * Builds THE write statement: any number of pages of different consumers, each optionally
  * ending its sync, in one statement (one round trip, one plan, one commit; see
  * reward-writer.ts for who is written together). Parameters:
- * - $1 the rewards of every page, a jsonb array of rows (see toRows);
+ * - $1 the rewards of every page, a jsonb array of { p, items }: `items` are the page's raw
+ *   items (RewardRecord.raw, the reward as the API sent it), from which the columns are read
+ *   (see rawColumns);
  * - $2 the pages, a jsonb array of { p, consumer_id, observed_at, finish, mark_missing,
  *   scan_started_at, at }, one per page, with rows or without (a sync whose last page is
  *   empty still ends); observed_at is when the page was read from the API, not written;
@@ -102,11 +126,9 @@ input as (
   -- index probe per row: lateral with offset 0, never flattened into a join the planner may
   -- turn into a scan of the whole table.
   select f.p, f.observed_at, r.*, s.write as stored_write
-  from jsonb_to_recordset($1::jsonb) as r(
-    id uuid, consumer_id text, amount numeric, type text, status text, consumer_status text,
-    created_at timestamptz, transaction_external_id text, transaction_executed_at timestamptz,
-    brand_name text, brand_logo text, raw jsonb)
-  join page f on f.consumer_id = r.consumer_id
+  from jsonb_array_elements($1::jsonb) as b(v)
+  join page f on f.p = (b.v->>'p')::int
+  cross join lateral (${rawColumns('f.consumer_id', "b.v->'items'")}) r
   left join lateral (
     select ${needsWrite('x', 'r', 'f.observed_at')} as write
     from ${s}.rewards x where x.id = r.id offset 0
@@ -236,8 +258,8 @@ export interface PreparedPage {
   consumerId: string;
   /** Distinct reward ids of the page. */
   ids: readonly string[];
-  /** The page's rows as a JSON array. */
-  rowsJson: string;
+  /** The page's raw items (one per distinct id) as a JSON array. */
+  itemsJson: string;
   /** Rewards given, duplicates included: what the counts add up to. */
   given: number;
   observedAt: Date;
@@ -245,15 +267,15 @@ export interface PreparedPage {
 }
 
 /**
- * Checks a page and serializes its rows. Throws StoreInputError naming the reward when an
+ * Checks a page and serializes its items. Throws StoreInputError naming the reward when an
  * amount is not a decimal string: nothing of the page is written.
  */
 export function preparePage(input: WriteRewardPageInput): PreparedPage {
-  const rows = toRows(input.consumerId, input.rewards);
+  const rewards = distinctRewards(input.rewards);
   return {
     consumerId: input.consumerId,
-    ids: rows.map((row) => row.id),
-    rowsJson: JSON.stringify(rows),
+    ids: rewards.map((reward) => reward.id),
+    itemsJson: JSON.stringify(rewards.map((reward) => reward.raw)),
     given: input.rewards.length,
     observedAt: input.observedAt,
     finish: input.finish,
@@ -274,12 +296,10 @@ export async function writeRewardPages(
   pages: readonly PreparedPage[],
 ): Promise<RewardPageResult[]> {
   assertDisjoint(pages);
-  const withRows = pages.filter((page) => page.ids.length > 0);
-  // One page (a large page is always alone) is sent as it is: no copy of a ~1 MB string.
-  const rowsJson =
-    withRows.length === 1
-      ? (withRows[0]?.rowsJson ?? '[]')
-      : `[${withRows.map((page) => page.rowsJson.slice(1, -1)).join(',')}]`;
+  const items = pages
+    .map((page, p) => (page.ids.length > 0 ? `{"p":${p},"items":${page.itemsJson}}` : ''))
+    .filter((json) => json !== '');
+  const itemsJson = `[${items.join(',')}]`;
   const marking = pages.some((page) => page.finish?.missing);
   const notMissing = marking ? pages.flatMap((page) => page.ids) : [];
   const pagesJson = JSON.stringify(
@@ -304,7 +324,7 @@ export async function writeRewardPages(
     updated: number;
     status_changes: number;
     marked_missing: number;
-  }>(sql, [rowsJson, pagesJson, notMissing]);
+  }>(sql, [itemsJson, pagesJson, notMissing]);
   const byPage = new Map(rows.map((row) => [row.p, row]));
   return pages.map((page, p) => {
     const counts = byPage.get(p);
@@ -338,31 +358,20 @@ function assertDisjoint(pages: readonly PreparedPage[]): void {
 }
 
 /**
- * The page as jsonb_to_recordset rows. A reward listed twice (pages shifting under a
- * concurrent insert) is kept once, its last occurrence: ON CONFLICT cannot touch a row twice.
+ * The page's rewards, each id once. A reward listed twice (pages shifting under a concurrent
+ * insert) is kept once, its last occurrence: ON CONFLICT cannot touch a row twice.
  */
-function toRows(consumerId: string, rewards: readonly RewardRecord[]) {
-  const byId = new Map<string, { id: string } & Record<string, unknown>>();
+function distinctRewards(rewards: readonly RewardRecord[]): RewardRecord[] {
+  const byId = new Map<string, RewardRecord>();
   for (const reward of rewards) {
-    if (!amountPattern.test(reward.amount)) {
+    // The amount written is the item's (rawColumns); numeric would also take "NaN".
+    const { amount } = reward.raw;
+    if (typeof amount !== 'string' || !amountPattern.test(amount)) {
       throw new StoreInputError(
-        `reward ${reward.id}: amount ${JSON.stringify(reward.amount)} is not a decimal string`,
+        `reward ${reward.id}: amount ${JSON.stringify(amount)} is not a decimal string`,
       );
     }
-    byId.set(reward.id, {
-      id: reward.id,
-      consumer_id: consumerId,
-      amount: reward.amount,
-      type: reward.type,
-      status: reward.status,
-      consumer_status: reward.consumerStatus,
-      created_at: reward.createdAt,
-      transaction_external_id: reward.transaction?.externalId ?? null,
-      transaction_executed_at: reward.transaction?.executedAt ?? null,
-      brand_name: reward.brand.name,
-      brand_logo: reward.brand.logo ?? null,
-      raw: reward.raw,
-    });
+    byId.set(reward.id, reward);
   }
   return [...byId.values()];
 }

@@ -19,7 +19,10 @@ export interface RewardRecord {
   consumerStatus: string;
   transaction: { externalId: string; executedAt: string } | null;
   brand: { name: string | null; logo?: string | null };
-  /** The item exactly as received (extra fields kept), stored as raw jsonb. */
+  /**
+   * The item exactly as received (extra fields kept), stored as raw jsonb. The store reads
+   * every column from it (rewards.ts, rawColumns): the fields above must be its parse.
+   */
   raw: Record<string, unknown>;
 }
 

@@ -1,6 +1,9 @@
 /** writeRewardPage against a real PostgreSQL: exact amounts, idempotence, change history. */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { parseRewardPage } from '../../../src/perks/paging.js';
+import { SeededRandom } from '../../../src/sandbox/random.js';
+import { generateReward } from '../../../src/sandbox/rewards.js';
 import { createStore, type Store } from '../../../src/store/store.js';
 import { createTestDatabase, type TestDatabase } from '../../support/database.js';
 import { at, reward, withStatus } from './fixtures.js';
@@ -103,6 +106,50 @@ describe('writeRewardPage', () => {
     expect(row?.transaction_external_id).toBeNull();
     expect(row?.brand_logo).toBeNull();
     expect(row?.raw).toEqual(gift.raw);
+  });
+
+  it("reads every column from the raw item as the client's parse reads it", async () => {
+    // The sandbox's generator: every amount form, gifts, null and absent logos, extra fields.
+    const rng = new SeededRandom(11, 'columns');
+    const items: Record<string, unknown>[] = Array.from({ length: 300 }, () => generateReward(rng));
+    const upper = generateReward(rng);
+    items.push({
+      ...upper,
+      id: upper.id.toUpperCase(),
+      transaction: { external_id: 'tx_offset', executed_at: '2025-06-01T10:00:00+02:00' },
+    });
+    const { items: parsed } = parseRewardPage('test', {
+      items,
+      meta: { page: 1, per_page: 1000, total: items.length },
+    });
+    await store.writeRewardPage({ consumerId: 'columns', rewards: parsed, observedAt: new Date() });
+
+    const { rows } = await store.pool.query(
+      `select id::text, amount::text, type, status, consumer_status, created_at,
+         transaction_external_id, transaction_executed_at, brand_name, brand_logo
+       from perks.rewards where consumer_id = 'columns'`,
+    );
+    const stored = new Map(rows.map((row) => [row.id, row]));
+    expect(stored.size).toBe(parsed.length);
+    for (const r of parsed) {
+      expect(stored.get(r.id), r.id).toEqual({
+        id: r.id,
+        amount: r.amount,
+        type: r.type,
+        status: r.status,
+        consumer_status: r.consumerStatus,
+        created_at: new Date(r.createdAt),
+        transaction_external_id: r.transaction?.externalId ?? null,
+        transaction_executed_at: r.transaction ? new Date(r.transaction.executedAt) : null,
+        brand_name: r.brand.name,
+        brand_logo: r.brand.logo ?? null,
+      });
+    }
+    // The generator's variety did reach the store.
+    expect(parsed.some((r) => r.raw.amount !== r.amount)).toBe(true);
+    expect(parsed.some((r) => r.transaction === null)).toBe(true);
+    expect(parsed.some((r) => r.brand.logo === undefined)).toBe(true);
+    expect(parsed.some((r) => r.brand.logo === null)).toBe(true);
   });
 
   it('creates the consumer row for a consumer it has never seen', async () => {
