@@ -25,7 +25,7 @@ export const firstSyncSets = (quick: boolean): DataSet[] =>
   quick
     ? [
         { consumers: 50, rewards: 1000 },
-        { consumers: 2000, rewards: 10 },
+        { consumers: 10_000, rewards: 10 },
       ]
     : [
         { consumers: 200, rewards: 1000 },
@@ -85,7 +85,7 @@ export const scenario1: Scenario = {
   title: 'First full sync, database-bound',
   async run(ctx: BenchContext): Promise<ScenarioResult> {
     const sets = firstSyncSets(ctx.quick);
-    const rounds = ctx.quick ? 1 : 3;
+    const rounds = ctx.quick ? 2 : 3;
     const figures: ScenarioResult['figures'] = {};
     let worst = Number.POSITIVE_INFINITY;
     for (const [i, set] of sets.entries()) {

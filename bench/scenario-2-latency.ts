@@ -48,7 +48,7 @@ export const scenario2: Scenario = {
   id: 2,
   title: 'Latency-bound sync (20 ms per request)',
   async run(ctx: BenchContext): Promise<ScenarioResult> {
-    const requests = ctx.quick ? 480 : 3200;
+    const requests = ctx.quick ? 960 : 3200;
     const jobs = Math.round(connections * jobsPerConnection);
     const tuned = await measure(ctx.run, requests, jobs);
     const plain = await measure(ctx.run, requests, connections);

@@ -14,7 +14,7 @@ export const scenario4: Scenario = {
   id: 4,
   title: 'Enrollment (20 ms per request)',
   async run(ctx: BenchContext): Promise<ScenarioResult> {
-    const count = ctx.quick ? 400 : 2500;
+    const count = ctx.quick ? 800 : 2500;
     const concurrency = defaultWorker.enrollConcurrency;
     const lab = await startLab(ctx.run, { name: 's4', sandbox: { latencyMs } });
     try {
