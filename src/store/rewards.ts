@@ -44,8 +44,8 @@ const needsWrite = (a: string, b: string, observedAt: string) =>
          or ${a}.last_seen_at < ${observedAt} - interval '${lastSeenGranularity}'))`;
 
 /**
- * The rows of a jsonb array of raw reward items (`items`, of consumer `consumerId`), with the
- * rewards table's columns. Every column is read from the item as the API sent it, by the
+ * The row of one raw reward item (`item`, of consumer `consumerId`), with the rewards table's
+ * columns. Every column is read from the item as the API sent it, by the
  * spec's field names: the client has checked every item against the spec's schema before a
  * page reaches the store, and the casts give what RewardRecord's parsed fields hold (uuid and
  * numeric read "A0EE..." and "+0012.50" as the client's "a0ee..." and "12.50"). An absent
@@ -53,15 +53,16 @@ const needsWrite = (a: string, b: string, observedAt: string) =>
  *
  * Sending each reward once, as received, rather than its columns and its raw item: the
  * parameter is half the size, and parsing it into jsonb was the largest single cost of a
- * page's statement (bench/RESULTS.md, round 5).
+ * page's statement (bench/RESULTS.md, round 5). The items stay one flat array with one set-
+ * returning function over it: nested ones (pages, then their items) made the planner expect
+ * 100 × 100 rows, an estimated cost past jit_above_cost for every statement.
  */
-const rawColumns = (consumerId: string, items: string) => `
+const rawColumns = (consumerId: string, item: string) => `
     select w.id, ${consumerId} as consumer_id, w.amount, w.type, w.status, w.consumer_status,
       w.created_at, w.transaction->>'external_id' as transaction_external_id,
       (w.transaction->>'executed_at')::timestamptz as transaction_executed_at,
-      w.brand->>'name' as brand_name, w.brand->>'logo' as brand_logo, e.item as raw
-    from jsonb_array_elements(${items}) as e(item)
-    cross join lateral jsonb_to_record(e.item) as w(
+      w.brand->>'name' as brand_name, w.brand->>'logo' as brand_logo, ${item} as raw
+    from jsonb_to_record(${item}) as w(
       id uuid, amount numeric, type text, status text, consumer_status text,
       created_at timestamptz, transaction jsonb, brand jsonb)`;
 
@@ -69,9 +70,8 @@ const rawColumns = (consumerId: string, items: string) => `
  * Builds THE write statement: any number of pages of different consumers, each optionally
  * ending its sync, in one statement (one round trip, one plan, one commit; see
  * reward-writer.ts for who is written together). Parameters:
- * - $1 the rewards of every page, a jsonb array of { p, items }: `items` are the page's raw
- *   items (RewardRecord.raw, the reward as the API sent it), from which the columns are read
- *   (see rawColumns);
+ * - $1 the rewards of every page, a jsonb array of { consumer_id, raw }: `raw` is the reward
+ *   as the API sent it (RewardRecord.raw), from which the columns are read (see rawColumns);
  * - $2 the pages, a jsonb array of { p, consumer_id, observed_at, finish, mark_missing,
  *   scan_started_at, at }, one per page, with rows or without (a sync whose last page is
  *   empty still ends); observed_at is when the page was read from the API, not written;
@@ -126,9 +126,9 @@ input as (
   -- index probe per row: lateral with offset 0, never flattened into a join the planner may
   -- turn into a scan of the whole table.
   select f.p, f.observed_at, r.*, s.write as stored_write
-  from jsonb_array_elements($1::jsonb) as b(v)
-  join page f on f.p = (b.v->>'p')::int
-  cross join lateral (${rawColumns('f.consumer_id', "b.v->'items'")}) r
+  from jsonb_to_recordset($1::jsonb) as x(consumer_id text, raw jsonb)
+  join page f on f.consumer_id = x.consumer_id
+  cross join lateral (${rawColumns('x.consumer_id', 'x.raw')}) r
   left join lateral (
     select ${needsWrite('x', 'r', 'f.observed_at')} as write
     from ${s}.rewards x where x.id = r.id offset 0
@@ -258,7 +258,7 @@ export interface PreparedPage {
   consumerId: string;
   /** Distinct reward ids of the page. */
   ids: readonly string[];
-  /** The page's raw items (one per distinct id) as a JSON array. */
+  /** The page's items (one per distinct id) as a JSON array of { consumer_id, raw }. */
   itemsJson: string;
   /** Rewards given, duplicates included: what the counts add up to. */
   given: number;
@@ -275,7 +275,9 @@ export function preparePage(input: WriteRewardPageInput): PreparedPage {
   return {
     consumerId: input.consumerId,
     ids: rewards.map((reward) => reward.id),
-    itemsJson: JSON.stringify(rewards.map((reward) => reward.raw)),
+    itemsJson: JSON.stringify(
+      rewards.map((reward) => ({ consumer_id: input.consumerId, raw: reward.raw })),
+    ),
     given: input.rewards.length,
     observedAt: input.observedAt,
     finish: input.finish,
@@ -296,10 +298,12 @@ export async function writeRewardPages(
   pages: readonly PreparedPage[],
 ): Promise<RewardPageResult[]> {
   assertDisjoint(pages);
-  const items = pages
-    .map((page, p) => (page.ids.length > 0 ? `{"p":${p},"items":${page.itemsJson}}` : ''))
-    .filter((json) => json !== '');
-  const itemsJson = `[${items.join(',')}]`;
+  const withItems = pages.filter((page) => page.ids.length > 0);
+  // One page (a large page is always alone) is sent as it is: no copy of a ~300 KB string.
+  const itemsJson =
+    withItems.length === 1
+      ? (withItems[0]?.itemsJson ?? '[]')
+      : `[${withItems.map((page) => page.itemsJson.slice(1, -1)).join(',')}]`;
   const marking = pages.some((page) => page.finish?.missing);
   const notMissing = marking ? pages.flatMap((page) => page.ids) : [];
   const pagesJson = JSON.stringify(

@@ -3,6 +3,7 @@
  * statement, yet each page gets its own counts, its own sync end and its own failure.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { preparePage, rewardWriteSql } from '../../../src/store/rewards.js';
 import { createStore, type RewardRecord, type Store } from '../../../src/store/store.js';
 import { createTestDatabase, type TestDatabase } from '../../support/database.js';
 import { at, reward, withStatus } from './fixtures.js';
@@ -220,5 +221,20 @@ describe('RewardWriter', () => {
   it('runs without JIT: compiling the write statement costs more than running it', async () => {
     const { rows } = await store.pool.query<{ jit: string }>('show jit');
     expect(rows[0]?.jit).toBe('off');
+  });
+
+  it('plans the write statement below jit_above_cost, so losing jit=off costs nothing here', async () => {
+    // An `options` in DATABASE_URL replaces jit=off. Nested set-returning functions over the
+    // parameter (pages, then their items) made the planner expect 100 × 100 rows: ~150,000.
+    const page = preparePage({ consumerId: 'cost', rewards: pageOf(10), observedAt: new Date() });
+    const pages = JSON.stringify([
+      { p: 0, consumer_id: 'cost', observed_at: new Date(), finish: false, mark_missing: false },
+    ]);
+    const { rows } = await store.pool.query<{ 'QUERY PLAN': [{ Plan: { 'Total Cost': number } }] }>(
+      `explain (format json) ${rewardWriteSql('perks')}`,
+      [page.itemsJson, pages, []],
+    );
+    const cost = rows[0]?.['QUERY PLAN'][0].Plan['Total Cost'] ?? Number.POSITIVE_INFINITY;
+    expect(cost).toBeLessThan(100_000);
   });
 });
