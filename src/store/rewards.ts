@@ -45,11 +45,11 @@ const needsWrite = (a: string, b: string, observedAt: string) =>
 
 /**
  * The row of one raw reward item (`item`, of consumer `consumerId`), with the rewards table's
- * columns. Every column is read from the item as the API sent it, by the
- * spec's field names: the client has checked every item against the spec's schema before a
- * page reaches the store, and the casts give what RewardRecord's parsed fields hold (uuid and
- * numeric read "A0EE..." and "+0012.50" as the client's "a0ee..." and "12.50"). An absent
- * brand logo and a null transaction read as nulls.
+ * columns. Every column is read from the item as the API sent it, by the spec's field names:
+ * the client has checked every item against the spec's schema before a page reaches the
+ * store, and the casts give what RewardRecord's parsed fields hold (uuid and numeric read
+ * "A0EE..." and "+0012.50" as the client's "a0ee..." and "12.50"). An absent brand logo and
+ * a null transaction read as nulls.
  *
  * Sending each reward once, as received, rather than its columns and its raw item: the
  * parameter is half the size, and parsing it into jsonb was the largest single cost of a
@@ -126,9 +126,9 @@ input as (
   -- index probe per row: lateral with offset 0, never flattened into a join the planner may
   -- turn into a scan of the whole table.
   select f.p, f.observed_at, r.*, s.write as stored_write
-  from jsonb_to_recordset($1::jsonb) as x(consumer_id text, raw jsonb)
-  join page f on f.consumer_id = x.consumer_id
-  cross join lateral (${rawColumns('x.consumer_id', 'x.raw')}) r
+  from jsonb_to_recordset($1::jsonb) as e(consumer_id text, raw jsonb)
+  join page f on f.consumer_id = e.consumer_id
+  cross join lateral (${rawColumns('e.consumer_id', 'e.raw')}) r
   left join lateral (
     select ${needsWrite('x', 'r', 'f.observed_at')} as write
     from ${s}.rewards x where x.id = r.id offset 0

@@ -225,7 +225,7 @@ describe('RewardWriter', () => {
 
   it('plans the write statement below jit_above_cost, so losing jit=off costs nothing here', async () => {
     // An `options` in DATABASE_URL replaces jit=off. Nested set-returning functions over the
-    // parameter (pages, then their items) made the planner expect 100 × 100 rows: ~150,000.
+    // parameter (pages, then their items) made the planner expect 100 × 100 rows: 214,016.
     const page = preparePage({ consumerId: 'cost', rewards: pageOf(10), observedAt: new Date() });
     const pages = JSON.stringify([
       { p: 0, consumer_id: 'cost', observed_at: new Date(), finish: false, mark_missing: false },
