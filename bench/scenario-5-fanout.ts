@@ -189,7 +189,7 @@ export const scenario5: Scenario = {
   id: 5,
   title: 'Reconciliation fan-out',
   async run(ctx: BenchContext): Promise<ScenarioResult> {
-    const large = ctx.fanout ?? (ctx.quick ? 12_000 : 1_000_000);
+    const large = ctx.fanout ?? (ctx.quick ? 20_000 : 1_000_000);
     // N/10, but up to 4,000 (and N/5 at most): below the job bound (3,508) the queue never
     // fills, and a small run would measure a worker that never reached its steady state.
     const small = Math.max(Math.round(large / 10), Math.min(4000, Math.round(large / 5)));
