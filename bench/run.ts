@@ -35,8 +35,8 @@ postgres://postgres@127.0.0.1:5432/postgres; the bench creates and drops perks_b
   --quick            smaller sizes (the whole run takes under two minutes)
   --scenario N       run only these scenarios (repeatable, or a comma list); default all:
 ${scenarios.map((s) => `                       ${s.id}  ${s.title}`).join('\n')}
-  --fanout N         consumers of scenario 5 (default 1,000,000; quick 20,000); it also
-                     runs N/10 (up to 4,000 and N/5) to compare
+  --fanout N         consumers of scenario 5 (default 1,000,000; quick 12,000); it also
+                     runs N/10 (up to 4,000 and N/3) to compare
   --no-record        do not append the results to bench/RESULTS.md
   -h, --help         this help
 

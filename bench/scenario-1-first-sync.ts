@@ -27,7 +27,7 @@ export const firstSyncSets = (quick: boolean): DataSet[] =>
   quick
     ? [
         { consumers: 50, rewards: 1000 },
-        { consumers: 6_000, rewards: 10 },
+        { consumers: 4_000, rewards: 10 },
       ]
     : [
         { consumers: 200, rewards: 1000 },
