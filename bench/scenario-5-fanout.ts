@@ -1,10 +1,10 @@
 /**
  * Scenario 5: reconciliation fan-out. N consumers are inserted with generate_series; the
  * sandbox (autoEnroll) answers each with an empty page. The worker runs as its own process
- * (`node dist/src/index.js work`, default settings) so that its peak RSS (VmHWM) is its own.
- * Sampled every 100 ms: Redis used_memory (the whole server: other users of this Redis count
- * too) and the jobs of our sync queue. Run at N/10 (up to 4,000 and N/5) and N: memory must stay
- * flat as N grows.
+ * (`node dist/src/index.js work`; default settings in a full run, a smaller queue bound in a
+ * quick one) so that its peak RSS (VmHWM) is its own. Sampled every 100 ms: Redis used_memory
+ * (the whole server: other users of this Redis count too) and the jobs of our sync queue. Run
+ * at N/10 (up to 4,000 and N/3) and N: memory must stay flat as N grows.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
