@@ -21,7 +21,8 @@ export interface RewardRecord {
   brand: { name: string | null; logo?: string | null };
   /**
    * The item exactly as received (extra fields kept), stored as raw jsonb. The store reads
-   * every column from it (rewards.ts, rawColumns): the fields above must be its parse.
+   * every column from it (write_reward_pages, migration 000002): the fields above must be its
+   * parse.
    */
   raw: Record<string, unknown>;
 }

@@ -168,12 +168,12 @@ describe('perks-worker migrate', () => {
     const first = capture();
     expect(await run([])).toBe(0);
     expect(first.out.join('')).toBe(
-      `created database ${name}\napplied 000001_init.sql\nschema perks is at 000001 (1 migration)\n`,
+      `created database ${name}\napplied 000001_init.sql\napplied 000002_write_reward_pages.sql\nschema perks is at 000002 (2 migrations)\n`,
     );
     vi.restoreAllMocks();
     const second = capture();
     expect(await run([])).toBe(0);
-    expect(second.out.join('')).toBe('schema perks is at 000001 (1 migration)\n');
+    expect(second.out.join('')).toBe('schema perks is at 000002 (2 migrations)\n');
   });
 
   it('says in one line that the server cannot be reached, and exits 1', async () => {

@@ -3,7 +3,8 @@
  * statement, yet each page gets its own counts, its own sync end and its own failure.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { preparePage, rewardWriteSql } from '../../../src/store/rewards.js';
+import { migrate } from '../../../src/store/migrate.js';
+import { preparePage } from '../../../src/store/rewards.js';
 import { createStore, type RewardRecord, type Store } from '../../../src/store/store.js';
 import { createTestDatabase, type TestDatabase } from '../../support/database.js';
 import { at, reward, withStatus } from './fixtures.js';
@@ -223,20 +224,60 @@ describe('RewardWriter', () => {
     expect(rows[0]?.jit).toBe('off');
   });
 
-  it('plans a small page below jit_above_cost on a small table, as the nested form did not', async () => {
-    // An `options` in DATABASE_URL replaces jit=off. Nested set-returning functions over the
-    // parameter (pages, then their items) made the planner expect 100 × 100 rows: 214,016 here.
-    // With statistics of many rewards per consumer the estimate can still pass it (round 3):
-    // jit=off stays the guard there.
-    const page = preparePage({ consumerId: 'cost', rewards: pageOf(10), observedAt: new Date() });
-    const pages = JSON.stringify([
-      { p: 0, consumer_id: 'cost', observed_at: new Date(), finish: false, mark_missing: false },
-    ]);
-    const { rows } = await store.pool.query<{ 'QUERY PLAN': [{ Plan: { 'Total Cost': number } }] }>(
-      `explain (format json) ${rewardWriteSql('perks')}`,
-      [page.itemsJson, pages, []],
+  it('keeps one plan per session for the write statement that probes indexes only', async () => {
+    // The statement runs inside write_reward_pages with the function's own settings: a
+    // generic plan, sequential scans off. Planned here as the function plans it, on new empty
+    // tables: there, a generic plan with sequential scans allowed scans rewards twice.
+    await migrate({ databaseUrl: db.url, schema: 'perks_plan' });
+    const { rows: fn } = await store.pool.query<{ src: string; config: string[] }>(
+      `select prosrc as src, proconfig as config from pg_proc
+       where oid = 'perks_plan.write_reward_pages(jsonb, jsonb, uuid[])'::regprocedure`,
     );
-    const cost = rows[0]?.['QUERY PLAN'][0].Plan['Total Cost'] ?? Number.POSITIVE_INFINITY;
-    expect(cost).toBeLessThan(100_000);
+    expect(fn[0]?.config).toEqual(
+      expect.arrayContaining([
+        'plan_cache_mode=force_generic_plan',
+        'enable_seqscan=off',
+        'jit=off',
+      ]),
+    );
+    const body = /return query([\s\S]*);\s*end\s*$/.exec(fn[0]?.src ?? '')?.[1];
+    expect(body).toBeDefined();
+    const page = preparePage({ consumerId: 'plan', rewards: pageOf(10), observedAt: new Date() });
+    const pages = JSON.stringify([
+      { p: 0, consumer_id: 'plan', observed_at: new Date(), finish: true, mark_missing: true },
+    ]);
+    const client = await store.pool.connect();
+    try {
+      await client.query('begin');
+      await client.query('set local search_path to perks_plan');
+      await client.query('set local plan_cache_mode = force_generic_plan');
+      await client.query('set local enable_seqscan = off');
+      await client.query(`prepare write_plan(jsonb, jsonb, uuid[]) as ${body}`);
+      // EXPLAIN EXECUTE takes literals, not bind parameters.
+      const literal = (text: string) => client.escapeLiteral(text);
+      const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
+        `explain (format json) execute write_plan(${literal(page.itemsJson)}, ${literal(pages)},
+           ${literal(`{${page.ids.join(',')}}`)})`,
+      );
+      const plan = rows[0]?.['QUERY PLAN'][0].Plan;
+      expect(plan).toBeDefined();
+      expect(nodeTypes(plan as PlanNode)).not.toContain('Seq Scan');
+      expect(nodeTypes(plan as PlanNode)).toContain('Index Scan');
+      // A sequential scan that could not be avoided would cost 10^10 with them off.
+      expect(plan?.['Total Cost']).toBeLessThan(1_000_000);
+    } finally {
+      await client.query('rollback');
+      client.release();
+    }
   });
 });
+
+interface PlanNode {
+  'Node Type': string;
+  'Total Cost': number;
+  Plans?: PlanNode[];
+}
+
+function nodeTypes(node: PlanNode): string[] {
+  return [node['Node Type'], ...(node.Plans ?? []).flatMap(nodeTypes)];
+}

@@ -1,0 +1,219 @@
+-- The reward write statement, as a function: write_reward_pages(rewards, pages, not_missing).
+--
+-- Why a function: sent as text, the statement was parsed, analysed and planned again by every
+-- call, and that was most of PostgreSQL's time for a small page (bench/RESULTS.md, round 8).
+-- A PL/pgSQL function prepares its statement once per session and keeps the plan, and the
+-- settings it needs are the function's own (the SET clauses), so it works the same through
+-- PgBouncer's transaction pooling, where session settings and named statements do not:
+-- - plan_cache_mode = force_generic_plan: one plan per session. A plan made for the first call's
+--   values would not serve later calls better: the planner estimates the jsonb arrays at 100
+--   rows whatever they hold.
+-- - enable_seqscan = off: every table access is by key (a page's rewards, a consumer's
+--   rewards), so an index probe is always right; a plan first made on empty tables would
+--   otherwise keep sequential scans as they grow.
+-- - jit = off: a statement of a few rows must never pay a JIT compilation.
+-- search_path is pinned to this schema (FROM CURRENT: the migration runs with it set), so the
+-- unqualified names below are this schema's whoever calls.
+--
+-- Parameters:
+-- - $1 the rewards of every page, a jsonb array of { consumer_id, raw }: `raw` is the reward
+--   as the API sent it, from which the columns are read (in SQL: the item is sent once);
+-- - $2 the pages, a jsonb array of { p, consumer_id, observed_at, finish, mark_missing,
+--   scan_started_at, at }, one per page, with rows or without (a sync whose last page is
+--   empty still ends); observed_at is when the page was read from the API, not written;
+-- - $3 the reward ids the missing rewards are not: every id the complete scans of the
+--   finishing pages listed, and every id of the statement's rows.
+-- It returns one row per page that did something: p and that page's counts.
+--
+-- Two pages of one call never share a consumer or a reward id (the writer sees to it): a
+-- statement cannot update a row twice.
+--
+-- Why `previous` locks: the old status of a change must be the one the update replaces. The
+-- rows this write is about to update are read `for update`, in id order (as the insert is,
+-- so two writers cannot deadlock); when another sync of the same consumer committed in
+-- between, the lock returns its version (READ COMMITTED re-check), not the statement's
+-- snapshot. The insert reads `previous` (left join), so the locks are taken before it runs.
+--
+-- Stale-write guard: a stored row is only overwritten by a strictly newer observation
+-- (rewards.observed_at < excluded.observed_at), so concurrent syncs converge on the newest.
+-- observed_at is not bumped for unchanged rows; the guard stays sound because the stored
+-- observed_at is never earlier than the moment the stored content became true.
+--
+-- Only new rows and rows `previous` locked reach the insert: a stored reward that needs no
+-- write (the usual re-sync) is not even locked, so it writes no WAL. It is skipped on the
+-- statement's snapshot, so a concurrent write to it that commits after the snapshot stands:
+-- by the guard above that is a newer observation than the stored one, and it can be older
+-- than this one only if the content changed and changed back between the two reads (or a
+-- concurrent scan that did not list it marks it missing). Either outcome is the one these two
+-- writes give in the other order, and the next sync of the consumer writes it again.
+--
+-- A stored reward needs the write of a new observation b when b is strictly newer and the
+-- content changed ((consumer_id, raw): every column is read from those), or the reward comes
+-- back from missing, or last_seen_at is over an hour old. last_seen_at is so exact to within
+-- one hour, at the cost of one rewrite per reward per hour of re-syncing at most.
+--
+-- The end of a sync (pages with `finish`):
+-- - Missing rewards: when `mark_missing`, sets missing_since on the consumer's rewards the
+--   scan did not list. Only after a complete scan whose total did not move between its first
+--   and last page; after a partial or inconsistent scan (pages shifted, total changed)
+--   rewards merely skipped by the paging would be marked missing. Rewards first seen or
+--   rewritten after the scan started are left alone (another sync saw them), and so are the
+--   rewards this statement writes, listed or not: a statement must not update a row twice.
+--   Already-missing rewards keep their first missing_since; a write clears it when a reward
+--   comes back.
+-- - last_synced_at: set to `at`, never moved back by a late, older report.
+-- Every page creates its consumer's row when missing.
+--
+-- Columns of a reward item, read by the spec's field names: the client has checked every
+-- item against the spec's schema before a page reaches the store, and the casts give what the
+-- client's parsed fields hold (uuid and numeric read "A0EE..." and "+0012.50" as "a0ee..."
+-- and "12.50"). An absent brand logo and a null transaction read as nulls. The items are one
+-- flat array with one set-returning function over it: nested ones (pages, then their items)
+-- made the planner expect 100 x 100 rows.
+
+create function write_reward_pages(jsonb, jsonb, uuid[])
+returns table (p int, inserted int, updated int, status_changes int, marked_missing int)
+language plpgsql
+set search_path from current
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+set jit = off
+as $function$
+#variable_conflict use_column
+begin
+  return query
+  with page as (
+    select * from jsonb_to_recordset($2::jsonb) as f(
+      p int, consumer_id text, observed_at timestamptz, finish boolean, mark_missing boolean,
+      scan_started_at timestamptz, at timestamptz)
+  ),
+  input as (
+    -- stored_write: null when the reward is not stored, else whether the stored version needs
+    -- this write (the statement's snapshot; `previous` checks again under the row lock). One
+    -- index probe per row: lateral with offset 0, never flattened into a join the planner may
+    -- turn into a scan of the whole table.
+    select f.p, f.observed_at, r.*, s.write as stored_write
+    from jsonb_to_recordset($1::jsonb) as e(consumer_id text, raw jsonb)
+    join page f on f.consumer_id = e.consumer_id
+    cross join lateral (
+      select w.id, e.consumer_id as consumer_id, w.amount, w.type, w.status, w.consumer_status,
+        w.created_at, w.transaction->>'external_id' as transaction_external_id,
+        (w.transaction->>'executed_at')::timestamptz as transaction_executed_at,
+        w.brand->>'name' as brand_name, w.brand->>'logo' as brand_logo, e.raw as raw
+      from jsonb_to_record(e.raw) as w(
+        id uuid, amount numeric, type text, status text, consumer_status text,
+        created_at timestamptz, transaction jsonb, brand jsonb)) r
+    left join lateral (
+      select x.observed_at < f.observed_at
+             and ((x.consumer_id, x.raw) is distinct from (r.consumer_id, r.raw)
+                  or x.missing_since is not null
+                  or x.last_seen_at < f.observed_at - interval '1 hour') as write
+      from rewards x where x.id = r.id offset 0
+    ) s on true
+  ),
+  consumer as (
+    insert into consumers as c (consumer_id, last_synced_at)
+    select f.consumer_id, case when f.finish then f.at end from page f
+    order by f.consumer_id
+    on conflict (consumer_id) do update set
+      last_synced_at = greatest(c.last_synced_at, excluded.last_synced_at),
+      updated_at = now()
+    where excluded.last_synced_at is not null
+  ),
+  missing as (
+    -- The candidates come from each page's own index scan (lateral; offset 0 keeps it from
+    -- being flattened into a join that may scan the whole table), and are then updated by id
+    -- (an array: an index lookup whatever the planner thinks of its size). The conditions are
+    -- stated on the updated row again: a row changed concurrently is re-checked in its new
+    -- version.
+    update rewards r set missing_since = f.at
+    from page f
+    where r.id = any(array(
+        select x.id
+        from page f cross join lateral (
+          select c.id from rewards c
+          where c.consumer_id = f.consumer_id
+            and c.missing_since is null
+            and c.first_seen_at < f.scan_started_at
+            and c.observed_at < f.scan_started_at
+            and not (c.id = any($3::uuid[]))
+          offset 0
+        ) x
+        where f.finish and f.mark_missing))
+      and f.finish and f.mark_missing and r.consumer_id = f.consumer_id
+      and r.missing_since is null
+      and r.first_seen_at < f.scan_started_at
+      and r.observed_at < f.scan_started_at
+    returning f.p
+  ),
+  previous as (
+    select r.id, r.status, r.consumer_status,
+           (r.consumer_id, r.raw) is distinct from (i.consumer_id, i.raw)
+             or r.missing_since is not null as changed
+    from rewards r join input i on i.id = r.id
+    where r.id = any(array(select w.id from input w where w.stored_write))
+      and r.observed_at < i.observed_at
+      and ((r.consumer_id, r.raw) is distinct from (i.consumer_id, i.raw)
+           or r.missing_since is not null
+           or r.last_seen_at < i.observed_at - interval '1 hour')
+    order by r.id
+    for update of r
+  ),
+  written as (
+    insert into rewards as rewards (
+      id, consumer_id, amount, type, status, consumer_status, created_at,
+      transaction_external_id, transaction_executed_at, brand_name, brand_logo, raw,
+      first_seen_at, last_seen_at, observed_at)
+    select i.id, i.consumer_id, i.amount, i.type, i.status, i.consumer_status, i.created_at,
+           i.transaction_external_id, i.transaction_executed_at, i.brand_name, i.brand_logo, i.raw,
+           i.observed_at, i.observed_at, i.observed_at
+    from input i left join previous p on p.id = i.id
+    -- A stored reward that needs no write is left out: ON CONFLICT DO UPDATE would lock it (a
+    -- WAL record per row) only to find nothing to do.
+    where i.stored_write is null or p.id is not null
+    order by i.id
+    on conflict (id) do update set
+      consumer_id = excluded.consumer_id, amount = excluded.amount, type = excluded.type,
+      status = excluded.status, consumer_status = excluded.consumer_status,
+      created_at = excluded.created_at, transaction_external_id = excluded.transaction_external_id,
+      transaction_executed_at = excluded.transaction_executed_at,
+      brand_name = excluded.brand_name, brand_logo = excluded.brand_logo, raw = excluded.raw,
+      last_seen_at = excluded.observed_at, observed_at = excluded.observed_at, missing_since = null
+    where rewards.observed_at < excluded.observed_at
+      and ((rewards.consumer_id, rewards.raw) is distinct from (excluded.consumer_id, excluded.raw)
+           or rewards.missing_since is not null
+           or rewards.last_seen_at < excluded.observed_at - interval '1 hour')
+    -- first_seen_at is never updated and an update needs a newer observation than the stored
+    -- one (itself never older than first_seen_at): the two are equal exactly on an insert.
+    returning id, status, consumer_status, first_seen_at = observed_at as inserted
+  ),
+  changes as (
+    insert into reward_status_changes (
+      reward_id, consumer_id, old_status, new_status, old_consumer_status, new_consumer_status,
+      observed_at)
+    select w.id, i.consumer_id, p.status, w.status, p.consumer_status, w.consumer_status,
+           i.observed_at
+    from written w join previous p on p.id = w.id join input i on i.id = w.id
+    where not w.inserted
+      and (p.status, p.consumer_status) is distinct from (w.status, w.consumer_status)
+    order by w.id
+    returning reward_id
+  )
+  select p, sum(inserted)::int as inserted, sum(updated)::int as updated,
+    sum(status_changes)::int as status_changes, sum(marked_missing)::int as marked_missing
+  from (
+    select i.p, w.inserted::int as inserted,
+           (not w.inserted and coalesce(p.changed, true))::int as updated,
+           0 as status_changes, 0 as marked_missing
+    from written w join input i on i.id = w.id left join previous p on p.id = w.id
+    union all
+    select i.p, 0, 0, 1, 0 from changes c join input i on i.id = c.reward_id
+    union all
+    select m.p, 0, 0, 0, 1 from missing m
+  ) counted
+  group by p;
+end
+$function$;
+
+comment on function write_reward_pages(jsonb, jsonb, uuid[]) is
+  'Writes pages of rewards (and the ends of their syncs) in one statement; see the migration 000002 for the parameters.';
