@@ -62,6 +62,8 @@ export async function syncThroughWorker(
 export interface PreparedPage {
   consumerId: string;
   rewards: Reward[];
+  /** The body the rewards were parsed from, as the worker passes it to the store. */
+  json: string;
   /** On a consumer's last page: every id of its pages, which that statement ends the sync with. */
   seenIds?: string[];
 }
@@ -81,13 +83,11 @@ export async function preparePages(
         page,
         perPage: 1000,
       });
-      const body = JSON.parse(
-        `{"items":${itemsJson},"meta":{"page":${page},"per_page":1000,"total":${total}}}`,
-      );
-      const parsed = parseRewardPage('bench', body);
+      const json = `{"items":${itemsJson},"meta":{"page":${page},"per_page":1000,"total":${total}}}`;
+      const parsed = parseRewardPage('bench', JSON.parse(json));
       for (const reward of parsed.items) seenIds.push(reward.id);
       const last = page * 1000 >= total;
-      pages.push({ consumerId, rewards: parsed.items, ...(last ? { seenIds } : {}) });
+      pages.push({ consumerId, rewards: parsed.items, json, ...(last ? { seenIds } : {}) });
       if (last) break;
     }
   }
@@ -126,6 +126,7 @@ export async function bareLoop(
         await store.writeRewardPage({
           consumerId: page.consumerId,
           rewards: page.rewards,
+          json: page.json,
           observedAt,
           ...(page.seenIds
             ? {

@@ -113,6 +113,7 @@ async function scanOnce(
     const { markedMissing, ...written } = await ctx.store.writeRewardPage({
       consumerId,
       rewards: page.items,
+      json: page.json,
       observedAt,
       ...(finish ? { finish } : {}),
     });

@@ -161,7 +161,7 @@ export class PerksClient {
             { operation, page, items: parsed.items.length, total: parsed.total },
             'perks: fetched a rewards page',
           );
-          return parsed;
+          return { ...parsed, json: response.body };
         });
       },
     };

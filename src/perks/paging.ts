@@ -14,6 +14,8 @@ export interface RewardPage {
   /** Records matching the filters, as this page announced it. */
   total: number;
   items: Reward[];
+  /** The response body as received (JSON text): `items` are its `items`, parsed, in order. */
+  json: string;
   lastPage: boolean;
   /** This page's total differs from page 1's: records came or went mid-walk; rescan later. */
   totalChanged: boolean;
@@ -24,6 +26,11 @@ export interface ParsedPage {
   perPage: number;
   total: number;
   items: Reward[];
+}
+
+/** A parsed page and the body it was parsed from. */
+export interface FetchedPage extends ParsedPage {
+  json: string;
 }
 
 /** `['items', 3, 'brand', 'logo']` -> `items[3].brand.logo`. */
@@ -69,7 +76,7 @@ export function parseRewardPage(operation: string, json: unknown): ParsedPage {
 export async function* walkRewardPages(
   operation: string,
   perPage: number,
-  fetchPage: (page: number) => Promise<ParsedPage>,
+  fetchPage: (page: number) => Promise<FetchedPage>,
 ): AsyncGenerator<RewardPage, void, undefined> {
   let firstTotal: number | undefined;
   let servedPerPage: number | undefined;
@@ -108,6 +115,7 @@ export async function* walkRewardPages(
       perPage: parsed.perPage,
       total: parsed.total,
       items: parsed.items,
+      json: parsed.json,
       lastPage,
       totalChanged: parsed.total !== firstTotal,
     };

@@ -35,6 +35,14 @@ export interface WriteRewardPageInput {
   observedAt: Date;
   /** Given on the last page of a sync: the end of the sync is written by the same statement. */
   finish?: FinishSync;
+  /**
+   * The API's response body (JSON text) whose `items` are `rewards`, parsed, in the same order.
+   * Given, the items are written as the API sent them instead of each reward being serialized
+   * again (the largest cost of a large page after its parse, bench/RESULTS.md round 8); the
+   * columns come from the text as they would from `raw`. Not used when the page lists a
+   * reward twice.
+   */
+  json?: string;
 }
 
 export interface FinishSync {
@@ -56,8 +64,11 @@ export interface PreparedPage {
   consumerId: string;
   /** Distinct reward ids of the page. */
   ids: readonly string[];
-  /** The page's items (one per distinct id) as a JSON array of { consumer_id, raw }. */
-  itemsJson: string;
+  /**
+   * The page as one element of the statement's first parameter: { consumer_id, body }, where
+   * body.items are the page's items, one per distinct id.
+   */
+  entryJson: string;
   /** Rewards given, duplicates included: what the counts add up to. */
   given: number;
   observedAt: Date;
@@ -65,17 +76,20 @@ export interface PreparedPage {
 }
 
 /**
- * Checks a page and serializes its items. Throws StoreInputError naming the reward when an
- * amount is not a decimal string: nothing of the page is written.
+ * Checks a page and serializes it (its items as the API sent them when `json` is given).
+ * Throws StoreInputError naming the reward when an amount is not a decimal string: nothing of
+ * the page is written.
  */
 export function preparePage(input: WriteRewardPageInput): PreparedPage {
   const rewards = distinctRewards(input.rewards);
+  const body =
+    input.json !== undefined && rewards.length === input.rewards.length
+      ? input.json
+      : `{"items":${JSON.stringify(rewards.map((reward) => reward.raw))}}`;
   return {
     consumerId: input.consumerId,
     ids: rewards.map((reward) => reward.id),
-    itemsJson: JSON.stringify(
-      rewards.map((reward) => ({ consumer_id: input.consumerId, raw: reward.raw })),
-    ),
+    entryJson: `{"consumer_id":${JSON.stringify(input.consumerId)},"body":${body}}`,
     given: input.rewards.length,
     observedAt: input.observedAt,
     finish: input.finish,
@@ -97,11 +111,7 @@ export async function writeRewardPages(
 ): Promise<RewardPageResult[]> {
   assertDisjoint(pages);
   const withItems = pages.filter((page) => page.ids.length > 0);
-  // One page (a large page is always alone) is sent as it is: no copy of a ~300 KB string.
-  const itemsJson =
-    withItems.length === 1
-      ? (withItems[0]?.itemsJson ?? '[]')
-      : `[${withItems.map((page) => page.itemsJson.slice(1, -1)).join(',')}]`;
+  const itemsJson = `[${withItems.map((page) => page.entryJson).join(',')}]`;
   const marking = pages.some((page) => page.finish?.missing);
   const notMissing = marking ? pages.flatMap((page) => page.ids) : [];
   const pagesJson = JSON.stringify(

@@ -256,7 +256,7 @@ describe('RewardWriter', () => {
       // EXPLAIN EXECUTE takes literals, not bind parameters.
       const literal = (text: string) => client.escapeLiteral(text);
       const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
-        `explain (format json) execute write_plan(${literal(page.itemsJson)}, ${literal(pages)},
+        `explain (format json) execute write_plan(${literal(`[${page.entryJson}]`)}, ${literal(pages)},
            ${literal(`{${page.ids.join(',')}}`)})`,
       );
       const plan = rows[0]?.['QUERY PLAN'][0].Plan;

@@ -152,6 +152,73 @@ describe('writeRewardPage', () => {
     expect(parsed.some((r) => r.brand.logo === null)).toBe(true);
   });
 
+  it('writes the items as the API sent them, given the body: the rows of the parsed page', async () => {
+    const rng = new SeededRandom(12, 'sent');
+    const items = Array.from({ length: 50 }, () => generateReward(rng));
+    // Spacing, key order and a number JavaScript cannot hold exactly, as a server may send them.
+    const first = { score: '__score__', ...items[0], note: 'extra' };
+    const json = `{ "meta": {"page": 1, "per_page": 1000, "total": ${items.length}},
+      "items": [${[first, ...items.slice(1)]
+        .map((item) => JSON.stringify(item, null, 1))
+        .join(',\n')
+        .replace('"__score__"', '12345678901234567890.000000001')}] }`;
+    const { items: parsed } = parseRewardPage('test', JSON.parse(json));
+    await store.writeRewardPage({
+      consumerId: 'sent',
+      rewards: parsed,
+      json,
+      observedAt: new Date(),
+    });
+
+    const { rows: stored } = await store.pool.query(
+      `select id::text, amount::text, type, status, consumer_status, created_at,
+         transaction_external_id, transaction_executed_at, brand_name, brand_logo,
+         raw - 'score' as raw
+       from perks.rewards where consumer_id = 'sent'`,
+    );
+    const byId = new Map(stored.map((row) => [row.id, row]));
+    expect(byId.size).toBe(parsed.length);
+    for (const r of parsed) {
+      const { score: _, ...raw } = r.raw;
+      expect(byId.get(r.id), r.id).toEqual({
+        id: r.id,
+        amount: r.amount,
+        type: r.type,
+        status: r.status,
+        consumer_status: r.consumerStatus,
+        created_at: new Date(r.createdAt),
+        transaction_external_id: r.transaction?.externalId ?? null,
+        transaction_executed_at: r.transaction ? new Date(r.transaction.executedAt) : null,
+        brand_name: r.brand.name,
+        brand_logo: r.brand.logo ?? null,
+        raw,
+      });
+    }
+    // The number went in as sent: parsed in JavaScript it would have lost its digits.
+    const { rows } = await store.pool.query<{ score: string }>(
+      `select raw->>'score' as score from perks.rewards where id = $1`,
+      [parsed[0]?.id],
+    );
+    expect(rows[0]?.score).toBe('12345678901234567890.000000001');
+  });
+
+  it('writes a page listing a reward twice from the parsed rewards, even given the body', async () => {
+    const r = reward();
+    const paid = withStatus(r, 'PAID_IN', 'POOLED');
+    const json = JSON.stringify({
+      items: [r.raw, paid.raw],
+      meta: { page: 1, per_page: 2, total: 2 },
+    });
+    const result = await store.writeRewardPage({
+      consumerId: 'dupes_sent',
+      rewards: [r, paid],
+      json,
+      observedAt: new Date(),
+    });
+    expect(result).toMatchObject({ inserted: 1, unchanged: 1 });
+    expect((await storedReward(r.id))?.status).toBe('PAID_IN');
+  });
+
   it('creates the consumer row for a consumer it has never seen', async () => {
     await store.writeRewardPage({
       consumerId: 'never-seen',
