@@ -93,19 +93,15 @@ begin
     -- stored_write: null when the reward is not stored, else whether the stored version needs
     -- this write (the statement's snapshot; `previous` checks again under the row lock). One
     -- index probe per row: lateral with offset 0, never flattened into a join the planner may
-    -- turn into a scan of the whole table.
+    -- turn into a scan of the whole table. The other columns are read from raw in `written`,
+    -- for the rows it writes only: an unchanged reward costs its probe and nothing else.
     select f.p, f.observed_at, r.*, s.write as stored_write
     from jsonb_to_recordset($1::jsonb) as b(consumer_id text, body jsonb)
     cross join lateral jsonb_array_elements(b.body->'items') as e(raw)
     join page f on f.consumer_id = b.consumer_id
     cross join lateral (
-      select w.id, b.consumer_id as consumer_id, w.amount, w.type, w.status, w.consumer_status,
-        w.created_at, w.transaction->>'external_id' as transaction_external_id,
-        (w.transaction->>'executed_at')::timestamptz as transaction_executed_at,
-        w.brand->>'name' as brand_name, w.brand->>'logo' as brand_logo, e.raw as raw
-      from jsonb_to_record(e.raw) as w(
-        id uuid, amount numeric, type text, status text, consumer_status text,
-        created_at timestamptz, transaction jsonb, brand jsonb)) r
+      select (e.raw->>'id')::uuid as id, b.consumer_id as consumer_id, e.raw as raw
+    ) r
     left join lateral (
       select x.observed_at < f.observed_at
              and ((x.consumer_id, x.raw) is distinct from (r.consumer_id, r.raw)
@@ -139,7 +135,9 @@ begin
             and c.missing_since is null
             and c.first_seen_at < f.scan_started_at
             and c.observed_at < f.scan_started_at
-            and not (c.id = any($3::uuid[]))
+            -- Not `<> all($3)`: with a generic plan the array is a parameter, which PostgreSQL
+          -- searches element by element for every row; this subquery is hashed once.
+          and c.id not in (select n.id from unnest($3::uuid[]) as n(id))
           offset 0
         ) x
         where f.finish and f.mark_missing))
@@ -167,10 +165,14 @@ begin
       id, consumer_id, amount, type, status, consumer_status, created_at,
       transaction_external_id, transaction_executed_at, brand_name, brand_logo, raw,
       first_seen_at, last_seen_at, observed_at)
-    select i.id, i.consumer_id, i.amount, i.type, i.status, i.consumer_status, i.created_at,
-           i.transaction_external_id, i.transaction_executed_at, i.brand_name, i.brand_logo, i.raw,
+    select i.id, i.consumer_id, w.amount, w.type, w.status, w.consumer_status, w.created_at,
+           w.transaction->>'external_id', (w.transaction->>'executed_at')::timestamptz,
+           w.brand->>'name', w.brand->>'logo', i.raw,
            i.observed_at, i.observed_at, i.observed_at
     from input i left join previous p on p.id = i.id
+    cross join lateral jsonb_to_record(i.raw) as w(
+      amount numeric, type text, status text, consumer_status text, created_at timestamptz,
+      transaction jsonb, brand jsonb)
     -- A stored reward that needs no write is left out: ON CONFLICT DO UPDATE would lock it (a
     -- WAL record per row) only to find nothing to do.
     where i.stored_write is null or p.id is not null

@@ -265,6 +265,8 @@ describe('RewardWriter', () => {
       expect(nodeTypes(plan as PlanNode)).toContain('Index Scan');
       // A sequential scan that could not be avoided would cost 10^10 with them off.
       expect(plan?.['Total Cost']).toBeLessThan(1_000_000);
+      // The ids a scan listed are hashed once, not searched for each of the consumer's rows.
+      expect(JSON.stringify(plan)).toContain('hashed SubPlan');
     } finally {
       await client.query('rollback');
       client.release();
