@@ -26,6 +26,7 @@ import {
   type PreparedPage,
   preparePage,
   type RewardPageResult,
+  reserialized,
   rewardWriteSql,
   type WriteRewardPageInput,
   writeRewardPages,
@@ -72,13 +73,17 @@ const nothingWritten = (page: PreparedPage): RewardPageResult => ({
 
 const seenCount = (page: PreparedPage) => page.finish?.missing?.seenIds.length ?? 0;
 
+const sqlState = (error: unknown) => String((error as { code?: unknown }).code);
+
+/** SQLSTATE class 22: a value PostgreSQL refuses (a jsonb it cannot hold, a bad cast). */
+const dataException = (error: unknown) => /^22[0-9A-Z]{3}$/.test(sqlState(error));
+
 /**
  * SQLSTATE classes of a refusal caused by the statement's data, which writing each page alone
  * attributes to its page: 22 data exception, 23 integrity constraint, 40 transaction rollback
  * (deadlock, serialization).
  */
-const perPageRefusal = (error: unknown) =>
-  /^(22|23|40)[0-9A-Z]{3}$/.test(String((error as { code?: unknown }).code));
+const perPageRefusal = (error: unknown) => /^(22|23|40)[0-9A-Z]{3}$/.test(sqlState(error));
 
 export class RewardWriter {
   readonly #pool: pg.Pool;
@@ -160,11 +165,21 @@ export class RewardWriter {
     return batch;
   }
 
-  /** One statement, counted in `totals`. */
-  #statement(pages: readonly PreparedPage[]): Promise<RewardPageResult[]> {
+  /**
+   * One statement, counted in `totals`. Refused for a data exception while holding a body as
+   * the API sent it, it runs once more with the items serialized from their parse (see
+   * `reserialized`).
+   */
+  async #statement(pages: readonly PreparedPage[]): Promise<RewardPageResult[]> {
     this.totals.statements += 1;
     this.totals.pages += pages.length;
-    return writeRewardPages(this.#pool, this.#sql, pages);
+    try {
+      return await writeRewardPages(this.#pool, this.#sql, pages);
+    } catch (error) {
+      if (!dataException(error) || !pages.some((page) => page.asSent)) throw error;
+      this.totals.statements += 1;
+      return writeRewardPages(this.#pool, this.#sql, pages.map(reserialized));
+    }
   }
 
   async #alone(page: PreparedPage): Promise<RewardPageResult> {

@@ -69,6 +69,10 @@ export interface PreparedPage {
    * body.items are the page's items, one per distinct id.
    */
   entryJson: string;
+  /** entryJson holds the response body as the API sent it (see reserialized). */
+  asSent: boolean;
+  /** The page's rewards, one per distinct id. */
+  rewards: readonly RewardRecord[];
   /** Rewards given, duplicates included: what the counts add up to. */
   given: number;
   observedAt: Date;
@@ -82,19 +86,36 @@ export interface PreparedPage {
  */
 export function preparePage(input: WriteRewardPageInput): PreparedPage {
   const rewards = distinctRewards(input.rewards);
-  const body =
-    input.json !== undefined && rewards.length === input.rewards.length
-      ? input.json
-      : `{"items":${JSON.stringify(rewards.map((reward) => reward.raw))}}`;
+  const asSent = input.json !== undefined && rewards.length === input.rewards.length;
   return {
     consumerId: input.consumerId,
     ids: rewards.map((reward) => reward.id),
-    entryJson: `{"consumer_id":${JSON.stringify(input.consumerId)},"body":${body}}`,
+    entryJson: entryOf(input.consumerId, asSent ? (input.json ?? '') : itemsOf(rewards)),
+    asSent,
+    rewards,
     given: input.rewards.length,
     observedAt: input.observedAt,
     finish: input.finish,
   };
 }
+
+/**
+ * The page with its items serialized from their parse. A body as the API sent it can hold
+ * what JSON.parse takes and PostgreSQL's jsonb refuses (a \u0000 escape or a number out of
+ * numeric's range, anywhere in the body): such a page is written again this way, which is
+ * how every page was written before round 8 (JavaScript had made those numbers Infinity,
+ * then null).
+ */
+export function reserialized(page: PreparedPage): PreparedPage {
+  if (!page.asSent) return page;
+  return { ...page, entryJson: entryOf(page.consumerId, itemsOf(page.rewards)), asSent: false };
+}
+
+const itemsOf = (rewards: readonly RewardRecord[]) =>
+  `{"items":${JSON.stringify(rewards.map((reward) => reward.raw))}}`;
+
+const entryOf = (consumerId: string, body: string) =>
+  `{"consumer_id":${JSON.stringify(consumerId)},"body":${body}}`;
 
 /** A page with neither rows nor the end of a sync writes nothing. */
 export const isEmptyWrite = (page: PreparedPage) =>

@@ -137,7 +137,7 @@ begin
             and c.observed_at < f.scan_started_at
             -- Not `<> all($3)`: with a generic plan the array is a parameter, which PostgreSQL
           -- searches element by element for every row; this subquery is hashed once.
-          and c.id not in (select n.id from unnest($3::uuid[]) as n(id))
+          and $3 is not null and c.id not in (select n.id from unnest($3::uuid[]) as n(id))
           offset 0
         ) x
         where f.finish and f.mark_missing))

@@ -224,7 +224,7 @@ describe('RewardWriter', () => {
     expect(rows[0]?.jit).toBe('off');
   });
 
-  it('keeps one plan per session for the write statement that probes indexes only', async () => {
+  it("plans the write statement as the function does: index probes only, the scan's ids hashed", async () => {
     // The statement runs inside write_reward_pages with the function's own settings: a
     // generic plan, sequential scans off. Planned here as the function plans it, on new empty
     // tables: there, a generic plan with sequential scans allowed scans rewards twice.

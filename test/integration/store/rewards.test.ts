@@ -202,6 +202,23 @@ describe('writeRewardPage', () => {
     expect(rows[0]?.score).toBe('12345678901234567890.000000001');
   });
 
+  it('writes a body PostgreSQL refuses as jsonb from the parsed rewards instead', async () => {
+    // JSON.parse takes both; jsonb refuses a \u0000 escape and a number past numeric's range.
+    const r = reward();
+    const json = `{"items":[${JSON.stringify(r.raw).replace(/}$/, ',"big":1e1000000}')}],
+      "meta":{"page":1,"per_page":1000,"total":1,"note":"\\u0000"}}`;
+    const { items: parsed } = parseRewardPage('test', JSON.parse(json));
+    const result = await store.writeRewardPage({
+      consumerId: 'refused_body',
+      rewards: parsed,
+      json,
+      observedAt: new Date(),
+    });
+    expect(result).toMatchObject({ inserted: 1 });
+    // As every page was written before bodies were sent: JavaScript's Infinity, then null.
+    expect((await storedReward(r.id))?.raw).toMatchObject({ id: r.id, big: null });
+  });
+
   it('writes a page listing a reward twice from the parsed rewards, even given the body', async () => {
     const r = reward();
     const paid = withStatus(r, 'PAID_IN', 'POOLED');
