@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parseRewardPage } from '../../../src/perks/paging.js';
 import { SeededRandom } from '../../../src/sandbox/random.js';
 import { generateReward } from '../../../src/sandbox/rewards.js';
-import { createStore, type Store } from '../../../src/store/store.js';
+import { createStore, type RewardRecord, type Store } from '../../../src/store/store.js';
 import { createTestDatabase, type TestDatabase } from '../../support/database.js';
 import { at, reward, withStatus } from './fixtures.js';
 
@@ -41,6 +41,22 @@ async function storedReward(id: string) {
     [id],
   );
   return rows[0];
+}
+
+/** The columns the store must read from a parsed reward's raw item. */
+function columnsOf(r: RewardRecord) {
+  return {
+    id: r.id,
+    amount: r.amount,
+    type: r.type,
+    status: r.status,
+    consumer_status: r.consumerStatus,
+    created_at: new Date(r.createdAt),
+    transaction_external_id: r.transaction?.externalId ?? null,
+    transaction_executed_at: r.transaction ? new Date(r.transaction.executedAt) : null,
+    brand_name: r.brand.name,
+    brand_logo: r.brand.logo ?? null,
+  };
 }
 
 async function statusChanges(rewardId: string) {
@@ -131,20 +147,7 @@ describe('writeRewardPage', () => {
     );
     const stored = new Map(rows.map((row) => [row.id, row]));
     expect(stored.size).toBe(parsed.length);
-    for (const r of parsed) {
-      expect(stored.get(r.id), r.id).toEqual({
-        id: r.id,
-        amount: r.amount,
-        type: r.type,
-        status: r.status,
-        consumer_status: r.consumerStatus,
-        created_at: new Date(r.createdAt),
-        transaction_external_id: r.transaction?.externalId ?? null,
-        transaction_executed_at: r.transaction ? new Date(r.transaction.executedAt) : null,
-        brand_name: r.brand.name,
-        brand_logo: r.brand.logo ?? null,
-      });
-    }
+    for (const r of parsed) expect(stored.get(r.id), r.id).toEqual(columnsOf(r));
     // The generator's variety did reach the store.
     expect(parsed.some((r) => r.raw.amount !== r.amount)).toBe(true);
     expect(parsed.some((r) => r.transaction === null)).toBe(true);
@@ -180,19 +183,7 @@ describe('writeRewardPage', () => {
     expect(byId.size).toBe(parsed.length);
     for (const r of parsed) {
       const { score: _, ...raw } = r.raw;
-      expect(byId.get(r.id), r.id).toEqual({
-        id: r.id,
-        amount: r.amount,
-        type: r.type,
-        status: r.status,
-        consumer_status: r.consumerStatus,
-        created_at: new Date(r.createdAt),
-        transaction_external_id: r.transaction?.externalId ?? null,
-        transaction_executed_at: r.transaction ? new Date(r.transaction.executedAt) : null,
-        brand_name: r.brand.name,
-        brand_logo: r.brand.logo ?? null,
-        raw,
-      });
+      expect(byId.get(r.id), r.id).toEqual({ ...columnsOf(r), raw });
     }
     // The number went in as sent: parsed in JavaScript it would have lost its digits.
     const { rows } = await store.pool.query<{ score: string }>(
