@@ -41,14 +41,20 @@ export class StoreInputError extends Error {
   override readonly name = 'StoreInputError';
 }
 
+/** The code of a driver or server error: SQLSTATE from PostgreSQL, ECONNREFUSED and the like. */
+export function errorCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
 function describe(cause: unknown): string {
   if (cause instanceof Error) {
-    const code = (cause as { code?: unknown }).code;
+    const code = errorCode(cause);
     // AggregateError (IPv4 + IPv6 attempts) has an empty message: show its parts.
     const message =
       cause.message ||
       (cause instanceof AggregateError ? cause.errors.map(describe).join('; ') : '');
-    return typeof code === 'string' && !message.includes(code) ? `${message} (${code})` : message;
+    return code && !message.includes(code) ? `${message} (${code})` : message;
   }
   return String(cause);
 }

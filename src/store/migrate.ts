@@ -14,7 +14,12 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import pg from 'pg';
 import type { Logger } from '../ops/logger.js';
-import { DatabaseUnreachableError, MigrationChecksumError, MigrationFileError } from './errors.js';
+import {
+  DatabaseUnreachableError,
+  errorCode,
+  MigrationChecksumError,
+  MigrationFileError,
+} from './errors.js';
 import { assertSchemaName, quoteIdentifier } from './identifier.js';
 
 export interface MigrateOptions {
@@ -64,7 +69,7 @@ export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
   try {
     client = await connect(options.databaseUrl);
   } catch (error) {
-    if (pgCode(error) !== pgErrors.invalidCatalogName) throw unreachable(target, error);
+    if (errorCode(error) !== pgErrors.invalidCatalogName) throw unreachable(target, error);
     databaseCreated = await createDatabase(options.databaseUrl, target.database);
     if (databaseCreated) options.logger?.info({ database: target.database }, 'created database');
     client = await connect(options.databaseUrl).catch((e: unknown) => {
@@ -205,7 +210,7 @@ async function createDatabase(databaseUrl: string, database: string): Promise<bo
     await client.query(`create database ${quoteIdentifier(database)}`);
     return true;
   } catch (error) {
-    const code = pgCode(error);
+    const code = errorCode(error);
     if (code === pgErrors.duplicateDatabase || code === pgErrors.uniqueViolation) return false;
     throw error;
   } finally {
@@ -242,9 +247,4 @@ function describeUrl(databaseUrl: string): UrlParts {
 
 function unreachable(target: UrlParts, cause: unknown): DatabaseUnreachableError {
   return new DatabaseUnreachableError(target.host, target.port, target.database, cause);
-}
-
-function pgCode(error: unknown): string | undefined {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' ? code : undefined;
 }

@@ -21,6 +21,7 @@
  * every page of the statement: each job retries.
  */
 import type pg from 'pg';
+import { errorCode } from './errors.js';
 import {
   isEmptyWrite,
   type PreparedPage,
@@ -73,17 +74,15 @@ const nothingWritten = (page: PreparedPage): RewardPageResult => ({
 
 const seenCount = (page: PreparedPage) => page.finish?.missing?.seenIds.length ?? 0;
 
-const sqlState = (error: unknown) => String((error as { code?: unknown }).code);
-
 /** SQLSTATE class 22: a value PostgreSQL refuses (a jsonb it cannot hold, a bad cast). */
-const dataException = (error: unknown) => /^22[0-9A-Z]{3}$/.test(sqlState(error));
+const dataException = (error: unknown) => /^22[0-9A-Z]{3}$/.test(errorCode(error) ?? '');
 
 /**
  * SQLSTATE classes of a refusal caused by the statement's data, which writing each page alone
  * attributes to its page: 22 data exception, 23 integrity constraint, 40 transaction rollback
  * (deadlock, serialization).
  */
-const perPageRefusal = (error: unknown) => /^(22|23|40)[0-9A-Z]{3}$/.test(sqlState(error));
+const perPageRefusal = (error: unknown) => /^(22|23|40)[0-9A-Z]{3}$/.test(errorCode(error) ?? '');
 
 export class RewardWriter {
   readonly #pool: pg.Pool;

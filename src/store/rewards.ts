@@ -86,12 +86,12 @@ export interface PreparedPage {
  */
 export function preparePage(input: WriteRewardPageInput): PreparedPage {
   const rewards = distinctRewards(input.rewards);
-  const asSent = input.json !== undefined && rewards.length === input.rewards.length;
+  const sent = rewards.length === input.rewards.length ? input.json : undefined;
   return {
     consumerId: input.consumerId,
     ids: rewards.map((reward) => reward.id),
-    entryJson: entryOf(input.consumerId, asSent ? (input.json ?? '') : itemsOf(rewards)),
-    asSent,
+    entryJson: entryOf(input.consumerId, sent ?? itemsOf(rewards)),
+    asSent: sent !== undefined,
     rewards,
     given: input.rewards.length,
     observedAt: input.observedAt,
