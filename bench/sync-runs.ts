@@ -36,7 +36,17 @@ export interface Timed {
   ms: number;
   rows: number;
   walBytes: number;
+  /** Reward write statements run, and the pages they wrote (pages ÷ statements: the batching). */
+  writes: { statements: number; pages: number };
 }
+
+const writesSince = (
+  now: Timed['writes'],
+  before: Timed['writes'] = { statements: 0, pages: 0 },
+): Timed['writes'] => ({
+  statements: now.statements - before.statements,
+  pages: now.pages - before.pages,
+});
 
 /**
  * Enqueues one sync per consumer and waits until they have all completed. The clock starts
@@ -49,6 +59,7 @@ export async function syncThroughWorker(
   rows: number,
 ): Promise<Timed> {
   const wal = await walPosition(run);
+  const writes = { ...lab.runtime.ctx.store.writes };
   const target = lab.counts.rewardSync.completed + consumerIds.length;
   const started = performance.now();
   for (let i = 0; i < consumerIds.length; i += 1000) {
@@ -56,7 +67,12 @@ export async function syncThroughWorker(
   }
   await lab.until(() => lab.counts.rewardSync.completed >= target, 30 * 60_000);
   const ms = performance.now() - started;
-  return { ms, rows, walBytes: await walBytesSince(run, wal) };
+  return {
+    ms,
+    rows,
+    walBytes: await walBytesSince(run, wal),
+    writes: writesSince(lab.runtime.ctx.store.writes, writes),
+  };
 }
 
 export interface PreparedPage {
@@ -143,7 +159,7 @@ export async function bareLoop(
     const concurrency = options.concurrency ?? defaultWorker.syncConcurrency;
     await Promise.all(Array.from({ length: concurrency }, writer));
     const ms = performance.now() - started;
-    return { ms, rows, walBytes: await walBytesSince(run, wal) };
+    return { ms, rows, walBytes: await walBytesSince(run, wal), writes: writesSince(store.writes) };
   } finally {
     await store.close();
     await dropSchema(run, schema);
