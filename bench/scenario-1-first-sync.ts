@@ -49,7 +49,7 @@ export interface FirstSyncFigures {
    * Pages per write statement in each side's best round: small pages wait for the running
    * statement and go in the next one together (reward-writer.ts), so the more of them wait,
    * the fewer statements. A bare writer always waits there; a job also spends time in HTTP
-   * and in the queue.
+   * and in the queue. Always 1 on large pages: they are written alone.
    */
   workerPagesPerStatement: number;
   barePagesPerStatement: number;
@@ -125,8 +125,8 @@ export const scenario1: Scenario = {
       figures[`${label}: worker rewards/s`] = f.workerPerSecond;
       figures[`${label}: bare loop rewards/s`] = f.barePerSecond;
       figures[`${label}: ratio`] = f.ratio;
-      figures[`${label}: pages per write statement, worker`] = f.workerPagesPerStatement;
-      figures[`${label}: pages per write statement, bare loop`] = f.barePagesPerStatement;
+      figures[`${label}: worker pages per write statement`] = f.workerPagesPerStatement;
+      figures[`${label}: bare loop pages per write statement`] = f.barePagesPerStatement;
       worst = Math.min(worst, f.ratio);
     }
     return {
