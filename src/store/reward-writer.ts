@@ -74,15 +74,21 @@ const nothingWritten = (page: PreparedPage): RewardPageResult => ({
 
 const seenCount = (page: PreparedPage) => page.finish?.missing?.seenIds.length ?? 0;
 
+/** The class of a PostgreSQL error's SQLSTATE (its first two characters); none for others. */
+function sqlStateClass(error: unknown): string | undefined {
+  const code = errorCode(error);
+  return code && /^[0-9A-Z]{5}$/.test(code) ? code.slice(0, 2) : undefined;
+}
+
 /** SQLSTATE class 22: a value PostgreSQL refuses (a jsonb it cannot hold, a bad cast). */
-const dataException = (error: unknown) => /^22[0-9A-Z]{3}$/.test(errorCode(error) ?? '');
+const dataException = (error: unknown) => sqlStateClass(error) === '22';
 
 /**
  * SQLSTATE classes of a refusal caused by the statement's data, which writing each page alone
  * attributes to its page: 22 data exception, 23 integrity constraint, 40 transaction rollback
  * (deadlock, serialization).
  */
-const perPageRefusal = (error: unknown) => /^(22|23|40)[0-9A-Z]{3}$/.test(errorCode(error) ?? '');
+const perPageRefusal = (error: unknown) => ['22', '23', '40'].includes(sqlStateClass(error) ?? '');
 
 export class RewardWriter {
   readonly #pool: pg.Pool;
