@@ -7,7 +7,7 @@
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { pino } from 'pino';
-import { loadConfig, variables, type WorkerConfig } from '../src/config.js';
+import { fanOutConsumersPerJob, loadConfig, variables, type WorkerConfig } from '../src/config.js';
 import { createRuntime, type Runtime, type RuntimeConfig } from '../src/jobs/runtime.js';
 import { type RunningWorker, startWorker } from '../src/jobs/worker.js';
 import type { Logger } from '../src/ops/logger.js';
@@ -104,6 +104,13 @@ const defaults = loadConfig(['worker', 'database'], {});
 export const defaultWorker: WorkerConfig = { ...defaults.worker, port: 0 };
 export const defaultPoolSize = defaults.database.poolSize;
 export const defaultConnections = Number(variables.PERKS_CONNECTIONS.default);
+
+/**
+ * Consumer syncs one replica runs at once on a fan-out: SYNC_CONCURRENCY jobs of
+ * SYNC_CONSUMERS_PER_JOB consumers each. The bare loop runs as many writers.
+ */
+export const syncsInFlight = (worker: WorkerConfig = defaultWorker) =>
+  worker.syncConcurrency * fanOutConsumersPerJob(worker);
 
 export interface LabOptions {
   /** Names the schema and the queue prefix: lower-case letters, digits and _. */

@@ -1,11 +1,13 @@
 /**
  * Scenario 1: first full sync, database-bound (no added latency). Rewards/s through the whole
- * worker divided by the rewards/s of the bare loop (same statement, same connections, no queue,
- * no HTTP). Each side first writes a slice of the set outside the clock (a warm-up: a running
+ * worker divided by the rewards/s of the bare loop (same statement, same connections, as many
+ * writers as the worker has syncs in flight, no queue, no HTTP). The worker gets its syncs as a
+ * reconciliation fans them out: SYNC_CONSUMERS_PER_JOB consumers to a job. Each side first writes a slice of the set outside the clock (a warm-up: a running
  * worker has compiled its code and opened its connections long before a large sync), then runs
  * `rounds` times on fresh tables, alternating; the best of each counts.
  */
-import { defaultWorker, startLab } from './lab.js';
+import { fanOutConsumersPerJob } from '../src/config.js';
+import { defaultPoolSize, defaultWorker, startLab, syncsInFlight } from './lab.js';
 import {
   type BenchContext,
   perSecond,
@@ -136,7 +138,9 @@ export const scenario1: Scenario = {
         sets: sets.map(describeSet).join(', '),
         latencyMs: 0,
         syncConcurrency: defaultWorker.syncConcurrency,
-        dbConnections: 10,
+        consumersPerJob: fanOutConsumersPerJob(defaultWorker),
+        'bare loop writers': syncsInFlight(),
+        dbConnections: defaultPoolSize,
         'warm-up consumers': sets.map(warmUpConsumers).join(', '),
         bestOf: rounds,
       },

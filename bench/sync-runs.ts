@@ -4,6 +4,7 @@
  * same number of connections, rows parsed in advance, no queue, no HTTP).
  */
 import { performance } from 'node:perf_hooks';
+import { fanOutConsumersPerJob } from '../src/config.js';
 import { parseRewardPage } from '../src/perks/paging.js';
 import type { Reward } from '../src/perks/schemas.js';
 import { enqueueRewardSyncs } from '../src/queues/producer.js';
@@ -15,6 +16,7 @@ import {
   defaultWorker,
   dropSchema,
   type Lab,
+  syncsInFlight,
   walBytesSince,
   walPosition,
 } from './lab.js';
@@ -49,8 +51,9 @@ const writesSince = (
 });
 
 /**
- * Enqueues one sync per consumer and waits until they have all completed. The clock starts
- * before the first enqueue: enqueueing is part of what a user pays.
+ * Enqueues a sync of every consumer as a reconciliation does (SYNC_CONSUMERS_PER_JOB to a
+ * job) and waits until they have all completed. The clock starts before the first enqueue:
+ * enqueueing is part of what a user pays.
  */
 export async function syncThroughWorker(
   run: BenchRun,
@@ -60,10 +63,18 @@ export async function syncThroughWorker(
 ): Promise<Timed> {
   const wal = await walPosition(run);
   const writes = { ...lab.runtime.ctx.store.writes };
-  const target = lab.counts.rewardSync.completed + consumerIds.length;
+  const perJob = fanOutConsumersPerJob(lab.config.worker);
+  const target = lab.counts.rewardSync.completed + Math.ceil(consumerIds.length / perJob);
   const started = performance.now();
-  for (let i = 0; i < consumerIds.length; i += 1000) {
-    await enqueueRewardSyncs(lab.runtime.ctx.queues, consumerIds.slice(i, i + 1000), 'manual');
+  // Slices of the reconciliation's default read batch, a whole number of jobs each.
+  const slice = perJob * Math.ceil(defaultWorker.reconcileBatchSize / perJob);
+  for (let i = 0; i < consumerIds.length; i += slice) {
+    await enqueueRewardSyncs(
+      lab.runtime.ctx.queues,
+      consumerIds.slice(i, i + slice),
+      'manual',
+      perJob,
+    );
   }
   await lab.until(() => lab.counts.rewardSync.completed >= target, 30 * 60_000);
   const ms = performance.now() - started;
@@ -111,7 +122,8 @@ export async function preparePages(
 }
 
 /**
- * The bare loop: `concurrency` writers take pages in turn and write each with the statement
+ * The bare loop: `concurrency` writers (default: as many as the worker's syncs in flight)
+ * take pages in turn and write each with the statement
  * the worker writes it with (a consumer's last page also ends its sync, as in the worker),
  * through a pool of the worker's size, into a fresh schema.
  */
@@ -156,7 +168,7 @@ export async function bareLoop(
         rows += page.rewards.length;
       }
     };
-    const concurrency = options.concurrency ?? defaultWorker.syncConcurrency;
+    const concurrency = options.concurrency ?? syncsInFlight();
     await Promise.all(Array.from({ length: concurrency }, writer));
     const ms = performance.now() - started;
     return { ms, rows, walBytes: await walBytesSince(run, wal), writes: writesSince(store.writes) };

@@ -7,6 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { maxConsumersPerSyncJob } from './queues/payloads.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -138,6 +139,13 @@ export const variables = {
   SYNC_CONCURRENCY: {
     group: 'worker',
     description: 'Reward sync jobs processed at once by one replica.',
+    default: '8',
+    example: '8',
+  },
+  SYNC_CONSUMERS_PER_JOB: {
+    group: 'worker',
+    description:
+      'Consumers per sync job of a reconciliation, synced at once by that job; each consumer keeps its own retries. 1 while PERKS_RATE_LIMIT_PER_SECOND is set, so that the cap counts syncs.',
     default: '8',
     example: '8',
   },
@@ -279,6 +287,7 @@ const schemas = {
     .regex(/^(\S+\s+){4,5}\S+$/, { error: 'must be a cron expression of 5 or 6 fields' }),
   ENROLL_CONCURRENCY: wholeNumber(1, 1000),
   SYNC_CONCURRENCY: wholeNumber(1, 1000),
+  SYNC_CONSUMERS_PER_JOB: wholeNumber(1, maxConsumersPerSyncJob),
   RECONCILE_BATCH_SIZE: wholeNumber(1, 10_000),
   RECONCILE_MAX_PENDING: wholeNumber(1, 1_000_000),
   JOB_ATTEMPTS: wholeNumber(1, 100),
@@ -318,6 +327,8 @@ export interface WorkerConfig {
   reconcileCron: string;
   enrollConcurrency: number;
   syncConcurrency: number;
+  /** Consumers per sync job of a reconciliation (see `fanOutConsumersPerJob`). */
+  syncConsumersPerJob: number;
   reconcileBatchSize: number;
   reconcileMaxPending: number;
   jobAttempts: number;
@@ -441,6 +452,7 @@ export function loadConfig<G extends ConfigGroup>(
       reconcileCron: v.PERKS_RECONCILE_CRON,
       enrollConcurrency: v.ENROLL_CONCURRENCY,
       syncConcurrency: v.SYNC_CONCURRENCY,
+      syncConsumersPerJob: v.SYNC_CONSUMERS_PER_JOB,
       reconcileBatchSize: v.RECONCILE_BATCH_SIZE,
       reconcileMaxPending: v.RECONCILE_MAX_PENDING,
       jobAttempts: v.JOB_ATTEMPTS,
@@ -515,6 +527,16 @@ export const recommendedKeyLength = 16;
  * Settings that work but deserve a look, for the process to log at start. Never includes a
  * secret's value.
  */
+/**
+ * Consumers per sync job of a reconciliation's fan-out. BullMQ's limiter counts jobs, so
+ * under PERKS_RATE_LIMIT_PER_SECOND each consumer keeps its own job and the cap counts syncs.
+ */
+export function fanOutConsumersPerJob(
+  worker: Pick<WorkerConfig, 'syncConsumersPerJob' | 'rateLimitPerSecond'>,
+): number {
+  return worker.rateLimitPerSecond === undefined ? worker.syncConsumersPerJob : 1;
+}
+
 export function configWarnings(config: Partial<Pick<Config, 'consumerIds'>>): string[] {
   const warnings: string[] = [];
   const key = config.consumerIds?.key;

@@ -12,7 +12,8 @@ export interface JobContext {
   logger: Logger;
   /** PERKS_CONSUMER_ID_KEY, for enrollment jobs that carry only a userId. */
   consumerIdKey: string | undefined;
-  reconcile: { batchSize: number; maxPending: number };
+  /** `consumersPerJob`: of the sync jobs it fans out (`fanOutConsumersPerJob`). */
+  reconcile: { batchSize: number; maxPending: number; consumersPerJob: number };
   /** Counters of job outcomes (the worker) and of domain facts (the processors). */
   metrics: JobMetrics & WorkerMetrics;
 }

@@ -37,7 +37,7 @@ export async function processReconciliation(
       jobId: job.id,
       attempt: job.attemptsMade + 1,
     });
-    const { batchSize, maxPending } = ctx.reconcile;
+    const { batchSize, maxPending, consumersPerJob } = ctx.reconcile;
     let { cursor, enqueued } = state;
     let batches = 0;
     if (cursor) log.info({ cursor, enqueued }, 'resuming reconciliation');
@@ -47,7 +47,7 @@ export async function processReconciliation(
       await waitForRoom(ctx, maxPending, signal);
       const ids = await ctx.store.listEnrolledConsumerIds({ after: cursor, limit: batchSize });
       if (ids.length === 0) break;
-      await enqueueRewardSyncs(ctx.queues, ids, 'reconciliation');
+      await enqueueRewardSyncs(ctx.queues, ids, 'reconciliation', consumersPerJob);
       cursor = ids[ids.length - 1] ?? cursor;
       enqueued += ids.length;
       batches += 1;

@@ -3,7 +3,7 @@
  * and the queues. `work` and `demo` both start from here; closing releases all of it.
  */
 import type { Redis } from 'ioredis';
-import type { Config } from '../config.js';
+import { type Config, fanOutConsumersPerJob } from '../config.js';
 import type { Logger } from '../ops/logger.js';
 import { createMetrics, type Metrics } from '../ops/metrics.js';
 import { within } from '../ops/timeouts.js';
@@ -65,6 +65,7 @@ export function createRuntime(
     reconcile: {
       batchSize: config.worker.reconcileBatchSize,
       maxPending: config.worker.reconcileMaxPending,
+      consumersPerJob: fanOutConsumersPerJob(config.worker),
     },
     metrics,
   };

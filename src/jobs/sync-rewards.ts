@@ -7,10 +7,23 @@
  * - ERR-404-02: the consumer is not enrolled; recorded, and the job ends without retries.
  * - If `total` moved during the walk, rows may have shifted between pages: scan once more.
  *   Only a complete, consistent scan may mark rewards missing.
+ *
+ * A job of several consumers (a reconciliation's fan-out, `enqueueRewardSyncs`) syncs them
+ * all at once, each exactly as a job of its own would, and gives each what its own job would:
+ * - a consumer whose own sync job is pending or running is left to it (as deduplication would);
+ * - a consumer that fails is handed to a job of its own, delayed as a first retry, with the
+ *   usual attempts, and shows in `perks-worker failed` if it fails for good;
+ * - a 429 or a shutdown ends the job with only the consumers not yet synced left in it: a
+ *   throttled job waits without spending an attempt, a cancelled one is retried.
  */
-import type { Job } from 'bullmq';
-import { ConsumerNotEnrolledError } from '../perks/errors.js';
-import { parsePayload, rewardSyncPayloadSchema } from '../queues/payloads.js';
+import type { Job, Queue } from 'bullmq';
+import { ConsumerNotEnrolledError, ThrottledError } from '../perks/errors.js';
+import {
+  parsePayload,
+  rewardSyncBatchPayloadSchema,
+  rewardSyncPayloadSchema,
+} from '../queues/payloads.js';
+import { rewardSyncJob } from '../queues/producer.js';
 import type { RewardPageWrite } from '../store/store.js';
 import type { JobContext } from './context.js';
 import { steerFailure } from './failures.js';
@@ -28,6 +41,18 @@ export interface RewardSyncResult {
   markedMissing: number;
 }
 
+export interface RewardSyncBatchResult {
+  consumers: number;
+  synced: number;
+  notEnrolled: number;
+  /** Left to their own sync job, pending or running when this job started. */
+  leftToOwnJob: string[];
+  /** Failed here; each is retried in a job of its own. */
+  retriedAlone: string[];
+  pages: number;
+  written: RewardPageWrite;
+}
+
 const maxScans = 2;
 
 export async function processRewardSync(
@@ -37,41 +62,163 @@ export async function processRewardSync(
 ): Promise<RewardSyncResult> {
   try {
     const { consumerId } = parsePayload(rewardSyncPayloadSchema, job.data, 'reward sync');
+    const result = await syncConsumer(consumerId, ctx, job, signal);
+    ctx.metrics.rewardSync(result.outcome);
+    return result;
+  } catch (error) {
+    return steerFailure(error, ctx.queues);
+  }
+}
+
+export async function processRewardSyncBatch(
+  job: Job,
+  ctx: JobContext,
+  signal?: AbortSignal,
+): Promise<RewardSyncBatchResult> {
+  try {
+    const { consumerIds, reason } = parsePayload(
+      rewardSyncBatchPayloadSchema,
+      job.data,
+      'reward sync batch',
+    );
     const log = ctx.logger.child({
       queue: job.queueName,
       jobId: job.id,
-      consumerId,
       attempt: job.attemptsMade + 1,
     });
-    const result: RewardSyncResult = {
-      consumerId,
-      outcome: 'synced',
-      pages: 0,
-      total: 0,
-      written: { inserted: 0, updated: 0, unchanged: 0, statusChanges: 0 },
-      scans: 0,
-      consistent: false,
-      markedMissing: 0,
-    };
+    const leftToOwnJob = await withOwnJob(ctx.queues.rewardSync, consumerIds);
+    const mine = consumerIds.filter((id) => !leftToOwnJob.includes(id));
+    const settled = await Promise.allSettled(
+      mine.map((consumerId) => syncConsumer(consumerId, ctx, job, signal)),
+    );
 
-    try {
-      while (result.scans < maxScans && !result.consistent) {
-        result.scans += 1;
-        result.consistent = await scanOnce(consumerId, ctx, job, log, signal, result);
-        if (!result.consistent) {
-          log.warn({ scan: result.scans }, 'total moved during the walk; rescanning');
-        }
+    const result: RewardSyncBatchResult = {
+      consumers: consumerIds.length,
+      synced: 0,
+      notEnrolled: 0,
+      leftToOwnJob,
+      retriedAlone: [],
+      pages: 0,
+      written: { inserted: 0, updated: 0, unchanged: 0, statusChanges: 0 },
+    };
+    const failed: { consumerId: string; error: unknown }[] = [];
+    settled.forEach((outcome, i) => {
+      const consumerId = mine[i] ?? '';
+      if (outcome.status === 'rejected') {
+        failed.push({ consumerId, error: outcome.reason });
+        return;
       }
-    } catch (error) {
-      if (!(error instanceof ConsumerNotEnrolledError)) throw error;
-      await ctx.store.markNotEnrolled({ consumerId, at: new Date() });
-      log.warn({ code: error.code }, 'consumer not enrolled upstream; marked, not retried');
-      return { ...result, outcome: 'not_enrolled' };
+      const synced = outcome.value;
+      ctx.metrics.rewardSync(synced.outcome);
+      if (synced.outcome === 'synced') result.synced += 1;
+      else result.notEnrolled += 1;
+      result.pages += synced.pages;
+      addWrites(result.written, synced.written);
+      log.info(synced, 'consumer synced');
+    });
+    if (leftToOwnJob.length > 0) {
+      log.info({ consumerIds: leftToOwnJob }, 'consumers left to their own pending sync job');
+    }
+
+    // Cancelled: all that did not finish stays here, and BullMQ retries the job. Throttled:
+    // the throttled stay, and the job waits without spending an attempt. The rest go alone.
+    const throttled = failed.find((f) => f.error instanceof ThrottledError);
+    const staying = signal?.aborted
+      ? failed
+      : failed.filter((f) => f.error instanceof ThrottledError);
+    const alone = failed.filter((f) => !staying.includes(f));
+    if (alone.length > 0) {
+      const delay = firstRetryDelayMs(ctx.queues.rewardSync);
+      await ctx.queues.rewardSync.addBulk(
+        alone.map(({ consumerId }) => {
+          const single = rewardSyncJob({ consumerId, ...(reason ? { reason } : {}) });
+          return { ...single, opts: { ...single.opts, delay } };
+        }),
+      );
+      for (const { consumerId, error } of alone) {
+        ctx.metrics.rewardSync('retried_alone');
+        result.retriedAlone.push(consumerId);
+        log.warn(
+          { consumerId, err: describe(error), delayMs: delay },
+          'consumer sync failed; retried in a job of its own',
+        );
+      }
+    }
+    if (staying.length > 0) {
+      await job.updateData({ consumerIds: staying.map((f) => f.consumerId), reason });
+      throw signal?.aborted ? (signal.reason ?? staying[0]?.error) : throttled?.error;
     }
     return result;
   } catch (error) {
     return steerFailure(error, ctx.queues);
   }
+}
+
+/** Those of `consumerIds` with a sync job of their own pending or running (its dedup key). */
+async function withOwnJob(queue: Queue, consumerIds: readonly string[]): Promise<string[]> {
+  const owners = await Promise.all(consumerIds.map((id) => queue.getDeduplicationJobId(id)));
+  return consumerIds.filter((_, i) => owners[i]);
+}
+
+/** The delay of a job's first retry under the queue's backoff policy. */
+function firstRetryDelayMs(queue: Queue): number {
+  const { backoff } = queue.defaultJobOptions;
+  return typeof backoff === 'number' ? backoff : (backoff?.delay ?? 0);
+}
+
+function addWrites(total: RewardPageWrite, more: RewardPageWrite): void {
+  total.inserted += more.inserted;
+  total.updated += more.updated;
+  total.unchanged += more.unchanged;
+  total.statusChanges += more.statusChanges;
+}
+
+const describe = (error: unknown) =>
+  error instanceof Error
+    ? { name: error.name, message: error.message }
+    : { message: String(error) };
+
+/**
+ * One consumer's sync, for a job of its own or one of several. Not enrolled upstream
+ * (ERR-404-02) is recorded and is an outcome; any other failure is thrown, unsteered.
+ */
+async function syncConsumer(
+  consumerId: string,
+  ctx: JobContext,
+  job: Job,
+  signal: AbortSignal | undefined,
+): Promise<RewardSyncResult> {
+  const log = ctx.logger.child({
+    queue: job.queueName,
+    jobId: job.id,
+    consumerId,
+    attempt: job.attemptsMade + 1,
+  });
+  const result: RewardSyncResult = {
+    consumerId,
+    outcome: 'synced',
+    pages: 0,
+    total: 0,
+    written: { inserted: 0, updated: 0, unchanged: 0, statusChanges: 0 },
+    scans: 0,
+    consistent: false,
+    markedMissing: 0,
+  };
+  try {
+    while (result.scans < maxScans && !result.consistent) {
+      result.scans += 1;
+      result.consistent = await scanOnce(consumerId, ctx, job, log, signal, result);
+      if (!result.consistent) {
+        log.warn({ scan: result.scans }, 'total moved during the walk; rescanning');
+      }
+    }
+  } catch (error) {
+    if (!(error instanceof ConsumerNotEnrolledError)) throw error;
+    await ctx.store.markNotEnrolled({ consumerId, at: new Date() });
+    log.warn({ code: error.code }, 'consumer not enrolled upstream; marked, not retried');
+    return { ...result, outcome: 'not_enrolled' };
+  }
+  return result;
 }
 
 /**
@@ -121,15 +268,17 @@ async function scanOnce(
 
     result.pages += 1;
     result.total = page.total;
-    result.written.inserted += written.inserted;
-    result.written.updated += written.updated;
-    result.written.unchanged += written.unchanged;
-    result.written.statusChanges += written.statusChanges;
+    addWrites(result.written, written);
     result.markedMissing += markedMissing;
     const pageCount = Math.max(1, Math.ceil(page.total / page.perPage));
     // Progress is for long walks; a one-page sync would only pay a Redis round trip for it.
     if (pageCount > 1) {
-      await job.updateProgress({ page: page.page, pages: pageCount, total: page.total });
+      await job.updateProgress({
+        consumerId,
+        page: page.page,
+        pages: pageCount,
+        total: page.total,
+      });
     }
     log.info(
       {

@@ -21,7 +21,7 @@ import { jobNames, type QueueKind, queueNames } from '../queues/names.js';
 import type { JobContext } from './context.js';
 import { processEnrollment } from './enroll.js';
 import { processReconcileTick, processReconciliation } from './reconcile.js';
-import { processRewardSync } from './sync-rewards.js';
+import { processRewardSync, processRewardSyncBatch } from './sync-rewards.js';
 
 export interface RunningWorker {
   workers: Record<QueueKind, Worker>;
@@ -68,7 +68,7 @@ export function startWorker(
         {
           queue: job.queueName,
           jobId: job.id,
-          consumerId: consumerIdOf(job, result),
+          ...subjectOf(job, result),
           attempt: job.attemptsMade,
           durationMs: durationOf(job),
           result,
@@ -85,7 +85,7 @@ export function startWorker(
         {
           queue: job.queueName,
           jobId: job.id,
-          consumerId: consumerIdOf(job),
+          ...subjectOf(job),
           attempt: job.attemptsMade,
           durationMs: durationOf(job),
           err: { name: error.name, message: error.message },
@@ -125,7 +125,7 @@ export function startWorker(
             {
               queue: job.queueName,
               jobId: job.id,
-              consumerId: consumerIdOf(job),
+              ...subjectOf(job),
               attempt: job.attemptsMade + 1,
               durationMs: Math.round(seconds() * 1000),
             },
@@ -137,7 +137,11 @@ export function startWorker(
     };
 
   const enrollment = measured((job, _token, signal) => processEnrollment(job, ctx, signal));
-  const rewardSync = measured((job, _token, signal) => processRewardSync(job, ctx, signal));
+  const rewardSync = measured((job, _token, signal) =>
+    job.name === jobNames.syncRewardsBatch
+      ? processRewardSyncBatch(job, ctx, signal)
+      : processRewardSync(job, ctx, signal),
+  );
   const reconciliation = measured((job, _token, signal) =>
     job.name === jobNames.reconcileTick
       ? processReconcileTick(ctx)
@@ -193,13 +197,20 @@ function failureReason(error: unknown): FailureReason {
   return 'error';
 }
 
-/** The consumer a job is about, for the log line: from its payload, or an enrollment's result. */
-function consumerIdOf(job: Job, result?: unknown): string | undefined {
+/**
+ * The consumer a job is about, for the log line: from its payload, or an enrollment's result;
+ * the consumers of a job of several.
+ */
+function subjectOf(job: Job, result?: unknown): { consumerId?: string; consumerIds?: unknown } {
   for (const source of [job.data, result]) {
     if (typeof source === 'object' && source !== null && 'consumerId' in source) {
       const { consumerId } = source as { consumerId: unknown };
-      if (typeof consumerId === 'string') return consumerId;
+      if (typeof consumerId === 'string') return { consumerId };
     }
   }
-  return undefined;
+  const data: unknown = job.data;
+  if (typeof data === 'object' && data !== null && 'consumerIds' in data) {
+    return { consumerIds: (data as { consumerIds: unknown }).consumerIds };
+  }
+  return {};
 }

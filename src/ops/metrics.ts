@@ -18,6 +18,8 @@ export interface CountableQueue {
   getJobCounts(...types: string[]): Promise<Record<string, number>>;
 }
 
+export type RewardSyncOutcome = 'synced' | 'not_enrolled' | 'retried_alone';
+
 /** What processors record, through JobContext: domain facts, not job mechanics. */
 export interface JobMetrics {
   /** One reward page written to Postgres, with what the write did. */
@@ -28,6 +30,11 @@ export interface JobMetrics {
     statusChanges: number;
   }): void;
   enrollment(outcome: 'created' | 'already_enrolled'): void;
+  /**
+   * One consumer's sync ended: `synced`, `not_enrolled`, or `retried_alone` (it failed inside
+   * a job of several consumers and was handed to a job of its own).
+   */
+  rewardSync(outcome: RewardSyncOutcome): void;
   /** Consumers enqueued so far by the running reconciliation. */
   reconciliationProgress(enqueued: number): void;
   reconciliationFinished(): void;
@@ -156,6 +163,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     labelNames: ['outcome'] as const,
     registers,
   });
+  const rewardSyncs = new Counter({
+    name: 'perks_worker_reward_syncs_total',
+    help: 'Consumer reward syncs ended, per outcome: synced, not_enrolled, or retried_alone (failed in a job of several consumers; retried in its own job).',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
   const reconcileEnqueued = new Gauge({
     name: 'perks_worker_reconciliation_enqueued_consumers',
     help: 'Consumers enqueued for a reward sync by the reconciliation running in this process (0 when none).',
@@ -231,6 +244,9 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     },
     enrollment(outcome) {
       enrollments.inc({ outcome });
+    },
+    rewardSync(outcome) {
+      rewardSyncs.inc({ outcome });
     },
     reconciliationProgress(enqueued) {
       reconcileEnqueued.set(enqueued);

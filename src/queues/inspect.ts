@@ -80,13 +80,20 @@ export async function lastReconciliation(queues: Queues): Promise<Reconciliation
 }
 
 /**
- * The consumer a job is about, for display: failed jobs are where malformed payloads end up,
- * so the data may be anything (null, a string, an array).
+ * The consumer a job is about, for display (`first +7 more` for a job of several): failed
+ * jobs are where malformed payloads end up, so the data may be anything (null, a string, an
+ * array).
  */
 export function jobSubject(data: unknown): string {
   if (typeof data !== 'object' || data === null) return '';
-  const { consumerId, userId } = data as { consumerId?: unknown; userId?: unknown };
-  const subject =
-    typeof consumerId === 'string' ? consumerId : typeof userId === 'string' ? userId : '';
-  return subject.slice(0, 100);
+  const { consumerId, userId, consumerIds } = data as {
+    consumerId?: unknown;
+    userId?: unknown;
+    consumerIds?: unknown;
+  };
+  if (typeof consumerId === 'string') return consumerId.slice(0, 100);
+  if (typeof userId === 'string') return userId.slice(0, 100);
+  if (!Array.isArray(consumerIds) || typeof consumerIds[0] !== 'string') return '';
+  const more = consumerIds.length > 1 ? ` +${consumerIds.length - 1} more` : '';
+  return `${consumerIds[0].slice(0, 100)}${more}`;
 }

@@ -15,6 +15,8 @@ export type QueueKind = keyof typeof queueNames;
 export const jobNames = {
   enroll: 'enroll',
   syncRewards: 'sync-rewards',
+  /** Several consumers in one job: a reconciliation's fan-out (SYNC_CONSUMERS_PER_JOB). */
+  syncRewardsBatch: 'sync-rewards-batch',
   reconcile: 'reconcile',
   /** Fired by the cron scheduler; it only starts a (deduplicated) reconciliation. */
   reconcileTick: 'reconcile-tick',

@@ -36,6 +36,22 @@ export const rewardSyncPayloadSchema = z.strictObject({
 });
 export type RewardSyncPayload = z.infer<typeof rewardSyncPayloadSchema>;
 
+/** Most consumers one sync job may carry (SYNC_CONSUMERS_PER_JOB is at most this). */
+export const maxConsumersPerSyncJob = 100;
+
+/** A sync job of several consumers (a reconciliation's fan-out): each is synced as if alone. */
+export const rewardSyncBatchPayloadSchema = z.strictObject({
+  consumerIds: z
+    .array(consumerIdSchema)
+    .min(1, { error: 'must not be empty' })
+    .max(maxConsumersPerSyncJob, {
+      error: `must hold at most ${maxConsumersPerSyncJob} consumer ids`,
+    })
+    .refine((ids) => new Set(ids).size === ids.length, { error: 'must not repeat a consumer id' }),
+  reason: rewardSyncPayloadSchema.shape.reason,
+});
+export type RewardSyncBatchPayload = z.infer<typeof rewardSyncBatchPayloadSchema>;
+
 export const reconciliationPayloadSchema = z.strictObject({
   trigger: z.enum(['manual', 'schedule']).default('manual'),
   /** Last consumer id enqueued: a reconciliation resumes after it when retried or recovered. */

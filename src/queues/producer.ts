@@ -23,7 +23,9 @@ import {
   enrollmentPayloadSchema,
   parsePayload,
   type ReconciliationPayload,
+  type RewardSyncBatchPayload,
   type RewardSyncPayload,
+  rewardSyncBatchPayloadSchema,
   rewardSyncPayloadSchema,
 } from './payloads.js';
 import {
@@ -76,29 +78,59 @@ export async function enqueueRewardSync(queues: Queues, payload: RewardSyncPaylo
   return queues.rewardSync.add(name, data, opts);
 }
 
-/** Enqueues many syncs in one round trip (the reconciliation's fan-out). */
+/**
+ * Enqueues many syncs in one round trip (the reconciliation's fan-out), `consumersPerJob`
+ * consumers to a job. A job of several consumers syncs them at once, and costs the queue one
+ * job instead of several: the consumers of a large fan-out mostly have a page or two, and the
+ * queue's own work per job is then much of the whole (bench/RESULTS.md, round 10).
+ *
+ * What a job of one consumer gives, such a job gives each of its consumers (sync-rewards.ts):
+ * a consumer that fails is retried in its own job, with the usual attempts, and shows in
+ * `perks-worker failed` if it fails for good; a consumer whose own sync is already pending is
+ * left to it. BullMQ's deduplication is per job, so it does not apply to the job itself.
+ */
 export async function enqueueRewardSyncs(
   queues: Queues,
   consumerIds: readonly string[],
   reason: RewardSyncPayload['reason'],
+  consumersPerJob = 1,
 ): Promise<void> {
-  await queues.rewardSync.addBulk(
-    consumerIds.map((consumerId) => rewardSyncJob({ consumerId, reason })),
-  );
+  if (!Number.isInteger(consumersPerJob) || consumersPerJob < 1) {
+    throw new RangeError(`consumersPerJob must be a whole number from 1, not ${consumersPerJob}`);
+  }
+  const jobs = [];
+  for (let i = 0; i < consumerIds.length; i += consumersPerJob) {
+    const ids = consumerIds.slice(i, i + consumersPerJob);
+    const [only] = ids;
+    jobs.push(
+      ids.length === 1 && only !== undefined
+        ? rewardSyncJob({ consumerId: only, reason })
+        : rewardSyncBatchJob({ consumerIds: ids, reason }),
+    );
+  }
+  await queues.rewardSync.addBulk(jobs);
 }
 
 /** A sync job, deduplicated per consumer (see enqueueRewardSync); the payload is checked. */
-function rewardSyncJob(payload: RewardSyncPayload) {
+export function rewardSyncJob(payload: RewardSyncPayload) {
   const data = parsePayload(rewardSyncPayloadSchema, payload, 'reward sync');
   return {
     name: jobNames.syncRewards,
     data,
     opts: {
       deduplication: { id: data.consumerId, keepLastIfActive: true },
-      ...(data.reason === 'reconciliation' ? { priority: reconciliationSyncPriority } : {}),
+      ...priorityOf(data.reason),
     },
   };
 }
+
+function rewardSyncBatchJob(payload: RewardSyncBatchPayload) {
+  const data = parsePayload(rewardSyncBatchPayloadSchema, payload, 'reward sync batch');
+  return { name: jobNames.syncRewardsBatch, data, opts: priorityOf(data.reason) };
+}
+
+const priorityOf = (reason: RewardSyncPayload['reason']) =>
+  reason === 'reconciliation' ? { priority: reconciliationSyncPriority } : {};
 
 export interface StartedReconciliation {
   jobId: string;

@@ -70,6 +70,23 @@ describe('reconciliation', () => {
     expect(Number(rows[0]?.n)).toBe((ids.length - 1) * 2);
     // One sync per consumer: no doubled work.
     expect(h.sandbox.state.counters().requests.listRewards).toBe(299);
+    // 8 consumers to a job: each read batch of 25 makes jobs of 8, 8, 8 and 1; the last, of
+    // 24, makes 3 of 8.
+    const completed = await h.runtime.ctx.queues.rewardSync.getJobs(['completed']);
+    expect(completed.length).toBe(11 * 4 + 3);
+  });
+
+  it('fans out one consumer a job while PERKS_RATE_LIMIT_PER_SECOND is set', async () => {
+    harness = await startHarness({
+      worker: { rateLimitPerSecond: 1000, reconcileBatchSize: 10 },
+    });
+    const h = harness;
+    const ids = await seedConsumers(h, 12);
+    await startReconciliation(h.runtime.ctx.queues);
+    await h.idle(30_000);
+    const completed = await h.runtime.ctx.queues.rewardSync.getJobs(['completed']);
+    expect(completed.map((j) => j.name).every((name) => name === 'sync-rewards')).toBe(true);
+    expect(completed.map((j) => (j.data as { consumerId: string }).consumerId).sort()).toEqual(ids);
   });
 
   it('resumes after the cursor saved in the job', async () => {
@@ -87,8 +104,11 @@ describe('reconciliation', () => {
     const result = await processReconciliation(fresh, h.runtime.ctx);
     expect(result.enqueued).toBe(30);
     expect(result.batches).toBe(1);
+    // In jobs of 8 consumers (SYNC_CONSUMERS_PER_JOB of the harness): one of 8, one of 2.
     const waiting = await h.runtime.ctx.queues.rewardSync.getJobs(['wait', 'prioritized']);
-    expect(waiting.map((j) => (j.data as { consumerId: string }).consumerId).sort()).toEqual(
+    const jobIds = (j: { data: { consumerIds: string[] } }) => j.data.consumerIds;
+    expect(waiting.map((j) => jobIds(j).length).sort()).toEqual([2, 8]);
+    expect(waiting.flatMap(jobIds).sort()).toEqual(
       Array.from({ length: 10 }, (_, i) => `rc_${String(20 + i).padStart(4, '0')}`),
     );
   });

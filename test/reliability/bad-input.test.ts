@@ -51,6 +51,18 @@ describe('malformed job payloads', () => {
     ['an unknown reason', { consumerId: 'ok_reason', reason: 'whim' }, /reason: /],
   ];
 
+  const batch: [string, unknown, RegExp][] = [
+    ['consumerIds empty', { consumerIds: [] }, /consumerIds: must not be empty/],
+    ['consumerIds repeated', { consumerIds: ['ok_a', 'ok_a'] }, /consumerIds: must not repeat/],
+    ['one consumer id bad', { consumerIds: ['ok_a', 'a b/c'] }, /consumerIds\[1\]: must match/],
+    ['consumerIds a string', { consumerIds: 'ok_a' }, /consumerIds: /],
+    [
+      '101 consumer ids',
+      { consumerIds: Array.from({ length: 101 }, (_, i) => `ok_${i}`) },
+      /consumerIds: must hold at most 100/,
+    ],
+  ];
+
   it('fails each at once, naming the field in a short reason; no request, no row; good jobs still run', async () => {
     harness = await startHarness({ sandbox: { seed: 61 } });
     const h = harness;
@@ -67,6 +79,10 @@ describe('malformed job payloads', () => {
     }
     for (const [name, data, field] of sync) {
       const job = await q.rewardSync.add('sync', data);
+      bad.push({ name, jobId: job.id ?? '', queue: 'rewardSync', field });
+    }
+    for (const [name, data, field] of batch) {
+      const job = await q.rewardSync.add('sync-rewards-batch', data);
       bad.push({ name, jobId: job.id ?? '', queue: 'rewardSync', field });
     }
     const badReconcile = await q.reconciliation.add('reconcile', { trigger: 'sometimes' });

@@ -60,6 +60,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       reconcileCron: '0 3 * * *',
       enrollConcurrency: 4,
       syncConcurrency: 4,
+      syncConsumersPerJob: 8,
       reconcileBatchSize: 50,
       reconcileMaxPending: 100,
       jobAttempts: 4,

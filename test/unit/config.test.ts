@@ -2,7 +2,13 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, configWarnings, loadConfig, variables } from '../../src/config.js';
+import {
+  ConfigError,
+  configWarnings,
+  fanOutConsumersPerJob,
+  loadConfig,
+  variables,
+} from '../../src/config.js';
 
 const perksEnv = {
   PERKS_BASE_URL: 'https://api.example.test/v2/',
@@ -40,6 +46,24 @@ describe('loadConfig', () => {
       poolSize: 10,
     });
     expect(config.log).toEqual({ level: 'info', format: 'json' });
+  });
+
+  it('puts 8 consumers in a sync job of a reconciliation, and 1 under a rate cap', () => {
+    const worker = (env: Record<string, string>) => loadConfig(['worker'], env).worker;
+    expect(worker({}).syncConsumersPerJob).toBe(8);
+    expect(fanOutConsumersPerJob(worker({}))).toBe(8);
+    expect(fanOutConsumersPerJob(worker({ SYNC_CONSUMERS_PER_JOB: '20' }))).toBe(20);
+    expect(
+      fanOutConsumersPerJob(
+        worker({ SYNC_CONSUMERS_PER_JOB: '20', PERKS_RATE_LIMIT_PER_SECOND: '50' }),
+      ),
+    ).toBe(1);
+    expect(problemsOf(() => worker({ SYNC_CONSUMERS_PER_JOB: '101' }))).toEqual([
+      expect.stringMatching(/^SYNC_CONSUMERS_PER_JOB: /),
+    ]);
+    expect(problemsOf(() => worker({ SYNC_CONSUMERS_PER_JOB: '0' }))).toEqual([
+      expect.stringMatching(/^SYNC_CONSUMERS_PER_JOB: /),
+    ]);
   });
 
   it('asks only for the groups a command uses', () => {

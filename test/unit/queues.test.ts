@@ -1,12 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { ConsumerIdKeyMissingError, deriveConsumerId } from '../../src/queues/consumer-id.js';
+import { jobSubject } from '../../src/queues/inspect.js';
 import { enrollmentJobId } from '../../src/queues/names.js';
 import {
   enrollmentPayloadSchema,
   InvalidPayloadError,
   parsePayload,
+  rewardSyncBatchPayloadSchema,
   rewardSyncPayloadSchema,
 } from '../../src/queues/payloads.js';
+import { enqueueRewardSyncs } from '../../src/queues/producer.js';
 
 const key = 'unit-test-key-0123456789abcdef';
 
@@ -83,5 +86,47 @@ describe('job payloads', () => {
     expect(reason(enrollmentPayloadSchema, { userId: 'a', surprise: 1 })).toMatch(/surprise/);
     expect(reason(rewardSyncPayloadSchema, { consumerId: ['c_1'] })).toMatch(/consumerId: /);
     expect(reason(rewardSyncPayloadSchema, null)).toMatch(/\(payload\)/);
+  });
+
+  it('takes 1 to 100 distinct consumer ids in a sync job of several, naming the bad one', () => {
+    const ids = (n: number) => Array.from({ length: n }, (_, i) => `c_${i}`);
+    expect(reason(rewardSyncBatchPayloadSchema, { consumerIds: ids(100), reason: 'manual' })).toBe(
+      'valid',
+    );
+    expect(reason(rewardSyncBatchPayloadSchema, { consumerIds: [] })).toMatch(
+      /consumerIds: must not be empty/,
+    );
+    expect(reason(rewardSyncBatchPayloadSchema, { consumerIds: ids(101) })).toMatch(
+      /consumerIds: must hold at most 100 consumer ids/,
+    );
+    expect(reason(rewardSyncBatchPayloadSchema, { consumerIds: ['c_1', 'c_2', 'c_1'] })).toMatch(
+      /consumerIds: must not repeat a consumer id/,
+    );
+    expect(reason(rewardSyncBatchPayloadSchema, { consumerIds: ['c_1', 'has space'] })).toMatch(
+      /consumerIds\[1\]: /,
+    );
+    expect(reason(rewardSyncBatchPayloadSchema, { consumerId: 'c_1' })).toMatch(/consumerId/);
+  });
+});
+
+describe('jobSubject', () => {
+  it('names the consumer of a job, or the first of several and how many more', () => {
+    expect(jobSubject({ consumerId: 'c_1' })).toBe('c_1');
+    expect(jobSubject({ userId: 'u@x' })).toBe('u@x');
+    expect(jobSubject({ consumerIds: ['c_1', 'c_2', 'c_3'] })).toBe('c_1 +2 more');
+    expect(jobSubject({ consumerIds: ['c_1'] })).toBe('c_1');
+    expect(jobSubject({ consumerIds: [7] })).toBe('');
+    expect(jobSubject({ consumerIds: 'c_1' })).toBe('');
+    expect(jobSubject(null)).toBe('');
+  });
+});
+
+describe('enqueueRewardSyncs', () => {
+  it('refuses a number of consumers per job that is not a whole number from 1', async () => {
+    const queues = {} as Parameters<typeof enqueueRewardSyncs>[0];
+    await expect(enqueueRewardSyncs(queues, ['c_1'], 'manual', 0)).rejects.toThrow(
+      /consumersPerJob must be a whole number from 1, not 0/,
+    );
+    await expect(enqueueRewardSyncs(queues, ['c_1'], 'manual', 1.5)).rejects.toThrow(RangeError);
   });
 });

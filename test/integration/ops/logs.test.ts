@@ -102,15 +102,24 @@ describe('worker logs', () => {
     const outcomes = lines.filter((l) =>
       ['job completed', 'job failed', 'job attempt failed; will retry'].includes(String(l.msg)),
     );
-    // 4 enrollments (1 of them twice: attempt failed, then failed), 6 syncs, 1 reconciliation.
-    expect(outcomes).toHaveLength(12);
+    // 4 enrollments (1 of them twice: attempt failed, then failed), 3 syncs after them, the
+    // reconciliation, and its one sync job of the 3 consumers.
+    expect(outcomes).toHaveLength(10);
     for (const outcome of outcomes) {
       expect(outcome.queue).toEqual(expect.any(String));
       expect(outcome.jobId).toEqual(expect.any(String));
       expect(outcome.attempt).toEqual(expect.any(Number));
       expect(outcome.durationMs).toEqual(expect.any(Number));
-      if (outcome.queue !== 'reconciliation') expect(outcome.consumerId).toMatch(/^logs-/);
+      if (outcome.queue === 'reconciliation') continue;
+      if (outcome.consumerIds) expect(outcome.consumerIds).toEqual(['logs-a', 'logs-b', 'logs-c']);
+      else expect(outcome.consumerId).toMatch(/^logs-/);
     }
+    // Each consumer of a job of several: its own line, with the job's id.
+    const batch = outcomes.find((l) => l.consumerIds);
+    const synced = lines.filter((l) => l.msg === 'consumer synced');
+    expect(synced.map((l) => [l.consumerId, l.jobId, l.outcome]).sort()).toEqual(
+      ['logs-a', 'logs-b', 'logs-c'].map((id) => [id, batch?.jobId, 'synced']),
+    );
     const failed = outcomes.filter((l) => l.msg === 'job failed');
     expect(failed).toEqual([
       expect.objectContaining({ queue: 'enrollment', consumerId: 'logs-fail', final: true }),

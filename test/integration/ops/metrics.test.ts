@@ -26,6 +26,7 @@ const m = {
   minted: 'perks_worker_tokens_minted_total',
   rewards: 'perks_worker_rewards_written_total',
   pages: 'perks_worker_reward_pages_written_total',
+  syncs: 'perks_worker_reward_syncs_total',
   enrollments: 'perks_worker_enrollments_total',
   depth: 'perks_worker_queue_jobs',
 } as const;
@@ -56,6 +57,7 @@ describe('/metrics', () => {
     expect(d(m.completed, { queue: 'reward-sync' })).toBe(3);
     expect(d(m.duration, { queue: 'reward-sync', outcome: 'completed' })).toBe(3);
     expect(d(m.enrollments, { outcome: 'created' })).toBe(3);
+    expect(d(m.syncs, { outcome: 'synced' })).toBe(3);
     expect(d(m.rewards, { result: 'inserted' })).toBe(15);
     expect(d(m.rewards, { result: 'updated' })).toBe(0);
     expect(d(m.rewards, { result: 'unchanged' })).toBe(0);

@@ -1,0 +1,167 @@
+/**
+ * Sync jobs of several consumers (a reconciliation's fan-out): each consumer is synced as its
+ * own job would sync it, and keeps what its own job would give it: retries in a job of its
+ * own, a place in `failed`, no second sync while its own is pending, nothing lost to a 429 or
+ * a shutdown.
+ */
+import type { Job } from 'bullmq';
+import { RateLimitError } from 'bullmq';
+import { afterEach, describe, expect, it } from 'vitest';
+import { processRewardSyncBatch, type RewardSyncBatchResult } from '../../src/jobs/sync-rewards.js';
+import { jobNames } from '../../src/queues/names.js';
+import { enqueueRewardSync, enqueueRewardSyncs } from '../../src/queues/producer.js';
+import { expectConsistent } from '../support/processes.js';
+import { type Harness, startHarness } from '../support/worker-harness.js';
+
+let harness: Harness | undefined;
+afterEach(async () => {
+  await harness?.close();
+  harness = undefined;
+});
+
+const idsOf = (prefix: string, n: number) =>
+  Array.from({ length: n }, (_, i) => `${prefix}_${String(i).padStart(2, '0')}`);
+
+/** A job of several consumers, added with the worker stopped, to be run by the test itself. */
+async function batchJob(h: Harness, consumerIds: string[]): Promise<Job> {
+  await h.worker.close(1000);
+  const added = await h.runtime.ctx.queues.rewardSync.add(jobNames.syncRewardsBatch, {
+    consumerIds,
+    reason: 'reconciliation',
+  });
+  const job = await h.runtime.ctx.queues.rewardSync.getJob(added.id ?? '');
+  if (!job) throw new Error('job vanished');
+  return job;
+}
+
+async function syncCounts(h: Harness): Promise<Record<string, number>> {
+  const metric = await h.runtime.metrics.registry.getSingleMetric(
+    'perks_worker_reward_syncs_total',
+  );
+  const counts: Record<string, number> = {};
+  for (const { labels, value } of (await metric?.get())?.values ?? []) {
+    counts[String(labels.outcome)] = value;
+  }
+  return counts;
+}
+
+describe('sync jobs of several consumers', () => {
+  it('sync each consumer; one that fails is retried in a job of its own, and shows as failed if it never succeeds', async () => {
+    harness = await startHarness({
+      perks: { retryAttempts: 2, retryMaxMs: 500 },
+      worker: { jobAttempts: 3, jobBackoffMs: 50 },
+    });
+    const h = harness;
+    const ids = idsOf('bt', 13);
+    const [never, later, gone] = ['bt_03', 'bt_05', 'bt_12'];
+    for (const id of ids) {
+      h.sandbox.state.addConsumer(id, id === gone ? { enrolled: false } : { rewards: 3 });
+    }
+    // 2 tries per call: the batch's call, then each attempt of its own job (3).
+    const fail = (consumerId: string, count: number) =>
+      h.sandbox.faults.inject({
+        route: 'listRewards',
+        consumerId,
+        count,
+        kind: 'status',
+        status: 500,
+      });
+    fail(never, 2 + 2 * 3);
+    fail(later, 2 + 2);
+
+    await enqueueRewardSyncs(h.runtime.ctx.queues, ids, 'manual', 8);
+    await h.idle(60_000);
+
+    const q = h.runtime.ctx.queues.rewardSync;
+    const batches = (await q.getJobs(['completed'])).filter(
+      (job) => job.name === jobNames.syncRewardsBatch,
+    );
+    expect(batches.map((job) => job.data.consumerIds.length).sort()).toEqual([5, 8]);
+    const results = batches.map((job) => job.returnvalue as RewardSyncBatchResult);
+    const sum = (pick: (r: RewardSyncBatchResult) => number) =>
+      results.reduce((n, r) => n + pick(r), 0);
+    expect(sum((r) => r.synced)).toBe(10);
+    expect(sum((r) => r.notEnrolled)).toBe(1);
+    expect(results.flatMap((r) => r.retriedAlone).sort()).toEqual([never, later]);
+    expect(sum((r) => r.written.inserted)).toBe(10 * 3);
+
+    const failed = await q.getJobs(['failed']);
+    expect(failed.map((job) => [job.name, job.data.consumerId, job.attemptsMade])).toEqual([
+      [jobNames.syncRewards, never, 3],
+    ]);
+    expect(h.sandbox.faults.list()).toEqual([]);
+    await expectConsistent(
+      h.runtime.ctx.store.pool,
+      h.sandbox,
+      ids.filter((id) => id !== never && id !== gone),
+    );
+    expect(await h.rewardIds(never)).toEqual([]);
+    expect((await h.runtime.ctx.store.getConsumer(gone))?.notEnrolledAt).toBeInstanceOf(Date);
+    expect(await syncCounts(h)).toEqual({ synced: 11, not_enrolled: 1, retried_alone: 2 });
+  }, 60_000);
+
+  it('leave a consumer whose own sync job is pending to that job', async () => {
+    harness = await startHarness();
+    const h = harness;
+    for (const id of ['own_a', 'own_b']) h.sandbox.state.addConsumer(id, { rewards: 2 });
+    const job = await batchJob(h, ['own_a', 'own_b']);
+    await enqueueRewardSync(h.runtime.ctx.queues, { consumerId: 'own_a', reason: 'manual' });
+
+    const result = await processRewardSyncBatch(job, h.runtime.ctx);
+
+    expect(result).toMatchObject({ consumers: 2, synced: 1, leftToOwnJob: ['own_a'] });
+    const syncedUpstream = h.sandbox.state
+      .requestLog()
+      .filter((r) => r.path.includes('/rewards'))
+      .map((r) => r.consumerId);
+    expect(syncedUpstream).toEqual(['own_b']);
+  });
+
+  it('on a long 429 go back to wait, holding only the consumers not yet synced', async () => {
+    harness = await startHarness();
+    const h = harness;
+    const ids = ['thr_a', 'thr_b', 'thr_c'];
+    for (const id of ids) h.sandbox.state.addConsumer(id, { rewards: 2 });
+    const job = await batchJob(h, ids);
+    h.sandbox.faults.inject({
+      route: 'listRewards',
+      consumerId: 'thr_b',
+      count: 1,
+      kind: 'throttle429',
+      retryAfterSeconds: 5,
+    });
+
+    await expect(processRewardSyncBatch(job, h.runtime.ctx)).rejects.toBeInstanceOf(RateLimitError);
+
+    const after = await h.runtime.ctx.queues.rewardSync.getJob(job.id ?? '');
+    expect(after?.data).toEqual({ consumerIds: ['thr_b'], reason: 'reconciliation' });
+    expect(await h.runtime.ctx.queues.rewardSync.getRateLimitTtl()).toBeGreaterThan(0);
+    await expectConsistent(h.runtime.ctx.store.pool, h.sandbox, ['thr_a', 'thr_c']);
+    expect(await h.rewardIds('thr_b')).toEqual([]);
+  });
+
+  it('cancelled (a shutdown), keep only the consumers not yet synced for the retry', async () => {
+    harness = await startHarness();
+    const h = harness;
+    const ids = ['cut_a', 'cut_b', 'cut_c'];
+    for (const id of ids) h.sandbox.state.addConsumer(id, { rewards: 2 });
+    const job = await batchJob(h, ids);
+    h.sandbox.faults.inject({
+      route: 'listRewards',
+      consumerId: 'cut_c',
+      count: 1,
+      kind: 'delay',
+      delayMs: 5000,
+    });
+    const cancel = new AbortController();
+    setTimeout(() => cancel.abort('worker shutting down'), 500);
+
+    await expect(processRewardSyncBatch(job, h.runtime.ctx, cancel.signal)).rejects.toBe(
+      'worker shutting down',
+    );
+
+    const after = await h.runtime.ctx.queues.rewardSync.getJob(job.id ?? '');
+    expect(after?.data).toEqual({ consumerIds: ['cut_c'], reason: 'reconciliation' });
+    await expectConsistent(h.runtime.ctx.store.pool, h.sandbox, ['cut_a', 'cut_b']);
+  });
+});
