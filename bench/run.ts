@@ -36,7 +36,7 @@ postgres://postgres@127.0.0.1:5432/postgres; the bench creates and drops perks_b
   --scenario N       run only these scenarios (repeatable, or a comma list); default all:
 ${scenarios.map((s) => `                       ${s.id}  ${s.title}`).join('\n')}
   --fanout N         consumers of scenario 5 (default 1,000,000; quick 12,000); it also
-                     runs N/10 (up to 4,000 and N/3) to compare
+                     runs N/10 (up to 32,000: 4,000 jobs of 8; and N/3) to compare
   --no-record        do not append the results to bench/RESULTS.md
   -h, --help         this help
 

@@ -5,7 +5,9 @@
  *
  * The worker runs 1.5·C sync jobs on its C connections (README, "Scaling out"): a job also spends
  * time outside HTTP (its write, its queue moves), and while it does, another job's request
- * keeps the connection busy. The same run with C jobs is reported beside it.
+ * keeps the connection busy. The same run with C jobs is reported beside it. The syncs come as
+ * a reconciliation fans them out, SYNC_CONSUMERS_PER_JOB to a job, so either way more syncs
+ * than connections are under way and their requests wait their turn for a connection.
  *
  * Q·L/C is the bound only on a machine that can do the work of C/L requests a second. The
  * same run at 0 ms measures what this machine can do (its CPU: the worker, the sandbox,
@@ -14,8 +16,10 @@
  * not the latency, is the bound (bench/RESULTS.md, round 7). Full runs only: a quick run
  * must fit two minutes on the slower machine.
  */
+
+import { fanOutConsumersPerJob } from '../src/config.js';
 import { enqueueRewardSync } from '../src/queues/producer.js';
-import { type BenchRun, startLab } from './lab.js';
+import { type BenchRun, defaultWorker, startLab } from './lab.js';
 import { type BenchContext, round, type Scenario, type ScenarioResult } from './scenario.js';
 import { consumerIdsOf, syncThroughWorker } from './sync-runs.js';
 
@@ -74,6 +78,7 @@ export const scenario2: Scenario = {
         'L ms': latencyMs,
         'C connections': connections,
         'sync jobs': jobs,
+        'consumers per job': fanOutConsumersPerJob(defaultWorker),
         'rewards per request': 10,
       },
       figures: {

@@ -4,13 +4,14 @@
  * (`node dist/src/index.js work`; default settings in a full run, a smaller queue bound in a
  * quick one) so that its peak RSS (VmHWM) is its own. Sampled every 100 ms: Redis used_memory
  * (the whole server: other users of this Redis count too) and the jobs of our sync queue. Run
- * at N/10 (up to 4,000 and N/3) and N: memory must stay flat as N grows.
+ * at N/10 (up to 4,000 jobs of consumers, and N/3) and N: memory must stay flat as N grows.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
+import { fanOutConsumersPerJob } from '../src/config.js';
 import { deletePrefix } from '../src/queues/connection.js';
 import { startReconciliation } from '../src/queues/producer.js';
 import { closeQueues, defaultJobPolicy, openQueues } from '../src/queues/queues.js';
@@ -62,21 +63,28 @@ const knobsOf = (quick: boolean): Knobs =>
         keepCompletedJobs: defaultWorker.keepCompletedJobs,
       };
 
-/** Jobs of the sync queue can reach at most this (see the reconciliation's comment). */
+/** Consumers per sync job: the spawned worker runs with the defaults. */
+const perJob = fanOutConsumersPerJob(defaultWorker);
+
+/**
+ * Jobs of the sync queue can reach at most this (see the reconciliation's comment): the
+ * pending bound, one read batch's jobs, the completed jobs kept and those running.
+ */
 const jobBound = (knobs: Knobs) =>
   knobs.reconcileMaxPending +
-  knobs.reconcileBatchSize +
+  Math.ceil(knobs.reconcileBatchSize / perJob) +
   knobs.keepCompletedJobs +
   defaultWorker.syncConcurrency;
 
 /**
- * N/10, but up to 4,000 (and N/3 at most). Below the job bound (3,508 with the defaults) the
- * queue never fills; and the worker's heap is still growing over its first few thousand syncs
- * (peak RSS 145 MiB after 2,000 syncs, 164 after 4,000, 184 to 190 after 10,000 and 20,000):
- * a smaller run would compare N against a worker not yet in its steady state.
+ * N/10, but up to 4,000 jobs' worth of consumers (and N/3 at most). Below the job bound
+ * (3,071 with the defaults) the queue never fills; and the worker's heap is still growing over
+ * its first few thousand jobs (round 1, one consumer a job: peak RSS 145 MiB after 2,000, 164
+ * after 4,000, 184 to 190 after 10,000 and 20,000): a smaller run would compare N against a
+ * worker not yet in its steady state.
  */
 const smallerRun = (large: number) =>
-  Math.max(Math.round(large / 10), Math.min(4000, Math.round(large / 3)));
+  Math.max(Math.round(large / 10), Math.min(4000 * perJob, Math.round(large / 3)));
 
 function exited(child: ChildProcess): Promise<number | null> {
   return new Promise((resolve) => {
@@ -253,6 +261,7 @@ export const scenario5: Scenario = {
         maxPending: knobs.reconcileMaxPending,
         keepCompleted: knobs.keepCompletedJobs,
         syncConcurrency: defaultWorker.syncConcurrency,
+        consumersPerJob: perJob,
       },
       figures,
       ratio: round(b.peakRssMiB / a.peakRssMiB),

@@ -69,12 +69,9 @@ export async function syncThroughWorker(
   // Slices of the reconciliation's default read batch, a whole number of jobs each.
   const slice = perJob * Math.ceil(defaultWorker.reconcileBatchSize / perJob);
   for (let i = 0; i < consumerIds.length; i += slice) {
-    await enqueueRewardSyncs(
-      lab.runtime.ctx.queues,
-      consumerIds.slice(i, i + slice),
-      'manual',
-      perJob,
-    );
+    await enqueueRewardSyncs(lab.runtime.ctx.queues, consumerIds.slice(i, i + slice), 'manual', {
+      consumersPerJob: perJob,
+    });
   }
   await lab.until(() => lab.counts.rewardSync.completed >= target, 30 * 60_000);
   const ms = performance.now() - started;

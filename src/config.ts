@@ -524,10 +524,6 @@ function resolveClientSecret(
 export const recommendedKeyLength = 16;
 
 /**
- * Settings that work but deserve a look, for the process to log at start. Never includes a
- * secret's value.
- */
-/**
  * Consumers per sync job of a reconciliation's fan-out. BullMQ's limiter counts jobs, so
  * under PERKS_RATE_LIMIT_PER_SECOND each consumer keeps its own job and the cap counts syncs.
  */
@@ -537,6 +533,10 @@ export function fanOutConsumersPerJob(
   return worker.rateLimitPerSecond === undefined ? worker.syncConsumersPerJob : 1;
 }
 
+/**
+ * Settings that work but deserve a look, for the process to log at start. Never includes a
+ * secret's value.
+ */
 export function configWarnings(config: Partial<Pick<Config, 'consumerIds'>>): string[] {
   const warnings: string[] = [];
   const key = config.consumerIds?.key;

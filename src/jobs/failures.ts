@@ -38,14 +38,19 @@ export function isPermanent(error: unknown): boolean {
   );
 }
 
+/** Pauses both API queues for the 429's Retry-After; never throws. */
+export async function pauseForThrottle(error: ThrottledError, queues: Queues): Promise<void> {
+  const pauseMs = Math.max(error.retryAfterMs, minimumPauseMs);
+  // Settled, not all: a Redis error while pausing must not turn the 429 into a spent attempt.
+  await Promise.allSettled([
+    queues.enrollment.rateLimit(pauseMs),
+    queues.rewardSync.rateLimit(pauseMs),
+  ]);
+}
+
 export async function steerFailure(error: unknown, queues: Queues): Promise<never> {
   if (error instanceof ThrottledError) {
-    const pauseMs = Math.max(error.retryAfterMs, minimumPauseMs);
-    // Settled, not all: a Redis error while pausing must not turn the 429 into a spent attempt.
-    await Promise.allSettled([
-      queues.enrollment.rateLimit(pauseMs),
-      queues.rewardSync.rateLimit(pauseMs),
-    ]);
+    await pauseForThrottle(error, queues);
     throw new RateLimitError();
   }
   if (isPermanent(error)) {

@@ -47,7 +47,12 @@ export async function processReconciliation(
       await waitForRoom(ctx, maxPending, signal);
       const ids = await ctx.store.listEnrolledConsumerIds({ after: cursor, limit: batchSize });
       if (ids.length === 0) break;
-      await enqueueRewardSyncs(ctx.queues, ids, 'reconciliation', consumersPerJob);
+      // Job ids from this reconciliation's: resumed after a crash between this line and the
+      // cursor's save, it adds nothing for the consumers already enqueued.
+      await enqueueRewardSyncs(ctx.queues, ids, 'reconciliation', {
+        consumersPerJob,
+        jobIdPrefix: job.id ?? 'reconcile',
+      });
       cursor = ids[ids.length - 1] ?? cursor;
       enqueued += ids.length;
       batches += 1;

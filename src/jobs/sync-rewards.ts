@@ -16,7 +16,7 @@
  * - a 429 or a shutdown ends the job with only the consumers not yet synced left in it: a
  *   throttled job waits without spending an attempt, a cancelled one is retried.
  */
-import type { Job, Queue } from 'bullmq';
+import { type Job, type Queue, RateLimitError } from 'bullmq';
 import { ConsumerNotEnrolledError, ThrottledError } from '../perks/errors.js';
 import {
   parsePayload,
@@ -26,7 +26,7 @@ import {
 import { rewardSyncJob } from '../queues/producer.js';
 import type { RewardPageWrite } from '../store/store.js';
 import type { JobContext } from './context.js';
-import { steerFailure } from './failures.js';
+import { pauseForThrottle, steerFailure } from './failures.js';
 
 export interface RewardSyncResult {
   consumerId: string;
@@ -81,15 +81,48 @@ export async function processRewardSyncBatch(
       job.data,
       'reward sync batch',
     );
+    const queue = ctx.queues.rewardSync;
     const log = ctx.logger.child({
       queue: job.queueName,
       jobId: job.id,
       attempt: job.attemptsMade + 1,
     });
-    const leftToOwnJob = await withOwnJob(ctx.queues.rewardSync, consumerIds);
+    const ownJob = (consumerId: string, delay?: number) => {
+      const single = rewardSyncJob({ consumerId, ...(reason ? { reason } : {}) });
+      return delay === undefined ? single : { ...single, opts: { ...single.opts, delay } };
+    };
+
+    // A consumer with a sync job of its own is left to it. Adding that job again is what
+    // deduplication answers, as for a job of one consumer: ignored while it is pending, run
+    // after it while it runs; and a key whose job no longer exists is cleared.
+    const leftToOwnJob = await withOwnJob(queue, consumerIds);
+    if (leftToOwnJob.length > 0) {
+      await queue.addBulk(leftToOwnJob.map((consumerId) => ownJob(consumerId)));
+      log.info({ consumerIds: leftToOwnJob }, 'consumers left to their own sync job');
+    }
     const mine = consumerIds.filter((id) => !leftToOwnJob.includes(id));
+
+    // A 429 stops the job's other syncs at once and pauses the queues now, not once the
+    // slowest of them has ended.
+    const stop = new AbortController();
+    const stopping = signal ? AbortSignal.any([signal, stop.signal]) : stop.signal;
+    let throttled: ThrottledError | undefined;
     const settled = await Promise.allSettled(
-      mine.map((consumerId) => syncConsumer(consumerId, ctx, job, signal)),
+      mine.map(async (consumerId) => {
+        try {
+          return await syncConsumer(consumerId, ctx, job, stopping);
+        } catch (error) {
+          if (
+            error instanceof ThrottledError &&
+            error.retryAfterMs >= (throttled?.retryAfterMs ?? 0)
+          ) {
+            throttled = error;
+            stop.abort('throttled by the API');
+            await pauseForThrottle(error, ctx.queues);
+          }
+          throw error;
+        }
+      }),
     );
 
     const result: RewardSyncBatchResult = {
@@ -116,37 +149,38 @@ export async function processRewardSyncBatch(
       addWrites(result.written, synced.written);
       log.info(synced, 'consumer synced');
     });
-    if (leftToOwnJob.length > 0) {
-      log.info({ consumerIds: leftToOwnJob }, 'consumers left to their own pending sync job');
-    }
 
-    // Cancelled: all that did not finish stays here, and BullMQ retries the job. Throttled:
-    // the throttled stay, and the job waits without spending an attempt. The rest go alone.
-    const throttled = failed.find((f) => f.error instanceof ThrottledError);
-    const staying = signal?.aborted
-      ? failed
-      : failed.filter((f) => f.error instanceof ThrottledError);
-    const alone = failed.filter((f) => !staying.includes(f));
-    if (alone.length > 0) {
-      const delay = firstRetryDelayMs(ctx.queues.rewardSync);
-      await ctx.queues.rewardSync.addBulk(
-        alone.map(({ consumerId }) => {
-          const single = rewardSyncJob({ consumerId, ...(reason ? { reason } : {}) });
-          return { ...single, opts: { ...single.opts, delay } };
-        }),
-      );
-      for (const { consumerId, error } of alone) {
-        ctx.metrics.rewardSync('retried_alone');
-        result.retriedAlone.push(consumerId);
-        log.warn(
-          { consumerId, err: describe(error), delayMs: delay },
-          'consumer sync failed; retried in a job of its own',
-        );
+    // Stopped (a 429, a cancel): what did not finish stays in this job. Otherwise each
+    // consumer that failed goes to a job of its own, delayed as a first retry.
+    const staying = stopping.aborted ? failed.map((f) => f.consumerId) : [];
+    let handOff: unknown;
+    if (!stopping.aborted && failed.length > 0) {
+      try {
+        const delays = failed.map(() => firstRetryDelayMs(queue));
+        await queue.addBulk(failed.map(({ consumerId }, i) => ownJob(consumerId, delays[i])));
+        failed.forEach(({ consumerId, error }, i) => {
+          ctx.metrics.rewardSync('retried_alone');
+          result.retriedAlone.push(consumerId);
+          log.warn(
+            { consumerId, err: describe(error), delayMs: delays[i] },
+            'consumer sync failed; retried in a job of its own',
+          );
+        });
+      } catch (error) {
+        handOff = error;
+        staying.push(...failed.map((f) => f.consumerId));
       }
     }
     if (staying.length > 0) {
-      await job.updateData({ consumerIds: staying.map((f) => f.consumerId), reason });
-      throw signal?.aborted ? (signal.reason ?? staying[0]?.error) : throttled?.error;
+      try {
+        await job.updateData({ consumerIds: staying, reason });
+      } catch (error) {
+        // Not fatal: the job keeps all its consumers, and its next attempt syncs them all.
+        log.warn({ err: describe(error) }, 'could not narrow the job to the consumers left');
+      }
+      if (signal?.aborted) throw signal.reason ?? failed[0]?.error;
+      if (throttled) throw new RateLimitError(); // the queues are paused already
+      throw handOff;
     }
     return result;
   } catch (error) {
@@ -154,16 +188,18 @@ export async function processRewardSyncBatch(
   }
 }
 
-/** Those of `consumerIds` with a sync job of their own pending or running (its dedup key). */
+/** Those of `consumerIds` with a sync job of their own: its deduplication key is set. */
 async function withOwnJob(queue: Queue, consumerIds: readonly string[]): Promise<string[]> {
   const owners = await Promise.all(consumerIds.map((id) => queue.getDeduplicationJobId(id)));
   return consumerIds.filter((_, i) => owners[i]);
 }
 
-/** The delay of a job's first retry under the queue's backoff policy. */
+/** The delay of a job's first retry under the queue's backoff policy, jitter included. */
 function firstRetryDelayMs(queue: Queue): number {
   const { backoff } = queue.defaultJobOptions;
-  return typeof backoff === 'number' ? backoff : (backoff?.delay ?? 0);
+  if (typeof backoff === 'number') return backoff;
+  const delay = backoff?.delay ?? 0;
+  return Math.round(delay * (1 - (backoff?.jitter ?? 0) * Math.random()));
 }
 
 function addWrites(total: RewardPageWrite, more: RewardPageWrite): void {

@@ -87,14 +87,18 @@ export async function enqueueRewardSync(queues: Queues, payload: RewardSyncPaylo
  * What a job of one consumer gives, such a job gives each of its consumers (sync-rewards.ts):
  * a consumer that fails is retried in its own job, with the usual attempts, and shows in
  * `perks-worker failed` if it fails for good; a consumer whose own sync is already pending is
- * left to it. BullMQ's deduplication is per job, so it does not apply to the job itself.
+ * left to it. BullMQ's deduplication is per job, so it does not apply to the job itself; with
+ * `jobIdPrefix`, each such job's id is that prefix and its first consumer id, so enqueueing
+ * the same consumers again (a reconciliation resumed after a crash) adds nothing while the
+ * first job is kept.
  */
 export async function enqueueRewardSyncs(
   queues: Queues,
   consumerIds: readonly string[],
   reason: RewardSyncPayload['reason'],
-  consumersPerJob = 1,
+  options: { consumersPerJob?: number; jobIdPrefix?: string } = {},
 ): Promise<void> {
+  const { consumersPerJob = 1, jobIdPrefix } = options;
   if (!Number.isInteger(consumersPerJob) || consumersPerJob < 1) {
     throw new RangeError(`consumersPerJob must be a whole number from 1, not ${consumersPerJob}`);
   }
@@ -105,7 +109,7 @@ export async function enqueueRewardSyncs(
     jobs.push(
       ids.length === 1 && only !== undefined
         ? rewardSyncJob({ consumerId: only, reason })
-        : rewardSyncBatchJob({ consumerIds: ids, reason }),
+        : rewardSyncBatchJob({ consumerIds: ids, reason }, jobIdPrefix),
     );
   }
   await queues.rewardSync.addBulk(jobs);
@@ -124,9 +128,10 @@ export function rewardSyncJob(payload: RewardSyncPayload) {
   };
 }
 
-function rewardSyncBatchJob(payload: RewardSyncBatchPayload) {
+function rewardSyncBatchJob(payload: RewardSyncBatchPayload, jobIdPrefix?: string) {
   const data = parsePayload(rewardSyncBatchPayloadSchema, payload, 'reward sync batch');
-  return { name: jobNames.syncRewardsBatch, data, opts: priorityOf(data.reason) };
+  const jobId = jobIdPrefix === undefined ? {} : { jobId: `${jobIdPrefix}-${data.consumerIds[0]}` };
+  return { name: jobNames.syncRewardsBatch, data, opts: { ...priorityOf(data.reason), ...jobId } };
 }
 
 const priorityOf = (reason: RewardSyncPayload['reason']) =>

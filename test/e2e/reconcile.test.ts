@@ -1,7 +1,7 @@
 /** Reconciliation end to end: every enrolled consumer re-synced, with a bounded backlog. */
 import { afterEach, describe, expect, it } from 'vitest';
 import { processReconcileTick } from '../../src/jobs/reconcile.js';
-import { startReconciliation } from '../../src/queues/producer.js';
+import { enqueueRewardSyncs, startReconciliation } from '../../src/queues/producer.js';
 import { type Harness, startHarness } from '../support/worker-harness.js';
 
 let harness: Harness | undefined;
@@ -29,7 +29,7 @@ describe('reconciliation', () => {
   it('re-syncs every enrolled consumer while the sync backlog stays bounded', async () => {
     harness = await startHarness({
       sandbox: { latencyMs: 5 },
-      worker: { syncConcurrency: 2, reconcileBatchSize: 25, reconcileMaxPending: 40 },
+      worker: { syncConcurrency: 2, reconcileBatchSize: 25, reconcileMaxPending: 5 },
     });
     const h = harness;
     const ids = await seedConsumers(h, 300);
@@ -63,7 +63,8 @@ describe('reconciliation', () => {
 
     const job = await h.runtime.ctx.queues.reconciliation.getJob(first.jobId);
     expect(job?.returnvalue).toMatchObject({ enqueued: 299 });
-    expect(peak).toBeLessThanOrEqual(40 + 25);
+    // Under the bound, then one read batch: 25 consumers in jobs of 8, 8, 8 and 1.
+    expect(peak).toBeLessThanOrEqual(5 + 4);
     const { rows } = await h.runtime.ctx.store.pool.query<{ n: string }>(
       'select count(*) as n from perks.rewards',
     );
@@ -96,15 +97,23 @@ describe('reconciliation', () => {
     await h.worker.close(1000); // nothing runs the job until we say so
     const { jobId } = await startReconciliation(h.runtime.ctx.queues);
     const job = await h.runtime.ctx.queues.reconciliation.getJob(jobId);
-    // As a replica that died after enqueueing the first 20 would have left it.
+    // As a replica that died after enqueueing the first 20 would have left it; it had also
+    // enqueued the next 10, but died before saving the cursor after them.
     await job?.updateData({ ...job.data, cursor: 'rc_0019', enqueued: 20 });
+    await enqueueRewardSyncs(
+      h.runtime.ctx.queues,
+      Array.from({ length: 10 }, (_, i) => `rc_${String(20 + i).padStart(4, '0')}`),
+      'reconciliation',
+      { consumersPerJob: 8, jobIdPrefix: jobId },
+    );
     const { processReconciliation } = await import('../../src/jobs/reconcile.js');
     const fresh = await h.runtime.ctx.queues.reconciliation.getJob(jobId);
     if (!fresh) throw new Error('job vanished');
     const result = await processReconciliation(fresh, h.runtime.ctx);
     expect(result.enqueued).toBe(30);
     expect(result.batches).toBe(1);
-    // In jobs of 8 consumers (SYNC_CONSUMERS_PER_JOB of the harness): one of 8, one of 2.
+    // In jobs of 8 consumers (SYNC_CONSUMERS_PER_JOB of the harness): one of 8, one of 2,
+    // and not twice: the jobs the dead replica had added keep their ids.
     const waiting = await h.runtime.ctx.queues.rewardSync.getJobs(['wait', 'prioritized']);
     const jobIds = (j: { data: { consumerIds: string[] } }) => j.data.consumerIds;
     expect(waiting.map((j) => jobIds(j).length).sort()).toEqual([2, 8]);

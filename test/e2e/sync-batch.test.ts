@@ -69,7 +69,7 @@ describe('sync jobs of several consumers', () => {
     fail(never, 2 + 2 * 3);
     fail(later, 2 + 2);
 
-    await enqueueRewardSyncs(h.runtime.ctx.queues, ids, 'manual', 8);
+    await enqueueRewardSyncs(h.runtime.ctx.queues, ids, 'manual', { consumersPerJob: 8 });
     await h.idle(60_000);
 
     const q = h.runtime.ctx.queues.rewardSync;
@@ -100,44 +100,64 @@ describe('sync jobs of several consumers', () => {
     expect(await syncCounts(h)).toEqual({ synced: 11, not_enrolled: 1, retried_alone: 2 });
   }, 60_000);
 
-  it('leave a consumer whose own sync job is pending to that job', async () => {
+  it('leave a consumer with a sync job of its own to that job, and clear a key left by a vanished one', async () => {
     harness = await startHarness();
     const h = harness;
-    for (const id of ['own_a', 'own_b']) h.sandbox.state.addConsumer(id, { rewards: 2 });
-    const job = await batchJob(h, ['own_a', 'own_b']);
-    await enqueueRewardSync(h.runtime.ctx.queues, { consumerId: 'own_a', reason: 'manual' });
+    for (const id of ['own_a', 'own_b', 'own_c']) h.sandbox.state.addConsumer(id, { rewards: 2 });
+    const job = await batchJob(h, ['own_a', 'own_b', 'own_c']);
+    const q = h.runtime.ctx.queues.rewardSync;
+    const own = await enqueueRewardSync(h.runtime.ctx.queues, { consumerId: 'own_a' });
+    // A deduplication key whose job is gone (removed by hand, say).
+    await h.runtime.connection.set(`${q.keys.de}:own_c`, 'a-job-that-is-gone');
 
     const result = await processRewardSyncBatch(job, h.runtime.ctx);
 
-    expect(result).toMatchObject({ consumers: 2, synced: 1, leftToOwnJob: ['own_a'] });
+    expect(result).toMatchObject({ consumers: 3, synced: 1, leftToOwnJob: ['own_a', 'own_c'] });
     const syncedUpstream = h.sandbox.state
       .requestLog()
       .filter((r) => r.path.includes('/rewards'))
       .map((r) => r.consumerId);
     expect(syncedUpstream).toEqual(['own_b']);
+    // own_a keeps its one job; own_c has a job of its own again.
+    const waiting = (await q.getJobs(['wait', 'prioritized'])).filter(
+      (j) => j.name === jobNames.syncRewards,
+    );
+    expect(waiting.map((j) => [j.data.consumerId, j.data.reason]).sort()).toEqual([
+      ['own_a', undefined],
+      ['own_c', 'reconciliation'],
+    ]);
+    expect(waiting.find((j) => j.data.consumerId === 'own_a')?.id).toBe(own.id);
   });
 
-  it('on a long 429 go back to wait, holding only the consumers not yet synced', async () => {
+  it('on a long 429 stop the other syncs and go back to wait, holding only the consumers not yet synced', async () => {
     harness = await startHarness();
     const h = harness;
-    const ids = ['thr_a', 'thr_b', 'thr_c'];
-    for (const id of ids) h.sandbox.state.addConsumer(id, { rewards: 2 });
-    const job = await batchJob(h, ids);
-    h.sandbox.faults.inject({
+    for (const id of ['thr_a', 'thr_c']) h.sandbox.state.addConsumer(id, { rewards: 2 });
+    // thr_b: its first page comes late, its second is refused with a 429.
+    h.sandbox.state.addConsumer('thr_b', { rewards: 1500 });
+    // thr_d: its only page would take 20 s; the 429 stops it.
+    h.sandbox.state.addConsumer('thr_d', { rewards: 2 });
+    const job = await batchJob(h, ['thr_a', 'thr_b', 'thr_c', 'thr_d']);
+    const inject = h.sandbox.faults.inject.bind(h.sandbox.faults);
+    inject({ route: 'listRewards', consumerId: 'thr_b', count: 1, kind: 'delay', delayMs: 300 });
+    inject({
       route: 'listRewards',
       consumerId: 'thr_b',
       count: 1,
       kind: 'throttle429',
-      retryAfterSeconds: 5,
+      retryAfterSeconds: 30,
     });
+    inject({ route: 'listRewards', consumerId: 'thr_d', count: 1, kind: 'delay', delayMs: 20_000 });
 
     await expect(processRewardSyncBatch(job, h.runtime.ctx)).rejects.toBeInstanceOf(RateLimitError);
 
     const after = await h.runtime.ctx.queues.rewardSync.getJob(job.id ?? '');
-    expect(after?.data).toEqual({ consumerIds: ['thr_b'], reason: 'reconciliation' });
-    expect(await h.runtime.ctx.queues.rewardSync.getRateLimitTtl()).toBeGreaterThan(0);
+    expect(after?.data).toEqual({ consumerIds: ['thr_b', 'thr_d'], reason: 'reconciliation' });
+    // Paused for the 429's 30 s.
+    expect(await h.runtime.ctx.queues.rewardSync.getRateLimitTtl()).toBeGreaterThan(20_000);
     await expectConsistent(h.runtime.ctx.store.pool, h.sandbox, ['thr_a', 'thr_c']);
-    expect(await h.rewardIds('thr_b')).toEqual([]);
+    expect(await h.rewardIds('thr_b')).toHaveLength(1000); // its first page, written
+    expect(await h.rewardIds('thr_d')).toEqual([]);
   });
 
   it('cancelled (a shutdown), keep only the consumers not yet synced for the retry', async () => {
@@ -151,14 +171,20 @@ describe('sync jobs of several consumers', () => {
       consumerId: 'cut_c',
       count: 1,
       kind: 'delay',
-      delayMs: 5000,
+      delayMs: 20_000,
     });
     const cancel = new AbortController();
-    setTimeout(() => cancel.abort('worker shutting down'), 500);
+    const running = processRewardSyncBatch(job, h.runtime.ctx, cancel.signal);
+    // Cancelled once cut_a and cut_b are written, while cut_c waits for its page.
+    for (;;) {
+      const written = await Promise.all(['cut_a', 'cut_b'].map((id) => h.rewardIds(id)));
+      if (written.every((rows) => rows.length === 2)) break;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50)); // their syncs end
+    cancel.abort('worker shutting down');
 
-    await expect(processRewardSyncBatch(job, h.runtime.ctx, cancel.signal)).rejects.toBe(
-      'worker shutting down',
-    );
+    await expect(running).rejects.toBe('worker shutting down');
 
     const after = await h.runtime.ctx.queues.rewardSync.getJob(job.id ?? '');
     expect(after?.data).toEqual({ consumerIds: ['cut_c'], reason: 'reconciliation' });

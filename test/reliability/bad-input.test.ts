@@ -6,6 +6,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { jobNames } from '../../src/queues/names.js';
 import { enqueueEnrollment, enqueueRewardSync } from '../../src/queues/producer.js';
 import type { RewardJson } from '../../src/sandbox/index.js';
 import { bin, expectConsistent } from '../support/processes.js';
@@ -82,7 +83,7 @@ describe('malformed job payloads', () => {
       bad.push({ name, jobId: job.id ?? '', queue: 'rewardSync', field });
     }
     for (const [name, data, field] of batch) {
-      const job = await q.rewardSync.add('sync-rewards-batch', data);
+      const job = await q.rewardSync.add(jobNames.syncRewardsBatch, data);
       bad.push({ name, jobId: job.id ?? '', queue: 'rewardSync', field });
     }
     const badReconcile = await q.reconciliation.add('reconcile', { trigger: 'sometimes' });

@@ -124,9 +124,11 @@ describe('jobSubject', () => {
 describe('enqueueRewardSyncs', () => {
   it('refuses a number of consumers per job that is not a whole number from 1', async () => {
     const queues = {} as Parameters<typeof enqueueRewardSyncs>[0];
-    await expect(enqueueRewardSyncs(queues, ['c_1'], 'manual', 0)).rejects.toThrow(
-      /consumersPerJob must be a whole number from 1, not 0/,
-    );
-    await expect(enqueueRewardSyncs(queues, ['c_1'], 'manual', 1.5)).rejects.toThrow(RangeError);
+    await expect(
+      enqueueRewardSyncs(queues, ['c_1'], 'manual', { consumersPerJob: 0 }),
+    ).rejects.toThrow(/consumersPerJob must be a whole number from 1, not 0/);
+    await expect(
+      enqueueRewardSyncs(queues, ['c_1'], 'manual', { consumersPerJob: 1.5 }),
+    ).rejects.toThrow(RangeError);
   });
 });
