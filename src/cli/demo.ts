@@ -106,7 +106,7 @@ export async function run(argv: readonly string[]): Promise<number> {
 
       const moved = moveStatuses(sandbox, consumerIds);
       say(
-        `4. upstream: ${moved} rewards moved VALIDATED -> PAID_IN, ${Math.min(3, consumerIds.length)} removed; reconciling every enrolled consumer`,
+        `4. upstream: ${moved} rewards moved VALIDATED -> PAID_IN, ${Math.min(3, consumerIds.length)} removed; reconciling every enrolled consumer, ${runtime.ctx.reconcile.consumersPerJob} to a sync job`,
       );
       const reconciliation = await startReconciliation(runtime.ctx.queues);
       await waitUntilDrained(runtime.ctx, say, reconciliation.jobId);
@@ -218,7 +218,7 @@ async function waitUntilDrained(
     const { rows } = await ctx.store.pool.query<{ n: string }>(
       `select count(*) as n from "${ctx.store.schema}".rewards`,
     );
-    const line = `   enrollments done ${enroll.completed} (failed ${enroll.failed}), syncs done ${sync.completed} (failed ${sync.failed}), pending jobs ${pending}, rewards stored ${rows[0]?.n ?? 0}`;
+    const line = `   enrollments done ${enroll.completed} (failed ${enroll.failed}), sync jobs done ${sync.completed} (failed ${sync.failed}), pending jobs ${pending}, rewards stored ${rows[0]?.n ?? 0}`;
     if (tty) process.stdout.write(`\r${line}`);
     else if (line !== lastLine) say(line);
     lastLine = line;
