@@ -38,6 +38,9 @@ export async function processReconciliation(
       attempt: job.attemptsMade + 1,
     });
     const { batchSize, maxPending, consumersPerJob } = ctx.reconcile;
+    // The prefix of the ids of the sync jobs it enqueues (see below).
+    if (job.id === undefined) throw new Error('a reconciliation job without an id');
+    const jobIdPrefix = job.id;
     let { cursor, enqueued } = state;
     let batches = 0;
     if (cursor) log.info({ cursor, enqueued }, 'resuming reconciliation');
@@ -51,7 +54,7 @@ export async function processReconciliation(
       // cursor's save, it adds nothing for the consumers already enqueued.
       await enqueueRewardSyncs(ctx.queues, ids, 'reconciliation', {
         consumersPerJob,
-        jobIdPrefix: job.id ?? 'reconcile',
+        jobIdPrefix,
       });
       cursor = ids[ids.length - 1] ?? cursor;
       enqueued += ids.length;

@@ -16,9 +16,12 @@
  * - a 429 or a shutdown ends the job with only the consumers not yet synced left in it: a
  *   throttled job waits without spending an attempt, a cancelled one is retried.
  */
+import { setMaxListeners } from 'node:events';
 import { type Job, type Queue, RateLimitError } from 'bullmq';
 import { ConsumerNotEnrolledError, ThrottledError } from '../perks/errors.js';
+import { linkSignals } from '../perks/signals.js';
 import {
+  maxConsumersPerSyncJob,
   parsePayload,
   rewardSyncBatchPayloadSchema,
   rewardSyncPayloadSchema,
@@ -105,7 +108,10 @@ export async function processRewardSyncBatch(
     // A 429 stops the job's other syncs at once and pauses the queues now, not once the
     // slowest of them has ended.
     const stop = new AbortController();
-    const stopping = signal ? AbortSignal.any([signal, stop.signal]) : stop.signal;
+    const linked = linkSignals([signal, stop.signal]);
+    const stopping = linked.signal;
+    // Each of the job's syncs listens to it (one API call at a time each): up to 100.
+    setMaxListeners(maxConsumersPerSyncJob + 1, stopping);
     let throttled: ThrottledError | undefined;
     const settled = await Promise.allSettled(
       mine.map(async (consumerId) => {
@@ -123,7 +129,7 @@ export async function processRewardSyncBatch(
           throw error;
         }
       }),
-    );
+    ).finally(linked.dispose);
 
     const result: RewardSyncBatchResult = {
       consumers: consumerIds.length,

@@ -130,16 +130,17 @@ describe('sync jobs of several consumers', () => {
   });
 
   it('on a long 429 stop the other syncs and go back to wait, holding only the consumers not yet synced', async () => {
-    harness = await startHarness();
+    harness = await startHarness({ perks: { timeoutMs: 5000 } });
     const h = harness;
     for (const id of ['thr_a', 'thr_c']) h.sandbox.state.addConsumer(id, { rewards: 2 });
-    // thr_b: its first page comes late, its second is refused with a 429.
+    // thr_b: its first page comes 3 s late (thr_a and thr_c are done by then), its second is
+    // refused with a 429.
     h.sandbox.state.addConsumer('thr_b', { rewards: 1500 });
     // thr_d: its only page would take 20 s; the 429 stops it.
     h.sandbox.state.addConsumer('thr_d', { rewards: 2 });
     const job = await batchJob(h, ['thr_a', 'thr_b', 'thr_c', 'thr_d']);
     const inject = h.sandbox.faults.inject.bind(h.sandbox.faults);
-    inject({ route: 'listRewards', consumerId: 'thr_b', count: 1, kind: 'delay', delayMs: 300 });
+    inject({ route: 'listRewards', consumerId: 'thr_b', count: 1, kind: 'delay', delayMs: 3000 });
     inject({
       route: 'listRewards',
       consumerId: 'thr_b',
@@ -176,12 +177,13 @@ describe('sync jobs of several consumers', () => {
     const cancel = new AbortController();
     const running = processRewardSyncBatch(job, h.runtime.ctx, cancel.signal);
     // Cancelled once cut_a and cut_b are written, while cut_c waits for its page.
+    const deadline = Date.now() + 10_000;
     for (;;) {
       const written = await Promise.all(['cut_a', 'cut_b'].map((id) => h.rewardIds(id)));
       if (written.every((rows) => rows.length === 2)) break;
+      if (Date.now() > deadline) throw new Error('cut_a and cut_b were not written within 10 s');
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
-    await new Promise((resolve) => setTimeout(resolve, 50)); // their syncs end
     cancel.abort('worker shutting down');
 
     await expect(running).rejects.toBe('worker shutting down');
@@ -189,5 +191,24 @@ describe('sync jobs of several consumers', () => {
     const after = await h.runtime.ctx.queues.rewardSync.getJob(job.id ?? '');
     expect(after?.data).toEqual({ consumerIds: ['cut_c'], reason: 'reconciliation' });
     await expectConsistent(h.runtime.ctx.store.pool, h.sandbox, ['cut_a', 'cut_b']);
+  });
+
+  it('of up to 100 consumers run without a listener warning', async () => {
+    harness = await startHarness();
+    const h = harness;
+    const ids = idsOf('many', 100);
+    for (const id of ids) h.sandbox.state.addConsumer(id, { rewards: 1 });
+    const job = await batchJob(h, ids);
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.name);
+    process.on('warning', onWarning);
+    try {
+      const result = await processRewardSyncBatch(job, h.runtime.ctx);
+      expect(result).toMatchObject({ consumers: 100, synced: 100 });
+      await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on next tick
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(warnings).toEqual([]);
   });
 });
