@@ -21,7 +21,8 @@ import { jobNames, type QueueKind, queueNames } from '../queues/names.js';
 import type { JobContext } from './context.js';
 import { processEnrollment } from './enroll.js';
 import { processReconcileTick, processReconciliation } from './reconcile.js';
-import { processRewardSync, processRewardSyncBatch } from './sync-rewards.js';
+import { processRewardSync } from './sync-rewards.js';
+import { processRewardSyncBatch } from './sync-rewards-batch.js';
 
 export interface RunningWorker {
   workers: Record<QueueKind, Worker>;

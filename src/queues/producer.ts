@@ -84,10 +84,11 @@ export async function enqueueRewardSync(queues: Queues, payload: RewardSyncPaylo
  * job instead of several: the consumers of a large fan-out mostly have a page or two, and the
  * queue's own work per job is then much of the whole (bench/RESULTS.md, round 10).
  *
- * What a job of one consumer gives, such a job gives each of its consumers (sync-rewards.ts):
- * a consumer that fails is retried in its own job, with the usual attempts, and shows in
- * `perks-worker failed` if it fails for good; a consumer whose own sync is already pending is
- * left to it. BullMQ's deduplication is per job, so it does not apply to the job itself; with
+ * What a job of one consumer gives, such a job gives each of its consumers
+ * (jobs/sync-rewards-batch.ts): a consumer that fails is retried in its own job, with the
+ * usual attempts, and shows in `perks-worker failed` if it fails for good; a consumer with a
+ * sync job of its own is left to it. BullMQ's deduplication is per job, so it does not apply
+ * to the job itself; with
  * `jobIdPrefix`, each such job's id is that prefix and its first consumer id, so enqueueing
  * the same consumers again (a reconciliation resumed after a crash) adds nothing while the
  * first job is kept.

@@ -7,7 +7,10 @@
 import type { Job } from 'bullmq';
 import { RateLimitError } from 'bullmq';
 import { afterEach, describe, expect, it } from 'vitest';
-import { processRewardSyncBatch, type RewardSyncBatchResult } from '../../src/jobs/sync-rewards.js';
+import {
+  processRewardSyncBatch,
+  type RewardSyncBatchResult,
+} from '../../src/jobs/sync-rewards-batch.js';
 import { jobNames } from '../../src/queues/names.js';
 import { enqueueRewardSync, enqueueRewardSyncs } from '../../src/queues/producer.js';
 import { expectConsistent } from '../support/processes.js';

@@ -1,0 +1,228 @@
+/**
+ * A sync job of several consumers (a reconciliation's fan-out, `enqueueRewardSyncs`): syncs
+ * them all at once, each exactly as a job of its own would (`syncConsumer`), and gives each
+ * what its own job would:
+ * - a consumer with a sync job of its own (pending or running) is left to it;
+ * - a consumer that fails is handed to a job of its own, delayed as a first retry, with the
+ *   usual attempts, and shows in `perks-worker failed` if it fails for good;
+ * - a 429 stops the job's other syncs and pauses the queues at once; the job goes back to wait
+ *   without spending an attempt, holding only the consumers not yet synced. A cancel
+ *   (shutdown) leaves it the same consumers for its retry.
+ */
+import { setMaxListeners } from 'node:events';
+import { type Job, type Queue, RateLimitError } from 'bullmq';
+import { ThrottledError } from '../perks/errors.js';
+import { linkSignals } from '../perks/signals.js';
+import {
+  maxConsumersPerSyncJob,
+  parsePayload,
+  type RewardSyncPayload,
+  rewardSyncBatchPayloadSchema,
+} from '../queues/payloads.js';
+import { rewardSyncJob } from '../queues/producer.js';
+import type { RewardPageWrite } from '../store/store.js';
+import type { JobContext } from './context.js';
+import { pauseForThrottle, steerFailure } from './failures.js';
+import { addWrites, type RewardSyncResult, syncConsumer } from './sync-rewards.js';
+
+export interface RewardSyncBatchResult {
+  consumers: number;
+  synced: number;
+  notEnrolled: number;
+  /** Left to their own sync job, pending or running when this job started. */
+  leftToOwnJob: string[];
+  /** Failed here; each is retried in a job of its own. */
+  retriedAlone: string[];
+  pages: number;
+  written: RewardPageWrite;
+}
+
+interface Failed {
+  consumerId: string;
+  error: unknown;
+}
+
+type Log = JobContext['logger'];
+
+export async function processRewardSyncBatch(
+  job: Job,
+  ctx: JobContext,
+  signal?: AbortSignal,
+): Promise<RewardSyncBatchResult> {
+  try {
+    const { consumerIds, reason } = parsePayload(
+      rewardSyncBatchPayloadSchema,
+      job.data,
+      'reward sync batch',
+    );
+    const log = ctx.logger.child({
+      queue: job.queueName,
+      jobId: job.id,
+      attempt: job.attemptsMade + 1,
+    });
+    const leftToOwnJob = await leaveToOwnJobs(ctx.queues.rewardSync, consumerIds, reason, log);
+    const mine = consumerIds.filter((id) => !leftToOwnJob.includes(id));
+    const run = await syncAtOnce(mine, ctx, job, signal);
+
+    const result: RewardSyncBatchResult = {
+      consumers: consumerIds.length,
+      synced: 0,
+      notEnrolled: 0,
+      leftToOwnJob,
+      retriedAlone: [],
+      pages: 0,
+      written: { inserted: 0, updated: 0, unchanged: 0, statusChanges: 0 },
+    };
+    for (const synced of run.synced) {
+      ctx.metrics.rewardSync(synced.outcome);
+      if (synced.outcome === 'synced') result.synced += 1;
+      else result.notEnrolled += 1;
+      result.pages += synced.pages;
+      addWrites(result.written, synced.written);
+      log.info(synced, 'consumer synced');
+    }
+
+    // Stopped (a 429, a cancel): what did not finish stays in this job. Otherwise each
+    // consumer that failed goes to a job of its own.
+    const staying = run.stopped ? run.failed.map((f) => f.consumerId) : [];
+    let handOffError: unknown;
+    if (!run.stopped && run.failed.length > 0) {
+      try {
+        await handOff(run.failed, ctx, reason, log);
+        result.retriedAlone.push(...run.failed.map((f) => f.consumerId));
+      } catch (error) {
+        handOffError = error;
+        staying.push(...run.failed.map((f) => f.consumerId));
+      }
+    }
+    if (staying.length > 0) {
+      await narrow(job, staying, reason, log);
+      if (signal?.aborted) throw signal.reason ?? run.failed[0]?.error;
+      if (run.throttled) throw new RateLimitError(); // the queues are paused already
+      throw handOffError;
+    }
+    return result;
+  } catch (error) {
+    return steerFailure(error, ctx.queues);
+  }
+}
+
+/**
+ * Those of `consumerIds` with a sync job of their own (its deduplication key is set), whose
+ * job is added again: deduplication answers it as for any job of one consumer (ignored while
+ * that job is pending, run after it while it runs), and clears a key whose job is gone.
+ */
+async function leaveToOwnJobs(
+  queue: Queue,
+  consumerIds: readonly string[],
+  reason: RewardSyncPayload['reason'],
+  log: Log,
+): Promise<string[]> {
+  const owners = await Promise.all(consumerIds.map((id) => queue.getDeduplicationJobId(id)));
+  const left = consumerIds.filter((_, i) => owners[i]);
+  if (left.length > 0) {
+    await queue.addBulk(left.map((consumerId) => ownJob(consumerId, reason)));
+    log.info({ consumerIds: left }, 'consumers left to their own sync job');
+  }
+  return left;
+}
+
+/**
+ * Every sync at once. A 429 stops the others at once and pauses the queues now, not once the
+ * slowest of them has ended; `stopped` is true after a 429 or a cancel.
+ */
+async function syncAtOnce(
+  consumerIds: readonly string[],
+  ctx: JobContext,
+  job: Job,
+  signal: AbortSignal | undefined,
+): Promise<{
+  synced: RewardSyncResult[];
+  failed: Failed[];
+  stopped: boolean;
+  throttled?: ThrottledError;
+}> {
+  const stop = new AbortController();
+  const linked = linkSignals([signal, stop.signal]);
+  // Each sync listens to it (one API call at a time each): up to 100.
+  setMaxListeners(maxConsumersPerSyncJob + 1, linked.signal);
+  let throttled: ThrottledError | undefined;
+  const settled = await Promise.allSettled(
+    consumerIds.map(async (consumerId) => {
+      try {
+        return await syncConsumer(consumerId, ctx, job, linked.signal);
+      } catch (error) {
+        if (
+          error instanceof ThrottledError &&
+          error.retryAfterMs >= (throttled?.retryAfterMs ?? 0)
+        ) {
+          throttled = error;
+          stop.abort('throttled by the API');
+          await pauseForThrottle(error, ctx.queues);
+        }
+        throw error;
+      }
+    }),
+  ).finally(linked.dispose);
+
+  const synced: RewardSyncResult[] = [];
+  const failed: Failed[] = [];
+  settled.forEach((outcome, i) => {
+    if (outcome.status === 'fulfilled') synced.push(outcome.value);
+    else failed.push({ consumerId: consumerIds[i] ?? '', error: outcome.reason });
+  });
+  return { synced, failed, stopped: linked.signal.aborted, ...(throttled ? { throttled } : {}) };
+}
+
+/** Each failed consumer to a job of its own, delayed as its first retry would be. */
+async function handOff(
+  failed: readonly Failed[],
+  ctx: JobContext,
+  reason: RewardSyncPayload['reason'],
+  log: Log,
+): Promise<void> {
+  const queue = ctx.queues.rewardSync;
+  const delays = failed.map(() => firstRetryDelayMs(queue));
+  await queue.addBulk(failed.map(({ consumerId }, i) => ownJob(consumerId, reason, delays[i])));
+  failed.forEach(({ consumerId, error }, i) => {
+    ctx.metrics.rewardSync('retried_alone');
+    log.warn(
+      { consumerId, err: describe(error), delayMs: delays[i] },
+      'consumer sync failed; retried in a job of its own',
+    );
+  });
+}
+
+/** Leaves in the job only `consumerIds`, for its next attempt. */
+async function narrow(
+  job: Job,
+  consumerIds: string[],
+  reason: RewardSyncPayload['reason'],
+  log: Log,
+): Promise<void> {
+  try {
+    await job.updateData({ consumerIds, reason });
+  } catch (error) {
+    // Not fatal: the job keeps all its consumers, and its next attempt syncs them all.
+    log.warn({ err: describe(error) }, 'could not narrow the job to the consumers left');
+  }
+}
+
+/** A consumer's own sync job (deduplicated on the consumer), optionally delayed. */
+function ownJob(consumerId: string, reason: RewardSyncPayload['reason'], delay?: number) {
+  const single = rewardSyncJob({ consumerId, ...(reason ? { reason } : {}) });
+  return delay === undefined ? single : { ...single, opts: { ...single.opts, delay } };
+}
+
+/** The delay of a job's first retry under the queue's backoff policy, jitter included. */
+function firstRetryDelayMs(queue: Queue): number {
+  const { backoff } = queue.defaultJobOptions;
+  if (typeof backoff === 'number') return backoff;
+  const delay = backoff?.delay ?? 0;
+  return Math.round(delay * (1 - (backoff?.jitter ?? 0) * Math.random()));
+}
+
+const describe = (error: unknown) =>
+  error instanceof Error
+    ? { name: error.name, message: error.message }
+    : { message: String(error) };
