@@ -7,7 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { maxConsumersPerSyncJob } from './queues/payloads.js';
+import { maxConsumersPerSyncJob } from './queues/names.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
 

@@ -13,8 +13,8 @@ import { setMaxListeners } from 'node:events';
 import { type Job, type Queue, RateLimitError } from 'bullmq';
 import { ThrottledError } from '../perks/errors.js';
 import { linkSignals } from '../perks/signals.js';
+import { maxConsumersPerSyncJob } from '../queues/names.js';
 import {
-  maxConsumersPerSyncJob,
   parsePayload,
   type RewardSyncPayload,
   rewardSyncBatchPayloadSchema,

@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import { formatPath } from '../perks/paging.js';
 import { consentSchema, consumerIdSchema } from '../perks/schemas.js';
+import { maxConsumersPerSyncJob } from './names.js';
 
 /** The client's own customer id: any non-empty string of sane length. */
 const userIdSchema = z
@@ -35,9 +36,6 @@ export const rewardSyncPayloadSchema = z.strictObject({
   reason: z.enum(['enrollment', 'manual', 'reconciliation']).optional(),
 });
 export type RewardSyncPayload = z.infer<typeof rewardSyncPayloadSchema>;
-
-/** Most consumers one sync job may carry (SYNC_CONSUMERS_PER_JOB is at most this). */
-export const maxConsumersPerSyncJob = 100;
 
 /** A sync job of several consumers (a reconciliation's fan-out): each is synced as if alone. */
 export const rewardSyncBatchPayloadSchema = z.strictObject({
