@@ -10,7 +10,7 @@
  *   (shutdown) leaves it the same consumers for its retry.
  */
 import { setMaxListeners } from 'node:events';
-import { type Job, type Queue, RateLimitError } from 'bullmq';
+import { Backoffs, type Job, type Queue, RateLimitError } from 'bullmq';
 import { ThrottledError } from '../perks/errors.js';
 import { linkSignals } from '../perks/signals.js';
 import { maxConsumersPerSyncJob } from '../queues/names.js';
@@ -88,7 +88,7 @@ export async function processRewardSyncBatch(
     let handOffError: unknown;
     if (!run.stopped && run.failed.length > 0) {
       try {
-        await handOff(run.failed, ctx, reason, log);
+        await handOff(run.failed, job, ctx, reason, log);
         result.retriedAlone.push(...run.failed.map((f) => f.consumerId));
       } catch (error) {
         handOffError = error;
@@ -177,12 +177,13 @@ async function syncAtOnce(
 /** Each failed consumer to a job of its own, delayed as its first retry would be. */
 async function handOff(
   failed: readonly Failed[],
+  job: Job,
   ctx: JobContext,
   reason: RewardSyncPayload['reason'],
   log: Log,
 ): Promise<void> {
   const queue = ctx.queues.rewardSync;
-  const delays = failed.map(() => firstRetryDelayMs(queue));
+  const delays = await Promise.all(failed.map(({ error }) => firstRetryDelayMs(queue, job, error)));
   await queue.addBulk(failed.map(({ consumerId }, i) => ownJob(consumerId, reason, delays[i])));
   failed.forEach(({ consumerId, error }, i) => {
     ctx.metrics.rewardSync('retried_alone');
@@ -214,12 +215,13 @@ function ownJob(consumerId: string, reason: RewardSyncPayload['reason'], delay?:
   return delay === undefined ? single : { ...single, opts: { ...single.opts, delay } };
 }
 
-/** The delay of a job's first retry under the queue's backoff policy, jitter included. */
-function firstRetryDelayMs(queue: Queue): number {
+/** The delay of a first retry under the queue's backoff policy, as BullMQ computes it. */
+async function firstRetryDelayMs(queue: Queue, job: Job, error: unknown): Promise<number> {
   const { backoff } = queue.defaultJobOptions;
-  if (typeof backoff === 'number') return backoff;
-  const delay = backoff?.delay ?? 0;
-  return Math.round(delay * (1 - (backoff?.jitter ?? 0) * Math.random()));
+  const policy = backoff === undefined ? undefined : Backoffs.normalize(backoff);
+  if (!policy) return 0;
+  const cause = error instanceof Error ? error : new Error(String(error));
+  return (await Backoffs.calculate(policy, 1, cause, job)) ?? 0;
 }
 
 const describe = (error: unknown) =>

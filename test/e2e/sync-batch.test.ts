@@ -92,6 +92,9 @@ describe('sync jobs of several consumers', () => {
     expect(failed.map((job) => [job.name, job.data.consumerId, job.attemptsMade])).toEqual([
       [jobNames.syncRewards, never, 3],
     ]);
+    // Handed off after a first retry's delay: JOB_BACKOFF_MS 50, less up to half (jitter).
+    expect(failed[0]?.opts.delay).toBeGreaterThanOrEqual(25);
+    expect(failed[0]?.opts.delay).toBeLessThanOrEqual(50);
     expect(h.sandbox.faults.list()).toEqual([]);
     await expectConsistent(
       h.runtime.ctx.store.pool,
