@@ -157,7 +157,7 @@ export async function writeRewardPages(
     updated: number;
     status_changes: number;
     marked_missing: number;
-  }>(sql, [itemsJson, pagesJson, notMissing]);
+  }>(sql, [itemsJson, pagesJson, uuidArrayParameter(notMissing)]);
   const byPage = new Map(rows.map((row) => [row.p, row]));
   return pages.map((page, p) => {
     const counts = byPage.get(p);
@@ -171,6 +171,20 @@ export async function writeRewardPages(
       markedMissing: counts?.marked_missing ?? 0,
     };
   });
+}
+
+/** 8-4-4-4-12 hex digits: an element of PostgreSQL's array text that needs no quotes. */
+const plainUuid = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+
+/**
+ * A uuid[] parameter as PostgreSQL's array text, made by one join. node-postgres would quote,
+ * escape and concatenate it element by element: 5% of the memory a 10-reward sync allocated
+ * (bench/RESULTS.md, round 11). An id of any other form is left to node-postgres, and to the
+ * statement's uuid cast, which refuses it.
+ */
+export function uuidArrayParameter(ids: readonly string[]): string | readonly string[] {
+  for (const id of ids) if (!plainUuid.test(id)) return ids;
+  return `{${ids.join(',')}}`;
 }
 
 /** Pages of one statement share no consumer and no reward id: it cannot touch a row twice. */
