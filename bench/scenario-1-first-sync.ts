@@ -2,8 +2,9 @@
  * Scenario 1: first full sync, database-bound (no added latency). Rewards/s through the whole
  * worker divided by the rewards/s of the bare loop (same statement, same connections, as many
  * writers as the worker has syncs in flight, no queue, no HTTP). The worker gets its syncs as a
- * reconciliation fans them out: SYNC_CONSUMERS_PER_JOB consumers to a job. Each side first writes a slice of the set outside the clock (a warm-up: a running
- * worker has compiled its code and opened its connections long before a large sync), then runs
+ * reconciliation fans them out: SYNC_CONSUMERS_PER_JOB consumers to a job. Each side first
+ * writes a slice of the set outside the clock (a warm-up: a running worker has compiled its
+ * code, sized its heap and opened its connections long before a large sync), then runs
  * `rounds` times on fresh tables, alternating; the best of each counts.
  */
 import { fanOutConsumersPerJob } from '../src/config.js';
@@ -37,9 +38,13 @@ export const firstSyncSets = (quick: boolean): DataSet[] =>
         { consumers: 20_000, rewards: 10 },
       ];
 
-/** Consumers of the warm-up slice: a twentieth of the set, at least 50 (all of a smaller set). */
+/**
+ * Consumers of the warm-up slice: a quarter of the set, at least 50 (all of a smaller set).
+ * A twentieth (1,000 syncs of 10 rewards, under 0.1 s) left the worker's first round 10 to 20%
+ * slower than its next ones, the bare loop's not (bench/RESULTS.md, round 11).
+ */
 export const warmUpConsumers = (set: DataSet) =>
-  Math.min(set.consumers, Math.max(50, Math.ceil(set.consumers / 20)));
+  Math.min(set.consumers, Math.max(50, Math.ceil(set.consumers / 4)));
 
 export interface FirstSyncFigures {
   workerPerSecond: number;
