@@ -40,8 +40,8 @@ export const firstSyncSets = (quick: boolean): DataSet[] =>
 
 /**
  * Consumers of the warm-up slice: a quarter of the set, at least 50 (all of a smaller set).
- * A twentieth (1,000 syncs of 10 rewards, under 0.1 s) left the worker's first round 10 to 20%
- * slower than its next ones, the bare loop's not (bench/RESULTS.md, round 11).
+ * With a twentieth (1,000 syncs of 10 rewards, about 0.7 s), the worker's first round was its
+ * slowest in two full runs (bench/RESULTS.md, round 11); a running worker is a warm one.
  */
 export const warmUpConsumers = (set: DataSet) =>
   Math.min(set.consumers, Math.max(50, Math.ceil(set.consumers / 4)));
@@ -124,8 +124,8 @@ export const scenario1: Scenario = {
   async run(ctx: BenchContext): Promise<ScenarioResult> {
     const sets = firstSyncSets(ctx.quick);
     // The best of five: on a shared 2-core VM a round of either side can run 30 to 50% slow
-    // (the same work taking half as much CPU time again), three left one such round in some
-    // runs as a side's best (bench/RESULTS.md, round 11).
+    // (the same work taking up to three quarters as much CPU time again); more rounds give
+    // each side more chances at an undisturbed one (bench/RESULTS.md, round 11).
     const rounds = ctx.quick ? 2 : 5;
     const figures: ScenarioResult['figures'] = {};
     let worst = Number.POSITIVE_INFINITY;

@@ -128,9 +128,10 @@ async function leaveToOwnJobs(
 }
 
 /**
- * `queue.getDeduplicationJobId` of each id, in one round trip (MGET) where the queue's client
- * has it (ioredis, which the worker gives BullMQ), instead of one round trip each. The keys
- * are the queue's own (`keys.de`), so on a cluster they share its hash slot.
+ * `queue.getDeduplicationJobId` of each id, as one command (MGET) where the queue's client has
+ * it (ioredis, which the worker gives BullMQ), instead of one GET each. The keys are the
+ * queue's own (`keys.de`): on a cluster they share its hash slot under the braced prefix that
+ * BullMQ's own scripts need there.
  */
 export async function deduplicationJobIds(
   queue: Queue,

@@ -179,8 +179,8 @@ const plainUuid = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-
 /**
  * A uuid[] parameter as PostgreSQL's array text, made by one join. node-postgres would quote,
  * escape and concatenate it element by element: 5% of the memory a 10-reward sync allocated
- * (bench/RESULTS.md, round 11). An id of any other form is left to node-postgres, and to the
- * statement's uuid cast, which refuses it.
+ * (bench/RESULTS.md, round 11). An id of any other form is left to node-postgres, which
+ * quotes it; the statement's uuid cast then takes or refuses it.
  */
 export function uuidArrayParameter(ids: readonly string[]): string | readonly string[] {
   for (const id of ids) if (!plainUuid.test(id)) return ids;
