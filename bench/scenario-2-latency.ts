@@ -16,7 +16,6 @@
  * not the latency, is the bound (bench/RESULTS.md, round 7). Full runs only: a quick run
  * must fit two minutes on the slower machine.
  */
-
 import { fanOutConsumersPerJob } from '../src/config.js';
 import { enqueueRewardSync } from '../src/queues/producer.js';
 import { type BenchRun, defaultWorker, startLab } from './lab.js';

@@ -120,9 +120,9 @@ export async function preparePages(
 
 /**
  * The bare loop: `concurrency` writers (default: as many as the worker's syncs in flight)
- * take pages in turn and write each with the statement
- * the worker writes it with (a consumer's last page also ends its sync, as in the worker),
- * through a pool of the worker's size, into a fresh schema.
+ * take pages in turn and write each with the statement the worker writes it with (a
+ * consumer's last page also ends its sync, as in the worker), through a pool of the worker's
+ * size, into a fresh schema.
  */
 export async function bareLoop(
   run: BenchRun,

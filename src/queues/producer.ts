@@ -88,10 +88,9 @@ export async function enqueueRewardSync(queues: Queues, payload: RewardSyncPaylo
  * (jobs/sync-rewards-batch.ts): a consumer that fails is retried in its own job, with the
  * usual attempts, and shows in `perks-worker failed` if it fails for good; a consumer with a
  * sync job of its own is left to it. BullMQ's deduplication is per job, so it does not apply
- * to the job itself; with
- * `jobIdPrefix`, each such job's id is that prefix and its first consumer id, so enqueueing
- * the same consumers again (a reconciliation resumed after a crash) adds nothing while the
- * first job is kept.
+ * to the job itself; with `jobIdPrefix`, each such job's id is that prefix and its first
+ * consumer id, so enqueueing the same consumers again (a reconciliation resumed after a
+ * crash) adds nothing while the first job is kept.
  */
 export async function enqueueRewardSyncs(
   queues: Queues,
