@@ -15,16 +15,28 @@
  * the two bounds, which shows how well the worker overlaps the latency where the machine,
  * not the latency, is the bound (bench/RESULTS.md, round 7). Full runs only: a quick run
  * must fit two minutes on the slower machine.
+ *
+ * Beside it, the floor: the same requests on C connections of a bare HTTP loop (undici alone,
+ * no queue, no parse, no database) against a sandbox as warm. Its wall time over Q·L/C is the
+ * best ratio this machine allows any client; what the worker adds is the rest (round 12).
+ *
+ * Each side first makes a quarter as many requests again outside the clock: a worker and an
+ * API that have been running a while, not code compiled during the measurement.
  */
+import { performance } from 'node:perf_hooks';
+import { Pool } from 'undici';
 import { fanOutConsumersPerJob } from '../src/config.js';
-import { enqueueRewardSync } from '../src/queues/producer.js';
 import { type BenchRun, defaultWorker, startLab } from './lab.js';
+import { type RemoteSandbox, startRemoteSandbox } from './remote-sandbox.js';
 import { type BenchContext, round, type Scenario, type ScenarioResult } from './scenario.js';
 import { consumerIdsOf, syncThroughWorker } from './sync-runs.js';
 
 const latencyMs = 20;
 const connections = 16;
 const jobsPerConnection = 1.5;
+const rewardsPerRequest = 10;
+/** Requests made outside the clock first, per request measured. */
+const warmUpShare = 0.25;
 
 interface Measured {
   ms: number;
@@ -37,26 +49,103 @@ async function measure(
   jobs: number,
   latency = latencyMs,
 ): Promise<Measured> {
-  const rewards = 10;
+  const warmUp = Math.round(requests * warmUpShare);
   const lab = await startLab(run, {
     name: `s2_${jobs}_${latency}`,
-    sandbox: { consumers: requests, rewardsPerConsumer: rewards, latencyMs: latency },
+    sandbox: {
+      consumers: warmUp + requests,
+      rewardsPerConsumer: rewardsPerRequest,
+      latencyMs: latency,
+    },
     worker: { syncConcurrency: jobs },
     connections,
   });
   try {
-    // Warm-up outside the clock: the token mint and the first connections.
-    await lab.sandbox.state.addConsumer('warm_up', { rewards: 1 });
-    await enqueueRewardSync(lab.runtime.ctx.queues, { consumerId: 'warm_up' });
-    await lab.until(() => lab.counts.rewardSync.completed >= 1, 60_000);
+    const ids = await consumerIdsOf(lab.sandbox);
+    await syncThroughWorker(run, lab, ids.slice(0, warmUp), warmUp * rewardsPerRequest);
     const before = (await lab.sandbox.state.counters()).requests.listRewards ?? 0;
-    const ids = (await consumerIdsOf(lab.sandbox)).filter((id) => id !== 'warm_up');
-    const timed = await syncThroughWorker(run, lab, ids, requests * rewards);
+    const timed = await syncThroughWorker(
+      run,
+      lab,
+      ids.slice(warmUp),
+      requests * rewardsPerRequest,
+    );
     const made = ((await lab.sandbox.state.counters()).requests.listRewards ?? 0) - before;
     return { ms: timed.ms, requests: made };
   } finally {
     await lab.close();
   }
+}
+
+/**
+ * The floor: each consumer's first page fetched on `connections` connections by a bare loop
+ * (as many requests waiting as the worker has syncs in flight), its body read and nothing
+ * else done with it.
+ */
+async function measureBare(requests: number): Promise<Measured> {
+  const warmUp = Math.round(requests * warmUpShare);
+  const sandbox = await startRemoteSandbox({
+    seed: 1,
+    consumers: warmUp + requests,
+    rewardsPerConsumer: rewardsPerRequest,
+    latencyMs,
+  });
+  const pool = new Pool(sandbox.baseUrl, { connections });
+  try {
+    const get = await bareGetter(sandbox, pool);
+    const ids = await consumerIdsOf(sandbox);
+    const inFlight =
+      Math.round(connections * jobsPerConnection) * fanOutConsumersPerJob(defaultWorker);
+    const loop = async (slice: readonly string[]) => {
+      let next = 0;
+      const fetcher = async () => {
+        for (let i = next++; i < slice.length; i = next++) await get(slice[i] ?? '');
+      };
+      await Promise.all(Array.from({ length: inFlight }, fetcher));
+    };
+    await loop(ids.slice(0, warmUp));
+    const started = performance.now();
+    await loop(ids.slice(warmUp));
+    return { ms: performance.now() - started, requests };
+  } finally {
+    await pool.close();
+    await sandbox.close();
+  }
+}
+
+/** GET of a consumer's first page with a token of the sandbox's; throws on anything but 200. */
+async function bareGetter(sandbox: RemoteSandbox, pool: Pool) {
+  const basic = Buffer.from(`${sandbox.clientId}:${sandbox.clientSecret}`).toString('base64');
+  const minted = await pool.request({
+    method: 'POST',
+    path: '/tokens',
+    headers: {
+      authorization: `Basic ${basic}`,
+      'content-type': 'application/json',
+      'x-api-version': '2.0.0',
+    },
+    body: JSON.stringify({ grant_type: 'client_credentials' }),
+  });
+  const token = ((await minted.body.json()) as { access_token?: string }).access_token;
+  if (minted.statusCode !== 200 || !token) {
+    throw new Error(`bare HTTP loop: POST /tokens answered ${minted.statusCode}`);
+  }
+  const headers = {
+    authorization: `Bearer ${token}`,
+    'x-api-version': '2.0.0',
+    accept: 'application/json',
+  };
+  return async (consumerId: string) => {
+    const response = await pool.request({
+      method: 'GET',
+      path: `/perks/consumers/${encodeURIComponent(consumerId)}/rewards?page=1&per_page=1000&sort=-executed_at`,
+      headers,
+    });
+    const body = await response.body.text();
+    if (response.statusCode !== 200) {
+      throw new Error(`bare HTTP loop: GET answered ${response.statusCode}: ${body.slice(0, 200)}`);
+    }
+  };
 }
 
 export const scenario2: Scenario = {
@@ -68,6 +157,7 @@ export const scenario2: Scenario = {
     const tuned = await measure(ctx.run, requests, jobs);
     const plain = await measure(ctx.run, requests, connections);
     const machine = ctx.quick ? undefined : await measure(ctx.run, requests, jobs, 0);
+    const bare = await measureBare(requests);
     const bound = (m: Measured) => (m.requests * latencyMs) / connections;
     return {
       id: 2,
@@ -78,7 +168,8 @@ export const scenario2: Scenario = {
         'C connections': connections,
         'sync jobs': jobs,
         'consumers per job': fanOutConsumersPerJob(defaultWorker),
-        'rewards per request': 10,
+        'rewards per request': rewardsPerRequest,
+        'warm-up requests': Math.round(requests * warmUpShare),
       },
       figures: {
         'wall ms': Math.round(tuned.ms),
@@ -86,19 +177,25 @@ export const scenario2: Scenario = {
         'requests/s': Math.round((tuned.requests * 1000) / tuned.ms),
         [`wall ÷ bound with ${connections} jobs`]: round(plain.ms / bound(plain)),
         ...(machine ? { 'wall ms at 0 ms latency': Math.round(machine.ms) } : {}),
+        'bare HTTP loop wall ms': Math.round(bare.ms),
+        'wall ÷ bare HTTP loop': round(tuned.ms / bare.ms),
       },
       ratio: round(tuned.ms / bound(tuned)),
       goal: '≤ 1.2',
-      ...(machine
-        ? {
-            extraRatios: {
+      extraRatios: {
+        ...(machine
+          ? {
               Machine: {
                 ratio: round(tuned.ms / Math.max(bound(tuned), machine.ms)),
                 goal: '≤ 1.2 (wall ÷ the larger of Q·L/C and the same run at 0 ms)',
               },
-            },
-          }
-        : {}),
+            }
+          : {}),
+        Floor: {
+          ratio: round(bare.ms / bound(bare)),
+          goal: 'none (a bare HTTP loop: wall ÷ Q·L/C, the best this machine allows)',
+        },
+      },
     };
   },
 };
