@@ -16,11 +16,16 @@ import { type BenchContext, round, type Scenario, type ScenarioResult } from './
 
 const latencyMs = 20;
 
-/** Enrollments made outside the clock first, per enrollment measured. */
-const warmUpShare = 0.25;
+/** Enrollments made outside the clock first: a quarter as many as are measured. */
+const warmUpOf = (count: number) => Math.round(count / 4);
 
-/** Enqueues `count` enrollments (`<tag>_000000`, ...) and waits for `doneAfter` in all. */
-async function enrollAll(lab: Lab, tag: string, count: number, doneAfter: number): Promise<void> {
+/** Enqueues `count` enrollments (`<tag>_000000`, ...) and waits until `completedInAll`. */
+async function enrollAll(
+  lab: Lab,
+  tag: string,
+  count: number,
+  completedInAll: number,
+): Promise<void> {
   const queues = lab.runtime.ctx.queues;
   for (let i = 0; i < count; i += 100) {
     const batch = Array.from({ length: Math.min(100, count - i) }, (_, k) =>
@@ -32,7 +37,7 @@ async function enrollAll(lab: Lab, tag: string, count: number, doneAfter: number
     );
     await Promise.all(batch);
   }
-  await lab.until(() => lab.counts.enrollment.completed >= doneAfter, 10 * 60_000);
+  await lab.until(() => lab.counts.enrollment.completed >= completedInAll, 10 * 60_000);
 }
 
 /** Milliseconds from the first enqueue to the last enrollment done. */
@@ -41,8 +46,10 @@ async function enroll(run: BenchRun, count: number, latency: number): Promise<nu
   try {
     // Warm-up outside the clock, as in scenario 2: the token mint, the first connections,
     // and a worker and an API that have been running a while.
-    const warmUp = Math.round(count * warmUpShare);
+    const warmUp = warmUpOf(count);
     await enrollAll(lab, 'warm', warmUp, warmUp);
+    // Each enrollment queued a first sync: those too end before the clock starts.
+    await lab.until(() => lab.counts.rewardSync.completed >= warmUp, 10 * 60_000);
 
     const started = performance.now();
     await enrollAll(lab, 'enr', count, warmUp + count);
@@ -74,7 +81,7 @@ export const scenario4: Scenario = {
         enrollments: count,
         'L ms': latencyMs,
         'C concurrency': concurrency,
-        'warm-up enrollments': Math.round(count * warmUpShare),
+        'warm-up enrollments': warmUpOf(count),
       },
       figures: {
         'wall ms': Math.round(ms),
