@@ -118,7 +118,7 @@ async function leaveToOwnJobs(
   reason: RewardSyncPayload['reason'],
   log: Log,
 ): Promise<string[]> {
-  const owners = await deduplicationJobIds(queue, consumerIds);
+  const owners = await Promise.all(consumerIds.map((id) => queue.getDeduplicationJobId(id)));
   const left = consumerIds.filter((_, i) => owners[i]);
   if (left.length > 0) {
     await queue.addBulk(left.map((consumerId) => ownJob(consumerId, reason)));
@@ -126,27 +126,6 @@ async function leaveToOwnJobs(
   }
   return left;
 }
-
-/**
- * `queue.getDeduplicationJobId` of each id, as one command (MGET) where the queue's client has
- * it (ioredis, which the worker gives BullMQ), instead of one GET each. The keys are the
- * queue's own (`keys.de`): on a cluster they share its hash slot under the braced prefix that
- * BullMQ's own scripts need there.
- */
-export async function deduplicationJobIds(
-  queue: Queue,
-  ids: readonly string[],
-): Promise<Array<string | null>> {
-  if (ids.length === 0) return [];
-  const client: object = await queue.getBackend().client;
-  if (!hasMget(client)) return Promise.all(ids.map((id) => queue.getDeduplicationJobId(id)));
-  return client.mget(ids.map((id) => `${queue.keys.de}:${id}`));
-}
-
-const hasMget = (
-  client: object,
-): client is { mget(keys: string[]): Promise<Array<string | null>> } =>
-  typeof (client as { mget?: unknown }).mget === 'function';
 
 /**
  * Every sync at once. A 429 stops the others at once and pauses the queues now, not once the
