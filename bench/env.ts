@@ -50,6 +50,39 @@ export async function describeMachine(admin: pg.Pool, redis: Redis): Promise<Mac
   };
 }
 
+/** The machine's CPU time so far (Linux /proc/stat, in clock ticks): all of it, and steal. */
+export interface CpuTimes {
+  total: number;
+  steal: number;
+}
+
+/** Undefined where /proc/stat is absent or has no steal column. */
+export function cpuTimes(): CpuTimes | undefined {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0] ?? '';
+    const ticks = line.trim().split(/\s+/).slice(1).map(Number);
+    // user nice system idle iowait irq softirq steal [guest guest_nice: already in user, nice]
+    const steal = ticks[7];
+    if (steal === undefined || ticks.slice(0, 8).some((t) => !Number.isFinite(t))) return undefined;
+    return { total: ticks.slice(0, 8).reduce((sum, t) => sum + t, 0), steal };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The share of the cores' time the hypervisor gave to other machines between two readings
+ * (CPU steal), in percent: time the bench's processes could have run and did not. Undefined
+ * where it cannot be read.
+ */
+export function stealPercent(
+  before: CpuTimes | undefined,
+  after: CpuTimes | undefined,
+): number | undefined {
+  if (!before || !after || after.total <= before.total) return undefined;
+  return Math.round((1000 * (after.steal - before.steal)) / (after.total - before.total)) / 10;
+}
+
 function cpuModel(): string {
   try {
     const text = readFileSync('/proc/cpuinfo', 'utf8');

@@ -19,7 +19,16 @@ export function formatScenario(result: ScenarioResult): string {
   for (const [name, extra] of Object.entries(result.extraRatios ?? {})) {
     lines.push(`  ratio ${name}: ${extra.ratio} (goal ${extra.goal})`);
   }
+  if (result.stealPercent !== undefined) lines.push(`  steal:   ${stealNote(result.stealPercent)}`);
   return lines.join('\n');
+}
+
+/** Above this much CPU steal a scenario's figures are flagged as less reliable. */
+export const noisyStealPercent = 5;
+
+function stealNote(percent: number): string {
+  const note = `${percent}% of the cores' time went to other machines on the host (CPU steal)`;
+  return percent >= noisyStealPercent ? `${note}: these figures are less reliable` : note;
 }
 
 /** The JSON of the last line: `scenarioN` for each headline ratio, `scenarioN<Name>` for the others. */
@@ -39,7 +48,7 @@ export function markdownTable(results: readonly ScenarioResult[]): string {
   const rows = ['| # | Scenario | Ratio | Goal | Inputs | Figures |', '|---|---|---|---|---|---|'];
   for (const r of results) {
     rows.push(
-      `| ${r.id} | ${r.title} | **${r.ratio}** | ${r.goal} | ${entries(r.inputs).join('; ')} | ${entries(r.figures).join('; ')} |`,
+      `| ${r.id} | ${r.title} | **${r.ratio}** | ${r.goal} | ${entries(r.inputs).join('; ')} | ${entries(withSteal(r)).join('; ')} |`,
     );
     for (const [name, extra] of Object.entries(r.extraRatios ?? {})) {
       rows.push(`| ${r.id} | ${r.title} (${name}) | **${extra.ratio}** | ${extra.goal} | | |`);
@@ -48,13 +57,16 @@ export function markdownTable(results: readonly ScenarioResult[]): string {
   return rows.join('\n');
 }
 
+const withSteal = (r: ScenarioResult) =>
+  r.stealPercent === undefined ? r.figures : { ...r.figures, 'CPU steal %': r.stealPercent };
+
 /** The plain-text summary table printed at the end of a run. */
 export function textTable(results: readonly ScenarioResult[]): string {
-  const rows: string[][] = [['#', 'scenario', 'ratio', 'goal']];
+  const rows: string[][] = [['#', 'scenario', 'ratio', 'steal %', 'goal']];
   for (const r of results) {
-    rows.push([String(r.id), r.title, String(r.ratio), r.goal]);
+    rows.push([String(r.id), r.title, String(r.ratio), String(r.stealPercent ?? ''), r.goal]);
     for (const [name, extra] of Object.entries(r.extraRatios ?? {})) {
-      rows.push([String(r.id), `${r.title} (${name})`, String(extra.ratio), extra.goal]);
+      rows.push([String(r.id), `${r.title} (${name})`, String(extra.ratio), '', extra.goal]);
     }
   }
   const widths = rows[0]?.map((_, i) => Math.max(...rows.map((row) => row[i]?.length ?? 0))) ?? [];
@@ -70,7 +82,13 @@ export function textTable(results: readonly ScenarioResult[]): string {
 
 export async function appendResults(
   file: URL,
-  run: { startedAt: Date; quick: boolean; scenarios: readonly number[]; durationS: number },
+  run: {
+    startedAt: Date;
+    quick: boolean;
+    scenarios: readonly number[];
+    durationS: number;
+    stealPercent: number | undefined;
+  },
   machine: MachineDescription,
   results: readonly ScenarioResult[],
 ): Promise<void> {
@@ -81,7 +99,8 @@ export async function appendResults(
     '',
     `Machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGiB} GiB, ${machine.os}; ` +
       `Node ${machine.node}, Redis ${machine.redis}, PostgreSQL ${machine.postgres}. ` +
-      `Load average at start ${machine.loadAtStart}; ${machine.otherTestProcesses} other vitest processes running.`,
+      `Load average at start ${machine.loadAtStart}; ${machine.otherTestProcesses} other vitest processes running` +
+      (run.stealPercent === undefined ? '.' : `; CPU steal over the run ${run.stealPercent}%.`),
     '',
     markdownTable(results),
     '',

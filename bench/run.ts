@@ -6,7 +6,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { describeMachine, readBenchEnvironment } from './env.js';
+import { cpuTimes, describeMachine, readBenchEnvironment, stealPercent } from './env.js';
 import { openBenchRun } from './lab.js';
 import { appendResults, formatScenario, ratiosJson, textTable } from './report.js';
 import type { BenchContext, Scenario, ScenarioResult } from './scenario.js';
@@ -118,6 +118,7 @@ async function main(argv: readonly string[]): Promise<number> {
   }
   const startedAt = new Date();
   const clock = performance.now();
+  const cpuAtStart = cpuTimes();
   const run = await openBenchRun(readBenchEnvironment());
   const results: ScenarioResult[] = [];
   let interrupted = false;
@@ -144,7 +145,10 @@ async function main(argv: readonly string[]): Promise<number> {
       const scenario = scenarios.find((s) => s.id === id);
       if (!scenario) continue;
       ctx.note(`scenario ${id}: ${scenario.title}...`);
+      const before = cpuTimes();
       const result = await scenario.run(ctx);
+      const steal = stealPercent(before, cpuTimes());
+      if (steal !== undefined) result.stealPercent = steal;
       results.push(result);
       process.stdout.write(`${formatScenario(result)}\n\n`);
     }
@@ -154,7 +158,13 @@ async function main(argv: readonly string[]): Promise<number> {
       const file = new URL('../../bench/RESULTS.md', import.meta.url);
       await appendResults(
         file,
-        { startedAt, quick: options.quick, scenarios: options.scenarios, durationS },
+        {
+          startedAt,
+          quick: options.quick,
+          scenarios: options.scenarios,
+          durationS,
+          stealPercent: stealPercent(cpuAtStart, cpuTimes()),
+        },
         machine,
         results,
       );

@@ -22,6 +22,12 @@ export interface ScenarioResult {
   goal: string;
   /** Further ratios with their own goal, reported in the JSON as `scenarioN<Name>`. */
   extraRatios?: Record<string, { ratio: number; goal: string }>;
+  /**
+   * CPU steal while the scenario ran, in percent of the cores' time (run.ts measures it): on
+   * a shared host, time the hypervisor gave to other machines. Its figures are less reliable
+   * the higher it is.
+   */
+  stealPercent?: number;
 }
 
 export interface Scenario {
