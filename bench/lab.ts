@@ -69,6 +69,10 @@ export async function openBenchRun(env: BenchEnvironment): Promise<BenchRun> {
   await admin.query(`create database ${quoteIdentifier(database)}`);
   const databaseUrl = withDatabase(env.adminDatabaseUrl, database);
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 4 });
+  // An idle client whose backend ends (close() drops the database WITH (FORCE) while a client
+  // of pool.end() may still be closing) emits 'error' on its pool: without a listener that
+  // crashes the run after its results. A query on a broken client still fails.
+  for (const p of [admin, pool]) p.on('error', () => undefined);
   return {
     env,
     database,
