@@ -23,6 +23,16 @@ export function formatScenario(result: ScenarioResult): string {
   return lines.join('\n');
 }
 
+/** A scenario that threw: the run reports it and goes on with the others. */
+export interface ScenarioFailure {
+  id: number;
+  title: string;
+  message: string;
+}
+
+export const formatFailure = (failure: ScenarioFailure) =>
+  `scenario ${failure.id}: ${failure.title} FAILED: ${failure.message}`;
+
 /** Above this much CPU steal a scenario's figures are flagged as less reliable. */
 export const noisyStealPercent = 5;
 
@@ -91,6 +101,7 @@ export async function appendResults(
   },
   machine: MachineDescription,
   results: readonly ScenarioResult[],
+  failures: readonly ScenarioFailure[] = [],
 ): Promise<void> {
   const kind = run.quick ? 'quick run' : 'full run';
   const text = [
@@ -104,6 +115,7 @@ export async function appendResults(
     '',
     markdownTable(results),
     '',
+    ...failures.map((failure) => `${formatFailure(failure)}\n`),
     '```json',
     JSON.stringify(ratiosJson(results)),
     '```',

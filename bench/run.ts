@@ -8,7 +8,14 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { cpuTimes, describeMachine, readBenchEnvironment, stealPercent } from './env.js';
 import { openBenchRun } from './lab.js';
-import { appendResults, formatScenario, ratiosJson, textTable } from './report.js';
+import {
+  appendResults,
+  formatFailure,
+  formatScenario,
+  ratiosJson,
+  type ScenarioFailure,
+  textTable,
+} from './report.js';
 import type { BenchContext, Scenario, ScenarioResult } from './scenario.js';
 import { scenario1 } from './scenario-1-first-sync.js';
 import { scenario2 } from './scenario-2-latency.js';
@@ -121,6 +128,7 @@ async function main(argv: readonly string[]): Promise<number> {
   const cpuAtStart = cpuTimes();
   const run = await openBenchRun(readBenchEnvironment());
   const results: ScenarioResult[] = [];
+  const failures: ScenarioFailure[] = [];
   let interrupted = false;
   const onSignal = () => {
     interrupted = true;
@@ -146,7 +154,21 @@ async function main(argv: readonly string[]): Promise<number> {
       if (!scenario) continue;
       ctx.note(`scenario ${id}: ${scenario.title}...`);
       const before = cpuTimes();
-      const result = await scenario.run(ctx);
+      let result: ScenarioResult;
+      try {
+        result = await scenario.run(ctx);
+      } catch (error) {
+        // One scenario's failure (a stalled database under CPU steal, say) need not cost the
+        // others' figures: it is reported, the run goes on and exits non-zero.
+        const failure: ScenarioFailure = {
+          id,
+          title: scenario.title,
+          message: error instanceof Error ? error.message : String(error),
+        };
+        failures.push(failure);
+        process.stdout.write(`${formatFailure(failure)}\n\n`);
+        continue;
+      }
       const steal = stealPercent(before, cpuTimes());
       if (steal !== undefined) result.stealPercent = steal;
       results.push(result);
@@ -154,6 +176,8 @@ async function main(argv: readonly string[]): Promise<number> {
     }
     const durationS = Math.round((performance.now() - clock) / 1000);
     process.stdout.write(`${textTable(results)}\n\n`);
+    for (const failure of failures) process.stdout.write(`${formatFailure(failure)}\n`);
+    if (failures.length > 0) process.stdout.write('\n');
     if (options.record && !interrupted) {
       const file = new URL('../../bench/RESULTS.md', import.meta.url);
       await appendResults(
@@ -167,6 +191,7 @@ async function main(argv: readonly string[]): Promise<number> {
         },
         machine,
         results,
+        failures,
       );
       process.stdout.write(`appended to bench/RESULTS.md (${durationS} s)\n`);
     }
@@ -174,7 +199,7 @@ async function main(argv: readonly string[]): Promise<number> {
     await run.close();
   }
   process.stdout.write(`${JSON.stringify(ratiosJson(results))}\n`);
-  return interrupted ? 130 : 0;
+  return interrupted ? 130 : failures.length > 0 ? 1 : 0;
 }
 
 main(process.argv.slice(2)).then(
