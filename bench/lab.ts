@@ -60,19 +60,42 @@ async function dropStaleRuns(admin: pg.Pool, redis: Redis): Promise<void> {
   }
 }
 
+/**
+ * An idle client whose backend ends (close() drops the database WITH (FORCE) while a client of
+ * pool.end() may still be closing) emits 'error' on its pool: without a listener that crashes
+ * the run after its results. A query on a broken client still fails.
+ */
+function ignoreIdleErrors(pool: pg.Pool): void {
+  pool.on('error', () => undefined);
+}
+
+/**
+ * Runs every step, in order, even after one fails, then throws the first failure: a lab half
+ * closed would keep its workers and sandbox thread running through the scenarios after it.
+ */
+async function closeAll(steps: ReadonlyArray<() => Promise<unknown>>): Promise<void> {
+  let first: { error: unknown } | undefined;
+  for (const step of steps) {
+    try {
+      await step();
+    } catch (error) {
+      first ??= { error };
+    }
+  }
+  if (first) throw first.error;
+}
+
 export async function openBenchRun(env: BenchEnvironment): Promise<BenchRun> {
   const database = `perks_bench_${process.pid}`;
   const admin = new pg.Pool({ connectionString: env.adminDatabaseUrl, max: 2 });
+  ignoreIdleErrors(admin);
   const redis = new Redis(env.redisUrl, { maxRetriesPerRequest: 3 });
   await dropStaleRuns(admin, redis);
   await admin.query(`drop database if exists ${quoteIdentifier(database)} with (force)`);
   await admin.query(`create database ${quoteIdentifier(database)}`);
   const databaseUrl = withDatabase(env.adminDatabaseUrl, database);
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 4 });
-  // An idle client whose backend ends (close() drops the database WITH (FORCE) while a client
-  // of pool.end() may still be closing) emits 'error' on its pool: without a listener that
-  // crashes the run after its results. A query on a broken client still fails.
-  for (const p of [admin, pool]) p.on('error', () => undefined);
+  ignoreIdleErrors(pool);
   return {
     env,
     database,
@@ -155,76 +178,92 @@ export async function startLab(run: BenchRun, options: LabOptions): Promise<Lab>
   await createSchema(run, schema);
   await deletePrefix(run.redis, prefix);
   const sandbox = await startRemoteSandbox({ seed: 1, ...options.sandbox });
-  const config: Lab['config'] = {
-    perks: {
-      baseUrl: sandbox.baseUrl,
-      clientId: sandbox.clientId,
-      clientSecret: sandbox.clientSecret,
-      apiVersion: '2.0.0',
-      timeoutMs: 10_000,
-      retryAttempts: 4,
-      retryMaxMs: 30_000,
-      connections: options.connections ?? defaultConnections,
-    },
-    consumerIds: { key: undefined },
-    redis: { url: run.env.redisUrl, queuePrefix: prefix },
-    database: {
-      url: run.databaseUrl,
-      schema,
-      poolSize: options.poolSize ?? defaultPoolSize,
-    },
-    worker: { ...defaultWorker, ...options.worker },
-  };
-  const runtime = createRuntime(config, benchLogger());
-  const worker = startWorker(runtime.ctx, runtime.connection, prefix, config.worker);
-  const counts: Lab['counts'] = {
-    enrollment: { completed: 0, failed: 0 },
-    rewardSync: { completed: 0, failed: 0 },
-    reconciliation: { completed: 0, failed: 0 },
-  };
-  let failure: string | undefined;
-  for (const [kind, w] of Object.entries(worker.workers) as [
-    QueueKind,
-    RunningWorker['workers'][QueueKind],
-  ][]) {
-    w.on('completed', () => {
-      counts[kind].completed += 1;
-    });
-    w.on('failed', (job, error) => {
-      if (job?.finishedOn === undefined) return; // an attempt; BullMQ retries it
-      counts[kind].failed += 1;
-      failure ??= `${kind} job ${job.id} failed: ${error.message}`;
-    });
+  const started: { runtime?: Runtime; worker?: RunningWorker } = {};
+  const close = () =>
+    closeAll([
+      async () => started.worker?.close(5000),
+      async () => started.runtime?.close(),
+      () => sandbox.close(),
+      () => deletePrefix(run.redis, prefix),
+      () => dropSchema(run, schema),
+    ]);
+  try {
+    return await startWorkerOnIt();
+  } catch (error) {
+    // What started is stopped, or it would run on through the scenarios after this one.
+    await close().catch(() => undefined);
+    throw error;
   }
-  await Promise.all(Object.values(worker.workers).map((w) => w.waitUntilReady()));
 
-  return {
-    name: options.name,
-    schema,
-    prefix,
-    sandbox,
-    runtime,
-    worker,
-    config,
-    counts,
-    async until(condition, timeoutMs) {
-      const deadline = Date.now() + timeoutMs;
-      while (!condition()) {
-        if (failure) throw new Error(`lab ${options.name}: ${failure}`);
-        if (Date.now() > deadline) {
-          throw new Error(`lab ${options.name}: condition not met within ${timeoutMs} ms`);
+  // The worker on the sandbox and the schema above, counting its jobs.
+  async function startWorkerOnIt(): Promise<Lab> {
+    const config: Lab['config'] = {
+      perks: {
+        baseUrl: sandbox.baseUrl,
+        clientId: sandbox.clientId,
+        clientSecret: sandbox.clientSecret,
+        apiVersion: '2.0.0',
+        timeoutMs: 10_000,
+        retryAttempts: 4,
+        retryMaxMs: 30_000,
+        connections: options.connections ?? defaultConnections,
+      },
+      consumerIds: { key: undefined },
+      redis: { url: run.env.redisUrl, queuePrefix: prefix },
+      database: {
+        url: run.databaseUrl,
+        schema,
+        poolSize: options.poolSize ?? defaultPoolSize,
+      },
+      worker: { ...defaultWorker, ...options.worker },
+    };
+    const runtime = createRuntime(config, benchLogger());
+    started.runtime = runtime;
+    const worker = startWorker(runtime.ctx, runtime.connection, prefix, config.worker);
+    started.worker = worker;
+    const counts: Lab['counts'] = {
+      enrollment: { completed: 0, failed: 0 },
+      rewardSync: { completed: 0, failed: 0 },
+      reconciliation: { completed: 0, failed: 0 },
+    };
+    let failure: string | undefined;
+    for (const [kind, w] of Object.entries(worker.workers) as [
+      QueueKind,
+      RunningWorker['workers'][QueueKind],
+    ][]) {
+      w.on('completed', () => {
+        counts[kind].completed += 1;
+      });
+      w.on('failed', (job, error) => {
+        if (job?.finishedOn === undefined) return; // an attempt; BullMQ retries it
+        counts[kind].failed += 1;
+        failure ??= `${kind} job ${job.id} failed: ${error.message}`;
+      });
+    }
+    await Promise.all(Object.values(worker.workers).map((w) => w.waitUntilReady()));
+
+    return {
+      name: options.name,
+      schema,
+      prefix,
+      sandbox,
+      runtime,
+      worker,
+      config,
+      counts,
+      async until(condition, timeoutMs) {
+        const deadline = Date.now() + timeoutMs;
+        while (!condition()) {
+          if (failure) throw new Error(`lab ${options.name}: ${failure}`);
+          if (Date.now() > deadline) {
+            throw new Error(`lab ${options.name}: condition not met within ${timeoutMs} ms`);
+          }
+          await new Promise((resolve) => setTimeout(resolve, 5));
         }
-        await new Promise((resolve) => setTimeout(resolve, 5));
-      }
-    },
-    async close() {
-      await worker.close(5000);
-      await runtime.close();
-      await sandbox.close();
-      await deletePrefix(run.redis, prefix);
-      await dropSchema(run, schema);
-    },
-  };
+      },
+      close,
+    };
+  }
 }
 
 /** Current WAL position; the difference of two is the WAL written in between (cluster-wide). */

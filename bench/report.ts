@@ -30,10 +30,11 @@ export interface ScenarioFailure {
   message: string;
 }
 
+/** On one line (a child's stderr can be many), at most 500 characters of the message. */
 export const formatFailure = (failure: ScenarioFailure) =>
-  `scenario ${failure.id}: ${failure.title} FAILED: ${failure.message}`;
+  `scenario ${failure.id}: ${failure.title} FAILED: ${failure.message.replace(/\s*\n\s*/g, ' ').slice(0, 500)}`;
 
-/** Above this much CPU steal a scenario's figures are flagged as less reliable. */
+/** From this much CPU steal on, a scenario's figures are flagged as less reliable. */
 export const noisyStealPercent = 5;
 
 function stealNote(percent: number): string {

@@ -166,6 +166,7 @@ async function main(argv: readonly string[]): Promise<number> {
           message: error instanceof Error ? error.message : String(error),
         };
         failures.push(failure);
+        if (error instanceof Error && error.stack) ctx.note(error.stack);
         process.stdout.write(`${formatFailure(failure)}\n\n`);
         continue;
       }
@@ -175,7 +176,9 @@ async function main(argv: readonly string[]): Promise<number> {
       process.stdout.write(`${formatScenario(result)}\n\n`);
     }
     const durationS = Math.round((performance.now() - clock) / 1000);
+    const runSteal = stealPercent(cpuAtStart, cpuTimes());
     process.stdout.write(`${textTable(results)}\n\n`);
+    if (runSteal !== undefined) process.stdout.write(`CPU steal over the run: ${runSteal}%\n\n`);
     for (const failure of failures) process.stdout.write(`${formatFailure(failure)}\n`);
     if (failures.length > 0) process.stdout.write('\n');
     if (options.record && !interrupted) {
@@ -187,7 +190,7 @@ async function main(argv: readonly string[]): Promise<number> {
           quick: options.quick,
           scenarios: options.scenarios,
           durationS,
-          stealPercent: stealPercent(cpuAtStart, cpuTimes()),
+          stealPercent: runSteal,
         },
         machine,
         results,

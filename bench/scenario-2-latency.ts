@@ -23,9 +23,10 @@
  *
  * Each side first makes a quarter as many requests again outside the clock: a worker and an
  * API that have been running a while, not code compiled during the measurement. Then, in a
- * full run, each side makes its Q requests three times on fresh consumers and the best round
- * counts: on a shared host CPU steal comes in bursts (bench/RESULTS.md, round 13) that can
- * triple one round's wall time. Each round's wall time and steal are printed.
+ * full run, the worker with 1.5·C jobs and the bare loop each make their Q requests three
+ * times on fresh consumers and the best round counts: on a shared host CPU steal comes in
+ * bursts (bench/RESULTS.md, round 13) that can triple one round's wall time. Each round's
+ * wall time and steal are printed. The runs with C jobs and at 0 ms make one round.
  */
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
