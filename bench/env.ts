@@ -71,16 +71,14 @@ export function cpuTimes(): CpuTimes | undefined {
 }
 
 /**
- * The share of the cores' time the hypervisor gave to other machines between two readings
- * (CPU steal), in percent: time the bench's processes could have run and did not. Undefined
- * where it cannot be read.
+ * The share of the cores' time the hypervisor gave to other machines since `before` (CPU
+ * steal), in percent: time the bench's processes could have run and did not. Undefined where
+ * it cannot be read.
  */
-export function stealPercent(
-  before: CpuTimes | undefined,
-  after: CpuTimes | undefined,
-): number | undefined {
-  if (!before || !after || after.total <= before.total) return undefined;
-  return Math.round((1000 * (after.steal - before.steal)) / (after.total - before.total)) / 10;
+export function stealSince(before: CpuTimes | undefined): number | undefined {
+  const now = cpuTimes();
+  if (!before || !now || now.total <= before.total) return undefined;
+  return Math.round((1000 * (now.steal - before.steal)) / (now.total - before.total)) / 10;
 }
 
 function cpuModel(): string {

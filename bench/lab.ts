@@ -188,15 +188,6 @@ export async function startLab(run: BenchRun, options: LabOptions): Promise<Lab>
       () => dropSchema(run, schema),
     ]);
   try {
-    return await startWorkerOnIt();
-  } catch (error) {
-    // What started is stopped, or it would run on through the scenarios after this one.
-    await close().catch(() => undefined);
-    throw error;
-  }
-
-  // The worker on the sandbox and the schema above, counting its jobs.
-  async function startWorkerOnIt(): Promise<Lab> {
     const config: Lab['config'] = {
       perks: {
         baseUrl: sandbox.baseUrl,
@@ -263,6 +254,10 @@ export async function startLab(run: BenchRun, options: LabOptions): Promise<Lab>
       },
       close,
     };
+  } catch (error) {
+    // What started is stopped, or it would run on through the scenarios after this one.
+    await close().catch(() => undefined);
+    throw error;
   }
 }
 

@@ -35,7 +35,7 @@ export const formatFailure = (failure: ScenarioFailure) =>
   `scenario ${failure.id}: ${failure.title} FAILED: ${failure.message.replace(/\s*\n\s*/g, ' ').slice(0, 500)}`;
 
 /** From this much CPU steal on, a scenario's figures are flagged as less reliable. */
-export const noisyStealPercent = 5;
+const noisyStealPercent = 5;
 
 function stealNote(percent: number): string {
   const note = `${percent}% of the cores' time went to other machines on the host (CPU steal)`;

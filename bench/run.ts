@@ -6,7 +6,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { cpuTimes, describeMachine, readBenchEnvironment, stealPercent } from './env.js';
+import { cpuTimes, describeMachine, readBenchEnvironment, stealSince } from './env.js';
 import { openBenchRun } from './lab.js';
 import {
   appendResults,
@@ -170,13 +170,13 @@ async function main(argv: readonly string[]): Promise<number> {
         process.stdout.write(`${formatFailure(failure)}\n\n`);
         continue;
       }
-      const steal = stealPercent(before, cpuTimes());
+      const steal = stealSince(before);
       if (steal !== undefined) result.stealPercent = steal;
       results.push(result);
       process.stdout.write(`${formatScenario(result)}\n\n`);
     }
     const durationS = Math.round((performance.now() - clock) / 1000);
-    const runSteal = stealPercent(cpuAtStart, cpuTimes());
+    const runSteal = stealSince(cpuAtStart);
     process.stdout.write(`${textTable(results)}\n\n`);
     if (runSteal !== undefined) process.stdout.write(`CPU steal over the run: ${runSteal}%\n\n`);
     for (const failure of failures) process.stdout.write(`${formatFailure(failure)}\n`);

@@ -31,7 +31,7 @@
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
 import { fanOutConsumersPerJob } from '../src/config.js';
-import { cpuTimes, stealPercent } from './env.js';
+import { cpuTimes, stealSince } from './env.js';
 import { type BenchRun, defaultWorker, startLab, syncsInFlight } from './lab.js';
 import { type RemoteSandbox, startRemoteSandbox } from './remote-sandbox.js';
 import { type BenchContext, round, type Scenario, type ScenarioResult } from './scenario.js';
@@ -69,7 +69,7 @@ async function inRounds(
   for (let r = 0; r < rounds; r++) {
     const before = cpuTimes();
     const { ms, requests: made } = await timed(ids.slice(r * requests, (r + 1) * requests));
-    done.push({ ms, requests: made, steal: stealPercent(before, cpuTimes()) });
+    done.push({ ms, requests: made, steal: stealSince(before) });
   }
   const best = done.reduce((a, b) => (b.ms / b.requests < a.ms / a.requests ? b : a));
   return { ...best, rounds: done };
