@@ -10,6 +10,7 @@ import { type Dispatcher, Pool } from 'undici';
 import { errorFromResponse } from './error-mapping.js';
 import { AuthError, ConflictError, PerksError, ThrottledError } from './errors.js';
 import { exchange, type HttpResponse, parseJsonBody } from './http.js';
+import { ThreadedPool } from './http-thread.js';
 import {
   checkEnrollInput,
   checkListInput,
@@ -58,12 +59,16 @@ export class PerksClient {
   readonly #baseUrl: string;
   #tokenEncoding: TokenEncoding = 'json';
   readonly #dispatcher: Dispatcher;
-  readonly #ownPool: Pool | undefined;
+  readonly #ownPool: Pool | ThreadedPool | undefined;
   readonly #options: PerksClientOptions;
   readonly #retry: Required<RetryOptions>;
   readonly #tokens: TokenProvider;
   readonly #basicAuth: string;
   readonly #closing = new AbortController();
+
+  get #maxResponseBytes(): number {
+    return this.#options.maxResponseBytes ?? 8 * 1024 * 1024;
+  }
 
   constructor(options: PerksClientOptions) {
     const base = new URL(options.baseUrl);
@@ -77,7 +82,10 @@ export class PerksClient {
     if (options.dispatcher) {
       this.#dispatcher = options.dispatcher;
     } else {
-      this.#ownPool = new Pool(base.origin, { connections: options.connections ?? 16 });
+      const connections = options.connections ?? 16;
+      this.#ownPool = options.httpThread
+        ? new ThreadedPool(base.origin, { connections, maxResponseBytes: this.#maxResponseBytes })
+        : new Pool(base.origin, { connections });
       this.#dispatcher = this.#ownPool;
     }
     const now = options.now ?? Date.now;
@@ -296,7 +304,7 @@ export class PerksClient {
         {
           dispatcher: this.#dispatcher,
           timeoutMs: this.#options.timeoutMs ?? 10_000,
-          maxResponseBytes: this.#options.maxResponseBytes ?? 8 * 1024 * 1024,
+          maxResponseBytes: this.#maxResponseBytes,
           secrets,
         },
         {

@@ -80,7 +80,9 @@ async function readBody(
 ): Promise<string> {
   const declared = Number(headers['content-length']);
   if (Number.isFinite(declared) && declared > maxBytes) {
-    body.destroy();
+    // Destroyed unread, the body emits an abort error: expected here, and with no listener
+    // it would be thrown as uncaught once the whole body had arrived before this check.
+    body.on('error', () => undefined).destroy();
     throw tooLarge(req, maxBytes);
   }
   const chunks: Buffer[] = [];
