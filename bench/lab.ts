@@ -131,6 +131,7 @@ const defaults = loadConfig(['worker', 'database'], {});
 export const defaultWorker: WorkerConfig = { ...defaults.worker, port: 0 };
 export const defaultPoolSize = defaults.database.poolSize;
 export const defaultConnections = Number(variables.PERKS_CONNECTIONS.default);
+export const defaultHttpThread = variables.PERKS_HTTP_THREAD.default === 'on';
 
 /**
  * Consumer syncs one replica runs at once on a fan-out: SYNC_CONCURRENCY jobs of
@@ -198,6 +199,7 @@ export async function startLab(run: BenchRun, options: LabOptions): Promise<Lab>
         retryAttempts: 4,
         retryMaxMs: 30_000,
         connections: options.connections ?? defaultConnections,
+        httpThread: defaultHttpThread,
       },
       consumerIds: { key: undefined },
       redis: { url: run.env.redisUrl, queuePrefix: prefix },
