@@ -5,6 +5,7 @@
 // Plain JavaScript: a worker thread loads a file, and this one must load as is both from
 // src (the tests) and from dist (scripts/copy-assets.mjs copies it). The messages are typed in
 // http-thread.ts:
+// each message is an array of
 //   in:  { kind: 'request', id, request: { method, path, headers, body, headersTimeout,
 //          bodyTimeout } }, { kind: 'abort', id }, { kind: 'close' }
 //   out: { kind: 'response', id, status, statusText, rawHeaders, body } (body transferred),
@@ -14,77 +15,123 @@ import { Pool } from 'undici';
 
 const { origin, connections, maxResponseBytes } = workerData;
 const pool = new Pool(origin, { connections });
-/** Requests in flight: id -> their AbortController. */
+/** Requests in flight: id -> the function that aborts it. */
 const inFlight = new Map();
 
-parentPort.on('message', (message) => {
-  if (message.kind === 'request') void send(message.id, message.request);
-  else if (message.kind === 'abort') inFlight.get(message.id)?.abort();
-  else if (message.kind === 'close') {
-    // Waits for the requests in flight, as Pool.close does.
-    void pool.close().finally(() => parentPort.postMessage({ kind: 'closed' }));
+parentPort.on('message', (batch) => {
+  for (const message of batch) {
+    if (message.kind === 'request') send(message.id, message.request);
+    else if (message.kind === 'abort') inFlight.get(message.id)?.(new Error('aborted'));
+    else if (message.kind === 'close') {
+      // Waits for the requests in flight, as Pool.close does.
+      void pool.close().finally(() => post({ kind: 'closed' }));
+    }
   }
 });
 
-async function send(id, request) {
-  const controller = new AbortController();
-  inFlight.set(id, controller);
-  try {
-    const response = await pool.request({ ...request, signal: controller.signal });
-    const chunks = await readUpTo(response, maxResponseBytes);
-    const joined = Buffer.concat(chunks);
-    const body = joined.buffer.slice(joined.byteOffset, joined.byteOffset + joined.length);
-    parentPort.postMessage(
-      {
-        kind: 'response',
-        id,
-        status: response.statusCode,
-        statusText: response.statusText ?? '',
-        rawHeaders: rawHeadersOf(response.headers),
-        body,
-      },
-      [body],
-    );
-  } catch (error) {
-    // An abort the main thread asked for has been answered there already.
-    if (controller.signal.aborted) return;
-    parentPort.postMessage({ kind: 'error', id, error: describe(error) });
-  } finally {
-    inFlight.delete(id);
-  }
+/**
+ * Messages to the main thread go in batches, one per turn of this loop: a message costs each
+ * thread more than its contents do (bench/RESULTS.md, round 14).
+ */
+let outbox = [];
+let transfers = [];
+function post(message, transfer) {
+  if (outbox.length === 0) setImmediate(flush);
+  outbox.push(message);
+  if (transfer) transfers.push(transfer);
+}
+function flush() {
+  const batch = outbox;
+  const transfer = transfers;
+  outbox = [];
+  transfers = [];
+  parentPort.postMessage(batch, transfer);
 }
 
 /**
- * The body's chunks, read past `limit` by one chunk at most, then the body is destroyed: the
- * main thread sees a body over its limit and refuses it as it would a body read there. A
- * declared length over the limit: nothing is read (refused there on the header alone).
+ * One request, on the Pool's own dispatch: its chunks are gathered as they come, with no
+ * stream in between (half the cost of `request()` per small page). The body is read past
+ * maxResponseBytes by one chunk at most, then the request is aborted: the main thread sees a
+ * body over its limit and refuses it as it would a body read there. A declared length over
+ * the limit: nothing is read (refused there on the header alone).
  */
-async function readUpTo(response, limit) {
-  const { body } = response;
-  // Destroyed unread, a body emits an abort error: expected, and not to crash this thread.
-  body.on('error', () => undefined);
+function send(id, request) {
   const chunks = [];
-  if (Number(response.headers['content-length']) > limit) {
-    body.destroy();
-    return chunks;
-  }
   let size = 0;
-  for await (const chunk of body) {
-    chunks.push(chunk);
-    size += chunk.length;
-    if (size > limit) break; // leaving the loop destroys the body
-  }
-  return chunks;
+  let status = 0;
+  let statusText = '';
+  let rawHeaders = [];
+  let abort;
+  let settled = false;
+  const respond = () => {
+    if (settled) return;
+    settled = true;
+    inFlight.delete(id);
+    // One copy, into a buffer of its own that can be transferred (a Buffer may share its
+    // memory with others).
+    const bytes = new Uint8Array(size);
+    let offset = 0;
+    for (const chunk of chunks) {
+      bytes.set(chunk, offset);
+      offset += chunk.length;
+    }
+    const body = bytes.buffer;
+    const message = { kind: 'response', id, status, statusText, rawHeaders, body };
+    post(message, body);
+  };
+  inFlight.set(id, (reason) => {
+    settled = true; // answered on the main thread already
+    inFlight.delete(id);
+    abort?.(reason);
+  });
+  pool.dispatch(request, {
+    onConnect(abortRequest) {
+      if (settled) abortRequest(new Error('aborted'));
+      else abort = abortRequest;
+    },
+    onHeaders(statusCode, headers, _resume, text) {
+      if (statusCode < 200) return true; // 1xx: the response follows
+      status = statusCode;
+      statusText = text ?? '';
+      rawHeaders = headers.map((value) =>
+        typeof value === 'string' ? value : value.toString('latin1'),
+      );
+      if (Number(headerValue(rawHeaders, 'content-length')) > maxResponseBytes) {
+        respond();
+        abort?.(new Error('declared length over the limit'));
+        return false;
+      }
+      return true;
+    },
+    onData(chunk) {
+      if (settled) return false;
+      chunks.push(chunk);
+      size += chunk.length;
+      if (size > maxResponseBytes) {
+        respond();
+        abort?.(new Error('body over the limit'));
+        return false;
+      }
+      return true;
+    },
+    onComplete() {
+      respond();
+    },
+    onError(error) {
+      if (settled) return;
+      settled = true;
+      inFlight.delete(id);
+      post({ kind: 'error', id, error: describe(error) });
+    },
+  });
 }
 
-/** undici's parsed headers back to [name, value, ...], a value per repeated header. */
-function rawHeadersOf(headers) {
-  const raw = [];
-  for (const [name, value] of Object.entries(headers)) {
-    if (Array.isArray(value)) for (const one of value) raw.push(name, one);
-    else if (value !== undefined) raw.push(name, String(value));
+/** The first value of header `name` in [name, value, ...] (names in any case). */
+function headerValue(raw, name) {
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i].length === name.length && raw[i].toLowerCase() === name) return raw[i + 1];
   }
-  return raw;
+  return undefined;
 }
 
 /** What crosses to the main thread of an error: its class name, code and message. */

@@ -65,6 +65,7 @@ export class ThreadedPool extends Dispatcher {
   #thread: Worker | undefined;
   readonly #pending = new Map<number, Handler>();
   #nextId = 0;
+  #outbox: ToThread[] = [];
   #closed = false;
   #closing: Promise<void> | undefined;
 
@@ -102,7 +103,7 @@ export class ThreadedPool extends Dispatcher {
       if (!this.#pending.has(id)) return true;
       const thread = this.#started();
       thread.ref();
-      thread.postMessage({ kind: 'request', id, request } satisfies ToThread);
+      this.#post({ kind: 'request', id, request });
     } catch (error) {
       // Refused here, or not sendable (a header value that cannot cross to the thread).
       if (id !== undefined) this.#settled(id);
@@ -155,12 +156,17 @@ export class ThreadedPool extends Dispatcher {
         maxResponseBytes: this.#options.maxResponseBytes,
       },
     });
-    thread.on('message', (message: FromThread) => this.#onMessage(message));
+    thread.on('message', (batch: FromThread[]) => {
+      for (const message of batch) this.#onMessage(message);
+    });
     // An 'error' (an exception on the thread) is followed by 'exit'; the listener keeps it
     // from being thrown on this thread.
     thread.on('error', () => undefined);
     thread.once('exit', (code) => {
-      if (this.#thread === thread) this.#thread = undefined;
+      if (this.#thread === thread) {
+        this.#thread = undefined;
+        this.#outbox = []; // requests failed below, not to be sent to a new thread
+      }
       const error = Object.assign(new Error(`the HTTP thread exited (code ${code})`), {
         code: 'ERR_HTTP_THREAD_EXIT',
       });
@@ -168,6 +174,21 @@ export class ThreadedPool extends Dispatcher {
     });
     this.#thread = thread;
     return thread;
+  }
+
+  /**
+   * Messages to the thread go in batches: the requests of one run of this loop's microtasks
+   * in one message (a message costs each thread more than its contents do).
+   */
+  #post(message: ToThread): void {
+    if (this.#outbox.length === 0) queueMicrotask(() => this.#flush());
+    this.#outbox.push(message);
+  }
+
+  #flush(): void {
+    const batch = this.#outbox;
+    this.#outbox = [];
+    this.#thread?.postMessage(batch);
   }
 
   #onMessage(message: FromThread): void {
@@ -190,7 +211,7 @@ export class ThreadedPool extends Dispatcher {
     const handler = this.#pending.get(id);
     if (!handler) return;
     this.#settled(id);
-    this.#thread?.postMessage({ kind: 'abort', id } satisfies ToThread);
+    if (this.#thread) this.#post({ kind: 'abort', id });
     handler.onError?.(reason ?? new errors.RequestAbortedError());
   }
 
@@ -217,14 +238,14 @@ export class ThreadedPool extends Dispatcher {
     }
     thread.ref();
     const closed = new Promise<void>((resolve) => {
-      const onMessage = (message: FromThread) => {
-        if (message.kind !== 'closed') return;
+      const onMessage = (batch: FromThread[]) => {
+        if (!batch.some((message) => message.kind === 'closed')) return;
         thread.off('message', onMessage);
         resolve();
       };
       thread.on('message', onMessage);
     });
-    thread.postMessage({ kind: 'close' } satisfies ToThread);
+    this.#post({ kind: 'close' });
     await Promise.race([closed, exited]);
     await thread.terminate();
     await exited;
