@@ -8,7 +8,8 @@
 // each message is an array of
 //   in:  { kind: 'request', id, request: { method, path, headers, body, headersTimeout,
 //          bodyTimeout } }, { kind: 'abort', id }, { kind: 'close' }
-//   out: { kind: 'response', id, status, statusText, rawHeaders, body } (body transferred),
+//   out: { kind: 'response', id, status, statusText, rawHeaders, body, truncated } (body
+//          transferred; truncated: cut just past maxResponseBytes),
 //        { kind: 'error', id, error: { name, code, message } }, { kind: 'closed' }
 import { parentPort, workerData } from 'node:worker_threads';
 import { Pool } from 'undici';
@@ -50,10 +51,9 @@ function flush() {
 
 /**
  * One request, on the Pool's own dispatch: its chunks are gathered as they come, with no
- * stream in between (half the cost of `request()` per small page). The body is read past
- * maxResponseBytes by one chunk at most, then the request is aborted: the main thread sees a
- * body over its limit and refuses it as it would a body read there. A declared length over
- * the limit: nothing is read (refused there on the header alone).
+ * stream in between (half the cost of `request()` per small page). A body is read past
+ * maxResponseBytes by one chunk at most, then the request is aborted and answered as
+ * truncated; a declared length over the limit is not read at all.
  */
 function send(id, request) {
   const chunks = [];
@@ -63,7 +63,7 @@ function send(id, request) {
   let rawHeaders = [];
   let abort;
   let settled = false;
-  const respond = () => {
+  const respond = (truncated = false) => {
     if (settled) return;
     settled = true;
     inFlight.delete(id);
@@ -76,7 +76,7 @@ function send(id, request) {
       offset += chunk.length;
     }
     const body = bytes.buffer;
-    const message = { kind: 'response', id, status, statusText, rawHeaders, body };
+    const message = { kind: 'response', id, status, statusText, rawHeaders, body, truncated };
     post(message, body);
   };
   inFlight.set(id, (reason) => {
@@ -97,7 +97,7 @@ function send(id, request) {
         typeof value === 'string' ? value : value.toString('latin1'),
       );
       if (Number(headerValue(rawHeaders, 'content-length')) > maxResponseBytes) {
-        respond();
+        respond(true);
         abort?.(new Error('declared length over the limit'));
         return false;
       }
@@ -108,7 +108,7 @@ function send(id, request) {
       chunks.push(chunk);
       size += chunk.length;
       if (size > maxResponseBytes) {
-        respond();
+        respond(true);
         abort?.(new Error('body over the limit'));
         return false;
       }

@@ -10,9 +10,10 @@
  *
  * What crosses: the request (method, path, headers, a string or bytes body, the timeouts)
  * and the whole response (status, headers, body bytes, transferred, not copied), or an error
- * as its name, code and message. A body over `maxResponseBytes` is cut just past it, so the
- * reader refuses it as it would a body read here. Aborting a request answers it here at once
- * and aborts it on the thread.
+ * as its name, code and message. A body over `maxResponseBytes` is not read further and fails
+ * the request with undici's ResponseExceededMaxSizeError (exchange() reports it as
+ * ResponseTooLargeError). Aborting a request answers it here at once and aborts it on the
+ * thread. Only request()-style handlers (onHeaders, onError) are taken.
  *
  * The thread starts at the first request and does not keep the process alive while no request
  * is in flight (idle keep-alive sockets do not either). If it dies, its requests fail with
@@ -32,7 +33,8 @@ export interface ThreadedPoolOptions {
 interface ThreadRequest {
   method: string;
   path: string;
-  headers: Dispatcher.DispatchOptions['headers'];
+  /** [name, value, ...]. */
+  headers: string[];
   body: string | Uint8Array | null;
   headersTimeout: number | null | undefined;
   bodyTimeout: number | null | undefined;
@@ -51,6 +53,8 @@ type FromThread =
       statusText: string;
       rawHeaders: string[];
       body: ArrayBuffer;
+      /** The body went over maxResponseBytes: what was read is not all of it. */
+      truncated: boolean;
     }
   | { kind: 'error'; id: number; error: { name: string; message: string; code?: string } }
   | { kind: 'closed' };
@@ -76,6 +80,12 @@ export class ThreadedPool extends Dispatcher {
   }
 
   override dispatch(options: Dispatcher.DispatchOptions, handler: Handler): boolean {
+    if (typeof handler.onHeaders !== 'function' || typeof handler.onError !== 'function') {
+      // A controller-style handler (compose()'s interceptors) would never hear back.
+      throw new errors.InvalidArgumentError(
+        'ThreadedPool takes handlers with onHeaders and onError, as request() makes',
+      );
+    }
     let id: number | undefined;
     try {
       if (this.#closed) throw new errors.ClientClosedError();
@@ -90,7 +100,7 @@ export class ThreadedPool extends Dispatcher {
       const request: ThreadRequest = {
         method: options.method,
         path: options.path,
-        headers: options.headers ?? null,
+        headers: flatHeaders(options.headers),
         body,
         headersTimeout: options.headersTimeout,
         bodyTimeout: options.bodyTimeout,
@@ -105,7 +115,7 @@ export class ThreadedPool extends Dispatcher {
       thread.ref();
       this.#post({ kind: 'request', id, request });
     } catch (error) {
-      // Refused here, or not sendable (a header value that cannot cross to the thread).
+      // Refused here: closed, another origin, a body or header it cannot send.
       if (id !== undefined) this.#settled(id);
       handler.onError?.(error as Error);
     }
@@ -159,15 +169,18 @@ export class ThreadedPool extends Dispatcher {
     thread.on('message', (batch: FromThread[]) => {
       for (const message of batch) this.#onMessage(message);
     });
-    // An 'error' (an exception on the thread) is followed by 'exit'; the listener keeps it
-    // from being thrown on this thread.
-    thread.on('error', () => undefined);
+    // An 'error' (an exception on the thread) is followed by 'exit', whose error names it.
+    let failure: Error | undefined;
+    thread.on('error', (error) => {
+      failure = error;
+    });
     thread.once('exit', (code) => {
       if (this.#thread === thread) {
         this.#thread = undefined;
         this.#outbox = []; // requests failed below, not to be sent to a new thread
       }
-      const error = Object.assign(new Error(`the HTTP thread exited (code ${code})`), {
+      const why = failure ? `: ${failure.name}: ${failure.message}` : '';
+      const error = Object.assign(new Error(`the HTTP thread exited (code ${code})${why}`), {
         code: 'ERR_HTTP_THREAD_EXIT',
       });
       this.#failAll(error);
@@ -188,23 +201,61 @@ export class ThreadedPool extends Dispatcher {
   #flush(): void {
     const batch = this.#outbox;
     this.#outbox = [];
-    this.#thread?.postMessage(batch);
+    try {
+      this.#thread?.postMessage(batch);
+    } catch (error) {
+      // Not sent (dispatch checks what it sends, so this is not expected): its requests fail
+      // instead of waiting forever.
+      for (const message of batch) {
+        if (message.kind === 'request')
+          this.#answer(message.id, (h) => h.onError?.(error as Error));
+      }
+    }
   }
 
   #onMessage(message: FromThread): void {
     if (message.kind === 'closed') return;
-    const handler = this.#pending.get(message.id);
-    if (!handler) return; // aborted here already
-    this.#settled(message.id);
     if (message.kind === 'error') {
       const { name, message: text, code } = message.error;
-      handler.onError?.(Object.assign(new Error(text), { name, ...(code ? { code } : {}) }));
+      const error = Object.assign(new Error(text), { name, ...(code ? { code } : {}) });
+      this.#answer(message.id, (handler) => handler.onError?.(error));
       return;
     }
-    const rawHeaders = message.rawHeaders.map((value) => Buffer.from(value, 'latin1'));
-    handler.onHeaders?.(message.status, rawHeaders, () => undefined, message.statusText);
-    handler.onData?.(Buffer.from(message.body));
-    handler.onComplete?.([]);
+    if (message.truncated) {
+      const error = new errors.ResponseExceededMaxSizeError(
+        `response body over maxResponseBytes (${this.#options.maxResponseBytes} bytes)`,
+      );
+      this.#answer(message.id, (handler) => handler.onError?.(error));
+      return;
+    }
+    this.#answer(message.id, (handler) => {
+      const rawHeaders = message.rawHeaders.map((value) => Buffer.from(value, 'latin1'));
+      handler.onHeaders?.(message.status, rawHeaders, () => undefined, message.statusText);
+      handler.onData?.(Buffer.from(message.body));
+      handler.onComplete?.([]);
+    });
+  }
+
+  /**
+   * Settles request `id` (if still pending) with `deliver`. A handler that throws gets its
+   * error as onError, as undici's own dispatchers do; one that throws again has it rethrown
+   * on its own, after the rest of the batch has been delivered.
+   */
+  #answer(id: number, deliver: (handler: Handler) => void): void {
+    const handler = this.#pending.get(id);
+    if (!handler) return; // aborted here already
+    this.#settled(id);
+    try {
+      deliver(handler);
+    } catch (error) {
+      try {
+        handler.onError?.(error as Error);
+      } catch (again) {
+        queueMicrotask(() => {
+          throw again;
+        });
+      }
+    }
   }
 
   #abort(id: number, reason: Error | undefined): void {
@@ -218,14 +269,13 @@ export class ThreadedPool extends Dispatcher {
   /** Forgets a request; an idle thread stops holding the process open. */
   #settled(id: number): void {
     this.#pending.delete(id);
-    if (this.#pending.size === 0) this.#thread?.unref();
+    if (this.#pending.size === 0 && !this.#closing) this.#thread?.unref();
   }
 
   #failAll(error: Error): void {
-    const handlers = [...this.#pending.values()];
-    this.#pending.clear();
-    this.#thread?.unref();
-    for (const handler of handlers) handler.onError?.(error);
+    for (const id of [...this.#pending.keys()]) {
+      this.#answer(id, (handler) => handler.onError?.(error));
+    }
   }
 
   async #stop(now: boolean): Promise<void> {
@@ -250,4 +300,25 @@ export class ThreadedPool extends Dispatcher {
     await thread.terminate();
     await exited;
   }
+}
+
+/**
+ * Request headers as [name, value, ...] strings, whatever form they were given in (an
+ * object, an array, an iterable such as Headers): what crosses to the thread as is.
+ */
+function flatHeaders(headers: Dispatcher.DispatchOptions['headers']): string[] {
+  const flat: string[] = [];
+  const add = (name: unknown, value: unknown) => {
+    if (value === undefined || value === null) return;
+    for (const one of Array.isArray(value) ? value : [value]) flat.push(String(name), String(one));
+  };
+  if (headers === undefined || headers === null) return flat;
+  if (Array.isArray(headers)) {
+    for (let i = 0; i < headers.length; i += 2) add(headers[i], headers[i + 1]);
+  } else if (Symbol.iterator in headers) {
+    for (const [name, value] of headers as Iterable<[string, unknown]>) add(name, value);
+  } else {
+    for (const [name, value] of Object.entries(headers)) add(name, value);
+  }
+  return flat;
 }

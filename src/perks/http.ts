@@ -57,6 +57,10 @@ export async function exchange(
     // The caller's own cancellation is not a transport failure: it must not be retried.
     if (req.signal?.aborted) throw req.signal.reason;
     if (error instanceof PerksError) throw error;
+    // A dispatcher's own size limit (a ThreadedPool's): the same refusal as readBody's.
+    if (transportCodeOf(error) === 'UND_ERR_RES_EXCEEDED_MAX_SIZE') {
+      throw tooLarge(req, options.maxResponseBytes);
+    }
     const transportCode = linked.timedOut() ? 'ETIMEDOUT' : transportCodeOf(error);
     const reason = linked.timedOut()
       ? `no complete response within ${options.timeoutMs} ms`

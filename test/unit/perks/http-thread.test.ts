@@ -94,35 +94,70 @@ describe('ThreadedPool', () => {
   });
 
   it('answers an abort at once with its reason, and frees the connection', async () => {
-    const waiting: ServerResponse[] = [];
     route = (req, _body, res) => {
-      if (req.url === '/hang') waiting.push(res);
-      else res.end('next');
+      if (req.url !== '/hang') res.end('next');
     };
-    const controller = new AbortController();
-    const hung = request(`${origin}/hang`, { dispatcher: pool, signal: controller.signal });
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    const reason = new Error('job cancelled');
-    controller.abort(reason);
-    await expect(hung).rejects.toBe(reason);
-    // Two connections: both are free again only if the aborted request's socket was let go.
-    const next = await Promise.all([
-      request(`${origin}/a`, { dispatcher: pool }).then((r) => r.body.text()),
-      request(`${origin}/b`, { dispatcher: pool }).then((r) => r.body.text()),
-    ]);
-    expect(next).toEqual(['next', 'next']);
+    const single = new ThreadedPool(origin, { connections: 1, maxResponseBytes: 1000 });
+    try {
+      const controller = new AbortController();
+      const hung = request(`${origin}/hang`, { dispatcher: single, signal: controller.signal });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const reason = new Error('job cancelled');
+      controller.abort(reason);
+      await expect(hung).rejects.toBe(reason);
+      // One connection: the next request is answered only if the aborted one let it go.
+      const next = await request(`${origin}/a`, { dispatcher: single, headersTimeout: 2000 });
+      expect(await next.body.text()).toBe('next');
+    } finally {
+      await single.destroy();
+    }
   });
 
-  it('refuses a body over maxResponseBytes, as the reader on this thread does', async () => {
-    route = (_req, _body, res) => {
+  it('sends nothing for a signal aborted before the call, and refuses handlers it cannot answer', async () => {
+    const seen: string[] = [];
+    route = (req, _body, res) => {
+      seen.push(req.url ?? '');
+      res.end('ok');
+    };
+    const reason = new Error('already cancelled');
+    await expect(
+      request(`${origin}/never`, { dispatcher: pool, signal: AbortSignal.abort(reason) }),
+    ).rejects.toBe(reason);
+    expect(() => pool.dispatch({ path: '/', method: 'GET' }, { onResponseStart() {} })).toThrow(
+      errors.InvalidArgumentError,
+    );
+    const headers = new Headers({ authorization: 'Bearer h' });
+    route = (req, _body, res) => res.end(req.headers.authorization);
+    const answered = await request(`${origin}/h`, { dispatcher: pool, headers });
+    expect(await answered.body.text()).toBe('Bearer h');
+    expect(seen).toEqual([]);
+  });
+
+  it('fails every request in flight on destroy()', async () => {
+    route = () => undefined; // never answers
+    const inFlight = [1, 2, 3].map((n) =>
+      request(`${origin}/${n}`, { dispatcher: pool }).catch((e: unknown) => e),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await pool.destroy();
+    for (const outcome of await Promise.all(inFlight)) {
+      expect(outcome).toBeInstanceOf(errors.ClientDestroyedError);
+    }
+  });
+
+  it("refuses a body over the pool's maxResponseBytes, whatever the reader's limit", async () => {
+    route = (req, _body, res) => {
+      if (req.url === '/declared') res.setHeader('content-length', '1600');
       res.write('x'.repeat(800));
       setTimeout(() => res.end('y'.repeat(800)), 20);
     };
-    const failure = exchange(
-      { dispatcher: pool, timeoutMs: 2000, maxResponseBytes: 1000, secrets: [] },
-      { operation: 'listRewards', method: 'GET', url: `${origin}/big`, headers: {} },
-    );
-    await expect(failure).rejects.toBeInstanceOf(ResponseTooLargeError);
+    for (const path of ['/big', '/declared']) {
+      const failure = exchange(
+        { dispatcher: pool, timeoutMs: 2000, maxResponseBytes: 100_000, secrets: [] },
+        { operation: 'listRewards', method: 'GET', url: `${origin}${path}`, headers: {} },
+      );
+      await expect(failure).rejects.toBeInstanceOf(ResponseTooLargeError);
+    }
   });
 
   it('refuses a declared length over maxResponseBytes on the header, on a Pool as here', async () => {
