@@ -8,14 +8,15 @@
 // each message is an array of
 //   in:  { kind: 'request', id, request: { method, path, headers, body, headersTimeout,
 //          bodyTimeout } }, { kind: 'abort', id }, { kind: 'close' }
-//   out: { kind: 'response', id, status, statusText, rawHeaders, body, truncated } (body
-//          transferred; truncated: cut just past maxResponseBytes),
+//   out: { kind: 'response', id, status, statusText, rawHeaders, body } (body transferred),
 //        { kind: 'error', id, error: { name, code, message } }, { kind: 'closed' }
 import { parentPort, workerData } from 'node:worker_threads';
 import { Pool } from 'undici';
 
 const { origin, connections, maxResponseBytes } = workerData;
-const pool = new Pool(origin, { connections });
+// A body over maxResponseBytes fails its request with UND_ERR_RES_EXCEEDED_MAX_SIZE, which
+// exchange() reports as ResponseTooLargeError.
+const pool = new Pool(origin, { connections, maxResponseSize: maxResponseBytes });
 /** Requests in flight: id -> the function that aborts it. */
 const inFlight = new Map();
 
@@ -49,12 +50,7 @@ function flush() {
   parentPort.postMessage(batch, transfer);
 }
 
-/**
- * One request, on the Pool's own dispatch: its chunks are gathered as they come, with no
- * stream in between (half the cost of `request()` per small page). A body is read past
- * maxResponseBytes by one chunk at most, then the request is aborted and answered as
- * truncated; a declared length over the limit is not read at all.
- */
+/** One request, on the Pool's own dispatch: its chunks are gathered as they come. */
 function send(id, request) {
   const chunks = [];
   let size = 0;
@@ -63,7 +59,7 @@ function send(id, request) {
   let rawHeaders = [];
   let abort;
   let settled = false;
-  const respond = (truncated = false) => {
+  const respond = () => {
     if (settled) return;
     settled = true;
     inFlight.delete(id);
@@ -76,7 +72,7 @@ function send(id, request) {
       offset += chunk.length;
     }
     const body = bytes.buffer;
-    const message = { kind: 'response', id, status, statusText, rawHeaders, body, truncated };
+    const message = { kind: 'response', id, status, statusText, rawHeaders, body };
     post(message, body);
   };
   inFlight.set(id, (reason) => {
@@ -96,22 +92,11 @@ function send(id, request) {
       rawHeaders = headers.map((value) =>
         typeof value === 'string' ? value : value.toString('latin1'),
       );
-      if (Number(headerValue(rawHeaders, 'content-length')) > maxResponseBytes) {
-        respond(true);
-        abort?.(new Error('declared length over the limit'));
-        return false;
-      }
       return true;
     },
     onData(chunk) {
-      if (settled) return false;
       chunks.push(chunk);
       size += chunk.length;
-      if (size > maxResponseBytes) {
-        respond(true);
-        abort?.(new Error('body over the limit'));
-        return false;
-      }
       return true;
     },
     onComplete() {
@@ -124,14 +109,6 @@ function send(id, request) {
       post({ kind: 'error', id, error: describe(error) });
     },
   });
-}
-
-/** The first value of header `name` in [name, value, ...] (names in any case). */
-function headerValue(raw, name) {
-  for (let i = 0; i < raw.length; i += 2) {
-    if (raw[i].length === name.length && raw[i].toLowerCase() === name) return raw[i + 1];
-  }
-  return undefined;
 }
 
 /** What crosses to the main thread of an error: its class name, code and message. */

@@ -5,14 +5,14 @@
  * Why: the worker's main thread is busy most of the time (parsing pages, writing them, moving
  * jobs), and on it every connection waited twice per request for the event loop: to read the
  * response, then a full loop turn before undici writes the next request on the socket. On
- * its own thread a connection turns over at once; the main thread gets one message per
- * response (bench/RESULTS.md, round 14).
+ * its own thread a connection turns over at once; the main thread gets the responses in
+ * batched messages (bench/RESULTS.md, round 14).
  *
  * What crosses: the request (method, path, headers, a string or bytes body, the timeouts)
  * and the whole response (status, headers, body bytes, transferred, not copied), or an error
- * as its name, code and message. A body over `maxResponseBytes` is not read further and fails
- * the request with undici's ResponseExceededMaxSizeError (exchange() reports it as
- * ResponseTooLargeError). Aborting a request answers it here at once and aborts it on the
+ * as its name, code and message. A body over `maxResponseBytes` fails the request with
+ * undici's UND_ERR_RES_EXCEEDED_MAX_SIZE (the thread's Pool's maxResponseSize; exchange()
+ * reports it as ResponseTooLargeError). Aborting a request answers it here at once and aborts it on the
  * thread. Only request()-style handlers (onHeaders, onError) are taken.
  *
  * The thread starts at the first request and does not keep the process alive while no request
@@ -25,7 +25,7 @@ import { Dispatcher, errors } from 'undici';
 export interface ThreadedPoolOptions {
   /** Keep-alive connections of the thread's Pool. */
   connections: number;
-  /** A body is read on the thread up to just past this many bytes. */
+  /** A larger body fails its request (the thread's Pool's maxResponseSize). */
   maxResponseBytes: number;
 }
 
@@ -53,8 +53,6 @@ type FromThread =
       statusText: string;
       rawHeaders: string[];
       body: ArrayBuffer;
-      /** The body went over maxResponseBytes: what was read is not all of it. */
-      truncated: boolean;
     }
   | { kind: 'error'; id: number; error: { name: string; message: string; code?: string } }
   | { kind: 'closed' };
@@ -218,13 +216,6 @@ export class ThreadedPool extends Dispatcher {
     if (message.kind === 'error') {
       const { name, message: text, code } = message.error;
       const error = Object.assign(new Error(text), { name, ...(code ? { code } : {}) });
-      this.#answer(message.id, (handler) => handler.onError?.(error));
-      return;
-    }
-    if (message.truncated) {
-      const error = new errors.ResponseExceededMaxSizeError(
-        `response body over maxResponseBytes (${this.#options.maxResponseBytes} bytes)`,
-      );
       this.#answer(message.id, (handler) => handler.onError?.(error));
       return;
     }

@@ -160,7 +160,7 @@ describe('ThreadedPool', () => {
     }
   });
 
-  it('refuses a declared length over maxResponseBytes on the header, on a Pool as here', async () => {
+  it('refuses a declared length over maxResponseBytes without an uncaught error, on a Pool as here', async () => {
     route = (_req, _body, res) => {
       res.writeHead(200, { 'content-length': '2000' });
       res.end('x'.repeat(2000));
