@@ -7,7 +7,12 @@
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { pino } from 'pino';
-import { fanOutConsumersPerJob, loadConfig, variables, type WorkerConfig } from '../src/config.js';
+import {
+  loadConfig,
+  syncsInFlight as syncsInFlightOf,
+  variables,
+  type WorkerConfig,
+} from '../src/config.js';
 import { createRuntime, type Runtime, type RuntimeConfig } from '../src/jobs/runtime.js';
 import { type RunningWorker, startWorker } from '../src/jobs/worker.js';
 import type { Logger } from '../src/ops/logger.js';
@@ -134,11 +139,10 @@ export const defaultConnections = Number(variables.PERKS_CONNECTIONS.default);
 export const defaultHttpThread = variables.PERKS_HTTP_THREAD.default === 'on';
 
 /**
- * Consumer syncs one replica runs at once on a fan-out: SYNC_CONCURRENCY jobs of
- * SYNC_CONSUMERS_PER_JOB consumers each. The bare loop runs as many writers.
+ * Consumer syncs one replica runs at once on a fan-out (config.ts), by default settings. The
+ * bare loop runs as many writers.
  */
-export const syncsInFlight = (worker: WorkerConfig = defaultWorker) =>
-  worker.syncConcurrency * fanOutConsumersPerJob(worker);
+export const syncsInFlight = (worker: WorkerConfig = defaultWorker) => syncsInFlightOf(worker);
 
 export interface LabOptions {
   /** Names the schema and the queue prefix: lower-case letters, digits and _. */

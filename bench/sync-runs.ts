@@ -122,7 +122,7 @@ export async function preparePages(
  * The bare loop: `concurrency` writers (default: as many as the worker's syncs in flight)
  * take pages in turn and write each with the statement the worker writes it with (a
  * consumer's last page also ends its sync, as in the worker), through a pool of the worker's
- * size, into a fresh schema.
+ * size and a writer of the worker's limits, into a fresh schema.
  */
 export async function bareLoop(
   run: BenchRun,
@@ -131,11 +131,10 @@ export async function bareLoop(
   options: { concurrency?: number; poolSize?: number } = {},
 ): Promise<Timed> {
   await createSchema(run, schema);
-  const store = createStore({
-    url: run.databaseUrl,
-    schema,
-    poolSize: options.poolSize ?? defaultPoolSize,
-  });
+  const store = createStore(
+    { url: run.databaseUrl, schema, poolSize: options.poolSize ?? defaultPoolSize },
+    { writers: syncsInFlight() },
+  );
   try {
     // Open the connections first, as a running worker has them open.
     await Promise.all(Array.from({ length: store.pool.options.max ?? 1 }, () => store.ping()));

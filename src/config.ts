@@ -545,6 +545,14 @@ export function fanOutConsumersPerJob(
 }
 
 /**
+ * Consumer syncs one replica runs at once at most: SYNC_CONCURRENCY jobs of up to
+ * `fanOutConsumersPerJob` consumers each, every one writing a page at a time.
+ */
+export const syncsInFlight = (
+  worker: Pick<WorkerConfig, 'syncConcurrency' | 'syncConsumersPerJob' | 'rateLimitPerSecond'>,
+) => worker.syncConcurrency * fanOutConsumersPerJob(worker);
+
+/**
  * Settings that work but deserve a look, for the process to log at start. Never includes a
  * secret's value.
  */

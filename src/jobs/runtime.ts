@@ -3,7 +3,7 @@
  * and the queues. `work` and `demo` both start from here; closing releases all of it.
  */
 import type { Redis } from 'ioredis';
-import { type Config, fanOutConsumersPerJob } from '../config.js';
+import { type Config, fanOutConsumersPerJob, syncsInFlight } from '../config.js';
 import type { Logger } from '../ops/logger.js';
 import { createMetrics, type Metrics } from '../ops/metrics.js';
 import { within } from '../ops/timeouts.js';
@@ -35,7 +35,10 @@ export function createRuntime(
   options: RuntimeOptions = {},
 ): Runtime {
   const connection = createRedisConnection(config.redis.url, 'worker', logger);
-  const store = createStore(config.database);
+  const store = createStore(config.database, {
+    logger,
+    writers: syncsInFlight(config.worker),
+  });
   const queues = openQueues(connection, config.redis.queuePrefix, config.worker, logger);
   const metrics = options.metrics ?? createMetrics();
   metrics.watchQueues(Object.values(queues));

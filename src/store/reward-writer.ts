@@ -46,14 +46,27 @@ export interface RewardWriterLimits {
   maxSeenIds: number;
 }
 
-export const defaultWriterLimits = (poolSize: number): RewardWriterLimits => ({
+/** The most pages one statement of small pages writes, whatever the writers. */
+const maxPagesPerStatement = 100;
+
+/**
+ * `writers`: the most writes that can be in flight at once (the syncs a replica runs at once,
+ * `syncsInFlight`); unknown, a statement takes up to 100 pages.
+ */
+export const defaultWriterLimits = (poolSize: number, writers?: number): RewardWriterLimits => ({
   // One lane per 8 connections: small pages wait for the running statement, so the fewer the
   // lanes the larger the batches (bench/RESULTS.md); the rest of the pool stays free for large
   // pages and the other queries.
   lanes: Math.max(1, Math.floor(poolSize / 8)),
   smallRows: 100,
   smallSeenIds: 1000,
-  maxPages: 100,
+  // Half the writers at most: a statement holding every sync's page leaves the database idle
+  // afterwards, while all of them fetch their next page at once. Half of them fetch while the
+  // other half is written (bench/RESULTS.md, round 15).
+  maxPages:
+    writers === undefined
+      ? maxPagesPerStatement
+      : Math.min(maxPagesPerStatement, Math.max(1, Math.ceil(writers / 2))),
   maxRows: 1000,
   maxSeenIds: 5000,
 });

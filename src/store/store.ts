@@ -50,7 +50,16 @@ export interface Store {
   close(): Promise<void>;
 }
 
-export function createStore(config: StoreConfig, options: { logger?: Logger } = {}): Store {
+export interface StoreOptions {
+  logger?: Logger;
+  /**
+   * The most reward writes in flight at once: the syncs the process runs at once
+   * (`syncsInFlight`). Sizes the statements of small pages (reward-writer.ts).
+   */
+  writers?: number;
+}
+
+export function createStore(config: StoreConfig, options: StoreOptions = {}): Store {
   const schema = assertSchemaName(config.schema);
   const s = quoteIdentifier(schema);
   const pool = new pg.Pool({
@@ -69,7 +78,7 @@ export function createStore(config: StoreConfig, options: { logger?: Logger } = 
   pool.on('error', (error) => {
     options.logger?.warn({ err: error }, 'idle PostgreSQL connection lost');
   });
-  const writer = new RewardWriter(pool, s, defaultWriterLimits(config.poolSize));
+  const writer = new RewardWriter(pool, s, defaultWriterLimits(config.poolSize, options.writers));
 
   return {
     pool,

@@ -194,6 +194,25 @@ describe('RewardWriter', () => {
     expect((await rowsOf('holder_2')).map((r) => r.id)).toEqual([shared.id]);
   });
 
+  it('writes at most half of its writers in one statement', async () => {
+    // 8 writers: statements of 4 pages at most. The first page takes the lane alone, the other
+    // 23 queue behind it: 1 + ceil(23 / 4) statements at least. Uncapped, 2 would do.
+    const capped = createStore({ url: db.url, schema: 'perks', poolSize: 8 }, { writers: 8 });
+    try {
+      const t = at('2026-10-05T12:00:00Z');
+      const results = await Promise.all(
+        Array.from({ length: 24 }, (_, i) =>
+          capped.writeRewardPage({ consumerId: `capped_${i}`, rewards: pageOf(2), observedAt: t }),
+        ),
+      );
+      expect(results.every((r) => r.inserted === 2)).toBe(true);
+      expect(capped.writes.pages).toBe(24);
+      expect(capped.writes.statements).toBeGreaterThanOrEqual(7);
+    } finally {
+      await capped.close();
+    }
+  });
+
   it('writes a large page alone, without waiting for the small ones', async () => {
     const t = at('2026-10-06T00:00:00Z');
     const { result, statements } = await counted(() =>
