@@ -178,10 +178,7 @@ export function listRewards(
     reply.error(404, 'ERR-404-02', 'Consumer Not Enrolled', null, `/perks/consumers/${consumerId}`);
     return;
   }
-  const { query } = parsed;
-  const page = ctx.state.rewardPage(consumerId, query);
-  const meta = `{"page":${query.page},"per_page":${query.perPage},"total":${page.total}}`;
-  reply.jsonText(200, `{"items":${page.itemsJson},"meta":${meta}}`);
+  reply.jsonText(200, ctx.state.rewardPageBody(consumerId, parsed.query));
 }
 
 export function getReward(

@@ -70,8 +70,8 @@ export class Reply {
     this.send(status, JSON.stringify(value), 'application/json');
   }
 
-  /** A body that is already JSON text (cached reward strings, joined pages). */
-  jsonText(status: number, text: string): void {
+  /** A body that is already JSON text, or its bytes (cached reward strings, joined pages). */
+  jsonText(status: number, text: string | Buffer): void {
     this.send(status, text, 'application/json');
   }
 
@@ -88,7 +88,7 @@ export class Reply {
   /** Sends after `extraDelayMs` plus the configured latency. An empty body has no type. */
   send(
     status: number,
-    body: string,
+    body: string | Buffer,
     contentType?: string,
     headers: Record<string, string> = {},
     extraDelayMs = 0,

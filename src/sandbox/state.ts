@@ -40,7 +40,7 @@ interface ConsumerRecord {
   rewards: Map<string, StoredReward>;
   sorted: Map<RewardSort, StoredReward[]>;
   /** Serialised pages by query, dropped on any change to the consumer's rewards. */
-  pages: Map<string, RewardPage>;
+  pages: Map<string, CachedPage>;
 }
 
 export interface RewardPage {
@@ -49,8 +49,20 @@ export interface RewardPage {
   total: number;
 }
 
+/** A cached page, and its whole response body once it has been served. */
+interface CachedPage extends RewardPage {
+  body?: Buffer;
+}
+
 /** The page of a consumer the state does not hold, under autoEnroll. */
-const emptyPage: RewardPage = Object.freeze({ itemsJson: '[]', total: 0 });
+const emptyPage: CachedPage = Object.freeze({ itemsJson: '[]', total: 0 });
+
+export interface RewardPageQuery {
+  sort: RewardSort;
+  types: readonly string[];
+  page: number;
+  perPage: number;
+}
 
 /** Enough for a few clients paging a few sort orders; a sync re-reads the same pages. */
 const pageCacheLimit = 64;
@@ -195,10 +207,26 @@ export class SandboxState {
   }
 
   /** One page of a consumer's rewards, filtered by type (any of `types`, case-insensitive). */
-  rewardPage(
-    consumerId: string,
-    query: { sort: RewardSort; types: readonly string[]; page: number; perPage: number },
-  ): RewardPage {
+  rewardPage(consumerId: string, query: RewardPageQuery): RewardPage {
+    return this.cachedPage(consumerId, query);
+  }
+
+  /**
+   * The page as the API's response body, encoded once and kept with the page: a sync served
+   * again (every round of a benchmark) costs the sandbox no serialisation. The sandbox shares
+   * the benchmark's cores with the worker, as the real API would not (bench/RESULTS.md, round
+   * 16).
+   */
+  rewardPageBody(consumerId: string, query: RewardPageQuery): Buffer {
+    const page = this.cachedPage(consumerId, query);
+    if (page.body) return page.body;
+    const meta = `{"page":${query.page},"per_page":${query.perPage},"total":${page.total}}`;
+    const body = Buffer.from(`{"items":${page.itemsJson},"meta":${meta}}`);
+    if (page !== emptyPage) page.body = body;
+    return body;
+  }
+
+  private cachedPage(consumerId: string, query: RewardPageQuery): CachedPage {
     if (this.autoEnroll && !this.consumers.has(consumerId)) return emptyPage;
     const consumer = this.record(consumerId);
     const key = `${query.sort} ${query.page} ${query.perPage} ${query.types.join(',')}`;
@@ -210,7 +238,7 @@ export class SandboxState {
       wanted.size === 0 ? ordered : ordered.filter((r) => wanted.has(r.json.type.toUpperCase()));
     const start = (query.page - 1) * query.perPage;
     const texts = matching.slice(start, start + query.perPage).map((r) => r.text);
-    const page = { itemsJson: `[${texts.join(',')}]`, total: matching.length };
+    const page: CachedPage = { itemsJson: `[${texts.join(',')}]`, total: matching.length };
     if (consumer.pages.size >= pageCacheLimit) consumer.pages.clear();
     consumer.pages.set(key, page);
     return page;

@@ -188,6 +188,18 @@ describe('GET /perks/consumers/{id}/rewards/{reward_id}', () => {
     ]);
   });
 
+  it('serves a page again as the same bytes, and a new reward at once', async () => {
+    sandbox.state.addConsumer('served_twice', { rewards: 3 });
+    const listPath = '/perks/consumers/served_twice/rewards?per_page=2';
+    const first = await api.get(listPath);
+    const again = await api.get(listPath);
+    expect(again.text).toBe(first.text);
+    expect(again.headers['content-length']).toBe(String(Buffer.byteLength(first.text)));
+    expect(first.json()).toMatchObject({ meta: { page: 1, per_page: 2, total: 3 } });
+    sandbox.state.addRewards('served_twice', 1);
+    expect((await api.get(listPath)).json()).toMatchObject({ meta: { total: 4 } });
+  });
+
   it('shows status changes and removals at once', async () => {
     const [reward] = sandbox.state.addRewards('not_enrolled', 1);
     sandbox.state.addConsumer('mover', { rewards: 1 });
