@@ -229,7 +229,9 @@ export class SandboxState {
   private cachedPage(consumerId: string, query: RewardPageQuery): CachedPage {
     if (this.autoEnroll && !this.consumers.has(consumerId)) return emptyPage;
     const consumer = this.record(consumerId);
-    const key = `${query.sort} ${query.page} ${query.perPage} ${query.types.join(',')}`;
+    // The types as JSON: joined with commas, `type=A,B` (one value) and `type=A&type=B` would
+    // share a key and one would be served the other's page.
+    const key = `${query.sort} ${query.page} ${query.perPage} ${JSON.stringify(query.types)}`;
     const cached = consumer.pages.get(key);
     if (cached) return cached;
     const ordered = this.ordered(consumer, query.sort);

@@ -155,6 +155,51 @@ describe('GET /perks/consumers/{id}/rewards', () => {
       });
     }
   });
+  it('serves a page again as the same bytes, and a new reward at once', async () => {
+    sandbox.state.addConsumer('served_twice', { rewards: 3 });
+    const listPath = '/perks/consumers/served_twice/rewards?per_page=2';
+    const first = await api.get(listPath);
+    const again = await api.get(listPath);
+    expect(again.text).toBe(first.text);
+    expect(again.headers['content-length']).toBe(String(Buffer.byteLength(first.text)));
+    expect(first.json()).toMatchObject({ meta: { page: 1, per_page: 2, total: 3 } });
+    sandbox.state.addRewards('served_twice', 1);
+    expect((await api.get(listPath)).json()).toMatchObject({ meta: { total: 4 } });
+  });
+
+  it('keeps a page body until any change to the consumer rewards', () => {
+    const { state } = sandbox;
+    state.addConsumer('kept_body', { rewards: 2 });
+    const query = { sort: 'created_at', types: [], page: 1, perPage: 50 } as const;
+    const body = () => state.rewardPageBody('kept_body', query);
+    let served = body();
+    expect(body()).toBe(served);
+    const [first] = state.rewardsOf('kept_body');
+    const id = String(first?.id);
+    const changes: [string, () => void][] = [
+      ['addRewards', () => state.addRewards('kept_body', 1)],
+      ['addRewardItems', () => state.addRewardItems('kept_body', [{ type: 'GIFT' }])],
+      ['setRewardStatus', () => state.setRewardStatus('kept_body', id, 'PAID_OUT')],
+      ['removeReward', () => state.removeReward('kept_body', id)],
+    ];
+    for (const [name, change] of changes) {
+      change();
+      const now = body();
+      expect(now, name).not.toBe(served);
+      expect(JSON.parse(now.toString()), name).toEqual({
+        items: JSON.parse(state.rewardPage('kept_body', query).itemsJson),
+        meta: { page: 1, per_page: 50, total: state.rewardsOf('kept_body').length },
+      });
+      served = now;
+    }
+  });
+
+  it('does not serve type=A,B the page of type=A&type=B', async () => {
+    const both = (await api.get(`${base}?type=GIFT&type=CASHBACK`)).json() as Page;
+    const one = (await api.get(`${base}?type=GIFT,CASHBACK`)).json() as Page;
+    expect(both.meta.total).toBeGreaterThan(0);
+    expect(one.meta.total).toBe(0);
+  });
 });
 
 describe('GET /perks/consumers/{id}/rewards/{reward_id}', () => {
@@ -186,18 +231,6 @@ describe('GET /perks/consumers/{id}/rewards/{reward_id}', () => {
     expect(envelopeOf(answer).errors).toEqual([
       { loc: ['path', 'reward_id'], msg: expect.any(String), type: 'uuid_parsing' },
     ]);
-  });
-
-  it('serves a page again as the same bytes, and a new reward at once', async () => {
-    sandbox.state.addConsumer('served_twice', { rewards: 3 });
-    const listPath = '/perks/consumers/served_twice/rewards?per_page=2';
-    const first = await api.get(listPath);
-    const again = await api.get(listPath);
-    expect(again.text).toBe(first.text);
-    expect(again.headers['content-length']).toBe(String(Buffer.byteLength(first.text)));
-    expect(first.json()).toMatchObject({ meta: { page: 1, per_page: 2, total: 3 } });
-    sandbox.state.addRewards('served_twice', 1);
-    expect((await api.get(listPath)).json()).toMatchObject({ meta: { total: 4 } });
   });
 
   it('shows status changes and removals at once', async () => {
