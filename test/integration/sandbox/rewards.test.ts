@@ -155,6 +155,7 @@ describe('GET /perks/consumers/{id}/rewards', () => {
       });
     }
   });
+
   it('serves a page again as the same bytes, and a new reward at once', async () => {
     sandbox.state.addConsumer('served_twice', { rewards: 3 });
     const listPath = '/perks/consumers/served_twice/rewards?per_page=2';
