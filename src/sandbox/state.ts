@@ -208,7 +208,10 @@ export class SandboxState {
 
   /** One page of a consumer's rewards, filtered by type (any of `types`, case-insensitive). */
   rewardPage(consumerId: string, query: RewardPageQuery): RewardPage {
-    return this.cachedPage(consumerId, query);
+    // Not the cached object: once served it also holds the body, which a caller on another
+    // thread (the bench's) would receive as a copy.
+    const { itemsJson, total } = this.cachedPage(consumerId, query);
+    return { itemsJson, total };
   }
 
   /**
