@@ -136,7 +136,6 @@ const defaults = loadConfig(['worker', 'database'], {});
 export const defaultWorker: WorkerConfig = { ...defaults.worker, port: 0 };
 export const defaultPoolSize = defaults.database.poolSize;
 export const defaultConnections = Number(variables.PERKS_CONNECTIONS.default);
-export const defaultHttpThread = variables.PERKS_HTTP_THREAD.default === 'on';
 
 /**
  * Consumer syncs one replica runs at once on a fan-out (config.ts), by default settings. The
@@ -203,7 +202,6 @@ export async function startLab(run: BenchRun, options: LabOptions): Promise<Lab>
         retryAttempts: 4,
         retryMaxMs: 30_000,
         connections: options.connections ?? defaultConnections,
-        httpThread: defaultHttpThread,
       },
       consumerIds: { key: undefined },
       redis: { url: run.env.redisUrl, queuePrefix: prefix },

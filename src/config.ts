@@ -80,13 +80,6 @@ export const variables = {
     default: '32',
     example: '32',
   },
-  PERKS_HTTP_THREAD: {
-    group: 'perks',
-    description:
-      "Where the API connections are served: 'on', a thread of their own, so that a busy worker never delays reading a response or sending the next request; 'off', the event loop that runs the jobs.",
-    default: 'on',
-    example: 'on',
-  },
   PERKS_CONSUMER_ID_KEY: {
     group: 'consumerIds',
     description:
@@ -273,7 +266,6 @@ const schemas = {
   PERKS_RETRY_ATTEMPTS: wholeNumber(1, 20),
   PERKS_RETRY_MAX_MS: wholeNumber(0, 3_600_000),
   PERKS_CONNECTIONS: wholeNumber(1, 1024),
-  PERKS_HTTP_THREAD: z.enum(['on', 'off']).transform((value) => value === 'on'),
   // Not refused when short (a worker that will not start is worse), but warned about: see
   // configWarnings.
   PERKS_CONSUMER_ID_KEY: z.string().min(1).optional(),
@@ -328,8 +320,6 @@ export interface PerksConfig {
   retryAttempts: number;
   retryMaxMs: number;
   connections: number;
-  /** PERKS_HTTP_THREAD: the connections on a thread of their own. */
-  httpThread: boolean;
 }
 export interface WorkerConfig {
   /** Jobs started per second per queue across replicas; undefined: no cap. */
@@ -443,7 +433,6 @@ export function loadConfig<G extends ConfigGroup>(
       retryAttempts: v.PERKS_RETRY_ATTEMPTS,
       retryMaxMs: v.PERKS_RETRY_MAX_MS,
       connections: v.PERKS_CONNECTIONS,
-      httpThread: v.PERKS_HTTP_THREAD,
     };
   }
   if (problems.length > 0) throw new ConfigError(problems);

@@ -84,7 +84,6 @@ export async function run(argv: readonly string[]): Promise<number> {
       retryAttempts: 4,
       retryMaxMs: 10_000,
       connections: 16,
-      httpThread: true,
     },
     consumerIds: { key: demoConsumerIdKey },
     redis: { url: base.redis.url, queuePrefix: prefix },

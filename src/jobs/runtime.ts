@@ -49,7 +49,6 @@ export function createRuntime(
     apiVersion: config.perks.apiVersion,
     timeoutMs: config.perks.timeoutMs,
     connections: config.perks.connections,
-    httpThread: config.perks.httpThread,
     retry: { attempts: config.perks.retryAttempts, maxRetryTimeMs: config.perks.retryMaxMs },
     // One token an hour for all replicas, not one per replica.
     tokenCache: new RedisTokenCache({

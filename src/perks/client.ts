@@ -10,7 +10,6 @@ import { type Dispatcher, Pool } from 'undici';
 import { errorFromResponse } from './error-mapping.js';
 import { AuthError, ConflictError, PerksError, ThrottledError } from './errors.js';
 import { exchange, type HttpResponse, parseJsonBody } from './http.js';
-import { ThreadedPool } from './http-thread.js';
 import {
   checkEnrollInput,
   checkListInput,
@@ -59,7 +58,7 @@ export class PerksClient {
   readonly #baseUrl: string;
   #tokenEncoding: TokenEncoding = 'json';
   readonly #dispatcher: Dispatcher;
-  readonly #ownPool: Pool | ThreadedPool | undefined;
+  readonly #ownPool: Pool | undefined;
   readonly #options: PerksClientOptions;
   readonly #retry: Required<RetryOptions>;
   readonly #tokens: TokenProvider;
@@ -82,10 +81,7 @@ export class PerksClient {
     if (options.dispatcher) {
       this.#dispatcher = options.dispatcher;
     } else {
-      const connections = options.connections ?? 16;
-      this.#ownPool = options.httpThread
-        ? new ThreadedPool(base.origin, { connections, maxResponseBytes: this.#maxResponseBytes })
-        : new Pool(base.origin, { connections });
+      this.#ownPool = new Pool(base.origin, { connections: options.connections ?? 16 });
       this.#dispatcher = this.#ownPool;
     }
     const now = options.now ?? Date.now;

@@ -57,10 +57,6 @@ export async function exchange(
     // The caller's own cancellation is not a transport failure: it must not be retried.
     if (req.signal?.aborted) throw req.signal.reason;
     if (error instanceof PerksError) throw error;
-    // A dispatcher's own size limit (a ThreadedPool's): the same refusal as readBody's.
-    if (transportCodeOf(error) === 'UND_ERR_RES_EXCEEDED_MAX_SIZE') {
-      throw tooLarge(req, options.maxResponseBytes);
-    }
     const transportCode = linked.timedOut() ? 'ETIMEDOUT' : transportCodeOf(error);
     const reason = linked.timedOut()
       ? `no complete response within ${options.timeoutMs} ms`
@@ -101,7 +97,7 @@ async function readBody(
     }
     chunks.push(buffer);
   }
-  // A body in one chunk (always, from a ThreadedPool) is decoded without a copy first.
+  // A body of one chunk is decoded without a copy first.
   return (chunks.length === 1 && chunks[0] ? chunks[0] : Buffer.concat(chunks)).toString('utf8');
 }
 

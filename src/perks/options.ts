@@ -29,11 +29,6 @@ export interface PerksClientOptions {
   timeoutMs?: number;
   /** Keep-alive connections of the pool. Default 16. Ignored when `dispatcher` is given. */
   connections?: number;
-  /**
-   * The pool's connections on a thread of their own (http-thread.ts), not on the event loop
-   * that runs the jobs. Default false. Ignored when `dispatcher` is given.
-   */
-  httpThread?: boolean;
   /** Larger response bodies are destroyed and fail the call. Default 8 MiB. */
   maxResponseBytes?: number;
   retry?: RetryOptions;

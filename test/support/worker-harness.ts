@@ -50,7 +50,6 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       retryAttempts: 4,
       retryMaxMs: 5000,
       connections: 8,
-      httpThread: true,
       ...options.perks,
     },
     consumerIds: { key: testConsumerIdKey },

@@ -38,7 +38,6 @@ describe('loadConfig', () => {
       retryAttempts: 4,
       retryMaxMs: 30_000,
       connections: 32,
-      httpThread: true,
     });
     expect(config.redis).toEqual({ url: 'redis://127.0.0.1:6379', queuePrefix: 'perks' });
     expect(config.database).toEqual({
@@ -91,15 +90,6 @@ describe('loadConfig', () => {
     ]);
     expect(error?.message).toContain(
       'PERKS_TIMEOUT_MS is invalid: must be a whole number, got "soon" (example: PERKS_TIMEOUT_MS=10000)',
-    );
-  });
-
-  it('turns the HTTP thread off with PERKS_HTTP_THREAD=off, and refuses another value', () => {
-    expect(loadConfig(['perks'], { ...perksEnv, PERKS_HTTP_THREAD: 'off' }).perks.httpThread).toBe(
-      false,
-    );
-    expect(() => loadConfig(['perks'], { ...perksEnv, PERKS_HTTP_THREAD: 'yes' })).toThrow(
-      /PERKS_HTTP_THREAD is invalid: .*"on".*"off".*, got "yes"/,
     );
   });
 
