@@ -13,13 +13,13 @@ import {
   getReward,
   issueToken,
   listRewards,
-  type ParsedBody,
 } from './api.js';
 import { type ControlContext, handleControl } from './control.js';
 import { applyFault } from './fault-responses.js';
-import { type ApiRoute, FaultController } from './faults.js';
+import { FaultController } from './faults.js';
 import { RateLimiter } from './rate-limit.js';
 import { Reply, type TimerSet } from './reply.js';
+import { decodeSegment, enrollmentId, matchRoute, readBody } from './request.js';
 import type { Scenario } from './scenario.js';
 import { type RewardsPerConsumer, SandboxState } from './state.js';
 import { knownScopes, TokenAuthority } from './tokens.js';
@@ -97,8 +97,6 @@ export function sandboxApiEnv(
   };
 }
 
-const maxBodyBytes = 1024 * 1024;
-
 export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbox> {
   const settings = resolveOptions(options);
   const state = new SandboxState(settings.seed, settings.autoEnroll);
@@ -155,7 +153,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     if (url.pathname.startsWith('/_sandbox/')) {
       const reply = new Reply(req, res, 0, timers, () => {});
       const segments = url.pathname.slice('/_sandbox/'.length).split('/').filter(Boolean);
-      await handleControl(control, method, segments.map(decode), await readBody(req), reply);
+      await handleControl(control, method, segments.map(decodeSegment), await readBody(req), reply);
       return;
     }
     const reply = new Reply(req, res, latencyMs, timers, (e) => state.recordRequest(e));
@@ -228,60 +226,6 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
       await closed;
     },
   };
-}
-
-type Target =
-  | { route: 'token' | 'enroll'; consumerId?: undefined }
-  | { route: 'listRewards'; id: string; consumerId: string }
-  | { route: 'getReward'; id: string; rewardId: string; consumerId: string };
-
-function matchRoute(method: string, pathname: string): Target | undefined {
-  if (method === 'POST' && pathname === '/tokens') return { route: 'token' };
-  if (method === 'POST' && pathname === '/perks/consumers') return { route: 'enroll' };
-  if (method !== 'GET') return undefined;
-  const match = /^\/perks\/consumers\/([^/]*)\/rewards(?:\/([^/]+))?\/?$/.exec(pathname);
-  if (!match) return undefined;
-  const id = decode(match[1] ?? '');
-  if (match[2] === undefined) return { route: 'listRewards', id, consumerId: id };
-  return { route: 'getReward', id, rewardId: decode(match[2]), consumerId: id };
-}
-
-function decode(segment: string): string {
-  try {
-    return decodeURIComponent(segment);
-  } catch {
-    return segment;
-  }
-}
-
-/** The consumer an enrollment is about, for per-consumer faults and the request log. */
-function enrollmentId(route: ApiRoute, body: ParsedBody): string | undefined {
-  if (route !== 'enroll' || body.kind !== 'json') return undefined;
-  const value = body.value;
-  if (typeof value !== 'object' || value === null) return undefined;
-  const id = (value as Record<string, unknown>).id;
-  return typeof id === 'string' ? id : undefined;
-}
-
-async function readBody(req: IncomingMessage): Promise<ParsedBody> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > maxBodyBytes) return { kind: 'malformed' };
-    chunks.push(chunk);
-  }
-  const text = Buffer.concat(chunks).toString('utf8');
-  if (text.trim() === '') return { kind: 'empty' };
-  const type = req.headers['content-type'] ?? '';
-  if (type.includes('application/x-www-form-urlencoded')) {
-    return { kind: 'form', value: new URLSearchParams(text) };
-  }
-  try {
-    return { kind: 'json', value: JSON.parse(text) as unknown };
-  } catch {
-    return { kind: 'malformed' };
-  }
 }
 
 function resolveOptions(options: SandboxOptions) {

@@ -3,8 +3,8 @@
  * its `loc` path (`["body","extra_consents",1]`, `["query","per_page"]`), a message and a
  * machine-readable type.
  */
+import { defaultRewardSort, type RewardSort, rewardSorts } from './consumer-rewards.js';
 import type { ErrorItem } from './reply.js';
-import { defaultRewardSort, type RewardSort, rewardSorts } from './state.js';
 
 export const consents = [
   'BASIC',
