@@ -7,13 +7,9 @@
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { pino } from 'pino';
-import {
-  loadConfig,
-  syncsInFlight as syncsInFlightOf,
-  variables,
-  type WorkerConfig,
-} from '../src/config.js';
+import { loadConfig, variables, type WorkerConfig } from '../src/config.js';
 import { createRuntime, type Runtime, type RuntimeConfig } from '../src/jobs/runtime.js';
+import { syncsInFlight as syncsInFlightOf } from '../src/jobs/sync-rewards-batch.js';
 import { type RunningWorker, startWorker } from '../src/jobs/worker.js';
 import type { Logger } from '../src/ops/logger.js';
 import { deletePrefix } from '../src/queues/connection.js';

@@ -7,7 +7,7 @@
  * code, sized its heap and opened its connections long before a large sync), then runs
  * `rounds` times on fresh tables, alternating; the best of each counts.
  */
-import { fanOutConsumersPerJob } from '../src/config.js';
+import { fanOutConsumersPerJob } from '../src/jobs/sync-rewards-batch.js';
 import { defaultPoolSize, defaultWorker, startLab, syncsInFlight } from './lab.js';
 import {
   type BenchContext,
@@ -40,8 +40,8 @@ export const firstSyncSets = (quick: boolean): DataSet[] =>
 
 /**
  * Consumers of the warm-up slice: a quarter of the set, at least 50 (all of a smaller set).
- * With a twentieth (1,000 syncs of 10 rewards, about 0.7 s), the worker's first round was its
- * slowest in two full runs (bench/RESULTS.md, round 11); a running worker is a warm one.
+ * A twentieth (1,000 syncs of 10 rewards, about 0.7 s) leaves the worker's first round its
+ * slowest, still warming up; a running worker is a warm one.
  */
 export const warmUpConsumers = (set: DataSet) =>
   Math.min(set.consumers, Math.max(50, Math.ceil(set.consumers / 4)));
@@ -125,7 +125,7 @@ export const scenario1: Scenario = {
     const sets = firstSyncSets(ctx.quick);
     // The best of five: on a shared 2-core VM a round of either side can run 30 to 50% slow
     // (the same work taking up to three quarters as much CPU time again); more rounds give
-    // each side more chances at an undisturbed one (bench/RESULTS.md, round 11).
+    // each side more chances at an undisturbed one.
     const rounds = ctx.quick ? 2 : 5;
     const figures: ScenarioResult['figures'] = {};
     let worst = Number.POSITIVE_INFINITY;

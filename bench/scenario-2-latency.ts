@@ -13,24 +13,23 @@
  * same run at 0 ms measures what this machine can do (its CPU: the worker, the sandbox,
  * Redis and Postgres share the cores); the extra ratio divides the wall time by the larger of
  * the two bounds, which shows how well the worker overlaps the latency where the machine,
- * not the latency, is the bound (bench/RESULTS.md, round 7). Full runs only: a quick run
- * must fit two minutes on the slower machine.
+ * not the latency, is the bound. Full runs only: a quick run must fit in two minutes on a
+ * slow machine.
  *
  * Beside it, the floor: the same requests on C connections of a bare HTTP loop (undici alone,
  * no queue, no parse, no database) against a sandbox as warm. Its wall time over Q·L/C is the
- * best ratio this machine allows any client; what the worker adds is the rest
- * (bench/RESULTS.md, round 12).
+ * best ratio this machine allows any client; what the worker adds is the rest.
  *
  * Each side first makes a quarter as many requests again outside the clock: a worker and an
  * API that have been running a while, not code compiled during the measurement. Then, in a
  * full run, the worker with 1.5·C jobs and the bare loop each make their Q requests three
  * times on fresh consumers and the best round counts: on a shared host CPU steal comes in
- * bursts (bench/RESULTS.md, round 13) that can triple one round's wall time. Each round's
- * wall time and steal are printed. The runs with C jobs and at 0 ms make one round.
+ * bursts that can triple one round's wall time. Each round's wall time and steal are
+ * printed. The runs with C jobs and at 0 ms make one round.
  */
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
-import { fanOutConsumersPerJob } from '../src/config.js';
+import { fanOutConsumersPerJob } from '../src/jobs/sync-rewards-batch.js';
 import { cpuTimes, stealSince } from './env.js';
 import { type BenchRun, defaultWorker, startLab, syncsInFlight } from './lab.js';
 import { type RemoteSandbox, startRemoteSandbox } from './remote-sandbox.js';

@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import { fanOutConsumersPerJob } from '../src/config.js';
+import { fanOutConsumersPerJob } from '../src/jobs/sync-rewards-batch.js';
 import { deletePrefix } from '../src/queues/connection.js';
 import { startReconciliation } from '../src/queues/producer.js';
 import { closeQueues, defaultJobPolicy, openQueues } from '../src/queues/queues.js';
@@ -78,9 +78,9 @@ const jobBound = (knobs: Knobs) =>
 
 /**
  * N/10, but up to 4,000 jobs' worth of consumers (and N/3 at most). Below the job bound
- * (3,071 with the defaults) the queue never fills; and the worker's heap is still growing over
- * its first few thousand jobs (round 1, one consumer a job: peak RSS 145 MiB after 2,000, 164
- * after 4,000, 184 to 190 after 10,000 and 20,000): a smaller run would compare N against a
+ * (3,071 with the defaults) the queue never fills; and the worker's heap still grows over its
+ * first few thousand jobs (with one consumer a job, peak RSS 145 MiB after 2,000 and 164 after
+ * 4,000, levelling at 184 to 190 from 10,000 on): a smaller run would compare N against a
  * worker not yet in its steady state.
  */
 const smallerRun = (large: number) =>

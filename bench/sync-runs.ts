@@ -4,7 +4,7 @@
  * same number of connections, rows parsed in advance, no queue, no HTTP).
  */
 import { performance } from 'node:perf_hooks';
-import { fanOutConsumersPerJob } from '../src/config.js';
+import { fanOutConsumersPerJob } from '../src/jobs/sync-rewards-batch.js';
 import { parseRewardPage } from '../src/perks/paging.js';
 import type { Reward } from '../src/perks/schemas.js';
 import { enqueueRewardSyncs } from '../src/queues/producer.js';

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { configWarnings, type DatabaseConfig, loadConfig } from '../config.js';
+import { type DatabaseConfig, loadConfig } from '../config.js';
 import { createRuntime } from '../jobs/runtime.js';
 import { registerReconcileSchedule } from '../jobs/schedule.js';
 import { startWorker } from '../jobs/worker.js';
@@ -10,6 +10,7 @@ import { createLogger } from '../ops/logger.js';
 import { shutdownSignal } from '../ops/shutdown.js';
 import { within } from '../ops/timeouts.js';
 import { startTracing, type Tracing } from '../ops/tracing.js';
+import { consumerIdKeyWarning } from '../queues/consumer-id.js';
 import { MigrationChecksumError, MigrationFileError } from '../store/errors.js';
 import { migrate } from '../store/migrate.js';
 import { type CommandSpec, parseCommandArgs } from './command.js';
@@ -35,7 +36,8 @@ export async function run(argv: readonly string[]): Promise<number> {
   const { values } = args;
   const config = loadConfig(['perks', 'consumerIds', 'redis', 'database', 'worker', 'log']);
   const logger = createLogger(config.log, { pid: process.pid });
-  for (const warning of configWarnings(config)) logger.warn(warning);
+  const keyWarning = consumerIdKeyWarning(config.consumerIds.key);
+  if (keyWarning) logger.warn(keyWarning);
   const stopping = shutdownSignal();
 
   if (!values['skip-migrate']) {

@@ -3,7 +3,7 @@
  * and the queues. `work` and `demo` both start from here; closing releases all of it.
  */
 import type { Redis } from 'ioredis';
-import { type Config, fanOutConsumersPerJob, syncsInFlight } from '../config.js';
+import type { Config } from '../config.js';
 import type { Logger } from '../ops/logger.js';
 import { createMetrics, type Metrics } from '../ops/metrics.js';
 import { within } from '../ops/timeouts.js';
@@ -13,6 +13,7 @@ import { closeQueues, openQueues } from '../queues/queues.js';
 import { RedisTokenCache } from '../queues/token-cache.js';
 import { createStore } from '../store/store.js';
 import type { JobContext } from './context.js';
+import { fanOutConsumersPerJob, syncsInFlight } from './sync-rewards-batch.js';
 
 export interface Runtime {
   ctx: JobContext;

@@ -11,6 +11,7 @@
  */
 import { setMaxListeners } from 'node:events';
 import { Backoffs, type Job, type Queue, RateLimitError } from 'bullmq';
+import type { WorkerConfig } from '../config.js';
 import { ThrottledError } from '../perks/errors.js';
 import { linkSignals } from '../perks/signals.js';
 import { maxConsumersPerSyncJob } from '../queues/names.js';
@@ -43,6 +44,24 @@ interface Failed {
 }
 
 type Log = JobContext['logger'];
+
+/**
+ * Consumers per sync job of a reconciliation's fan-out. BullMQ's limiter counts jobs, so
+ * under PERKS_RATE_LIMIT_PER_SECOND each consumer keeps its own job and the cap counts syncs.
+ */
+export function fanOutConsumersPerJob(
+  worker: Pick<WorkerConfig, 'syncConsumersPerJob' | 'rateLimitPerSecond'>,
+): number {
+  return worker.rateLimitPerSecond === undefined ? worker.syncConsumersPerJob : 1;
+}
+
+/**
+ * Consumer syncs one replica runs at once at most: SYNC_CONCURRENCY jobs of up to
+ * `fanOutConsumersPerJob` consumers each, every one writing a page at a time.
+ */
+export const syncsInFlight = (
+  worker: Pick<WorkerConfig, 'syncConcurrency' | 'syncConsumersPerJob' | 'rateLimitPerSecond'>,
+) => worker.syncConcurrency * fanOutConsumersPerJob(worker);
 
 export async function processRewardSyncBatch(
   job: Job,

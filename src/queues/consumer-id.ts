@@ -11,6 +11,15 @@ export class ConsumerIdKeyMissingError extends Error {
   }
 }
 
+/** The shortest PERKS_CONSUMER_ID_KEY that is not warned about. */
+export const recommendedKeyLength = 16;
+
+/** A warning for `work` to log at start when the key is short; never includes the key. */
+export function consumerIdKeyWarning(key: string | undefined): string | undefined {
+  if (key === undefined || key.length >= recommendedKeyLength) return undefined;
+  return `PERKS_CONSUMER_ID_KEY is ${key.length} characters long; use at least ${recommendedKeyLength} random characters (and never change it once used)`;
+}
+
 const base32Alphabet = 'abcdefghijklmnopqrstuvwxyz234567';
 
 /** RFC 4648 base32, lower case, no padding: consumer-id safe and case-insensitive. */

@@ -12,10 +12,7 @@ export const queueNames = {
 
 export type QueueKind = keyof typeof queueNames;
 
-/**
- * Most consumers one sync job may carry (SYNC_CONSUMERS_PER_JOB is at most this). Here, not
- * with the payload schemas, so that config.ts can read it without loading them at start-up.
- */
+/** Most consumers one sync job may carry (SYNC_CONSUMERS_PER_JOB is at most this). */
 export const maxConsumersPerSyncJob = 100;
 
 export const jobNames = {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { syncsInFlight } from '../../src/config.js';
+import { syncsInFlight } from '../../src/jobs/sync-rewards-batch.js';
 import { defaultWriterLimits } from '../../src/store/reward-writer.js';
 
 describe('defaultWriterLimits', () => {

@@ -1,0 +1,51 @@
+/** Where the queues and the datastore are (see define.ts). */
+import { z } from 'zod';
+import { variable, wholeNumber } from './define.js';
+
+export const connectionVariables = {
+  REDIS_URL: variable({
+    group: 'redis',
+    key: 'url',
+    schema: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }),
+    default: 'redis://127.0.0.1:6379',
+    example: 'redis://127.0.0.1:6379',
+    description: 'Redis holding the BullMQ queues (`redis://` or `rediss://`).',
+  }),
+  QUEUE_PREFIX: variable({
+    group: 'redis',
+    key: 'queuePrefix',
+    schema: z
+      .string()
+      .regex(/^[{}A-Za-z0-9_.-]{1,64}$/, { error: 'must be 1 to 64 of A-Z a-z 0-9 _ . - { }' }),
+    default: 'perks',
+    example: 'perks',
+    description: 'Prefix of every queue key. Wrap it in braces (`{perks}`) for Redis Cluster.',
+  }),
+  DATABASE_URL: variable({
+    group: 'database',
+    key: 'url',
+    schema: z.url({ protocol: /^postgres(ql)?$/, error: 'must be a postgres:// URL' }),
+    default: 'postgres://postgres@127.0.0.1:5432/perks',
+    example: 'postgres://postgres@127.0.0.1:5432/perks',
+    description:
+      'PostgreSQL datastore the rewards are written to (created by `migrate` if missing).',
+  }),
+  DATABASE_SCHEMA: variable({
+    group: 'database',
+    key: 'schema',
+    schema: z
+      .string()
+      .regex(/^[a-z_][a-z0-9_]{0,62}$/, { error: 'must be a lower-case SQL identifier' }),
+    default: 'perks',
+    example: 'perks',
+    description: 'Schema holding the perks tables.',
+  }),
+  DATABASE_POOL_SIZE: variable({
+    group: 'database',
+    key: 'poolSize',
+    schema: wholeNumber(1, 200),
+    default: '10',
+    example: '10',
+    description: 'Connections in the PostgreSQL pool of one process (1 to 200).',
+  }),
+} as const;

@@ -1,0 +1,33 @@
+/**
+ * Every environment variable perks-worker reads, in README order, each declared once
+ * (define.ts). config.ts derives the typed config and its error messages from this list; the
+ * README's configuration table is `configTable()` (a unit test fails when they disagree, and
+ * `npm run docs` rewrites it).
+ */
+import { apiVariables } from './api.js';
+import { connectionVariables } from './connections.js';
+import type { VariableSpec } from './define.js';
+import { workerVariables } from './worker.js';
+
+export const variables = {
+  ...apiVariables,
+  ...connectionVariables,
+  ...workerVariables,
+} as const satisfies Record<string, VariableSpec>;
+
+export type Variables = typeof variables;
+export type VariableName = keyof Variables;
+
+/** True when the variable must be set: no default, and its schema refuses undefined. */
+export const isRequired = (spec: VariableSpec): boolean =>
+  spec.default === undefined && !spec.schema.safeParse(undefined).success;
+
+/** The README's configuration table, as markdown. */
+export function configTable(): string {
+  const rows = Object.entries(variables).map(([name, spec]: [string, VariableSpec]) => {
+    const byDefault =
+      spec.default !== undefined ? `\`${spec.default}\`` : isRequired(spec) ? 'required' : 'none';
+    return `| \`${name}\` | ${byDefault} | ${spec.description.replaceAll('|', '\\|')} |`;
+  });
+  return ['| Variable | Default | Meaning |', '|---|---|---|', ...rows].join('\n');
+}
