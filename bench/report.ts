@@ -1,6 +1,4 @@
-/** Printing results: one block per scenario, the summary table, the RESULTS.md entry, the JSON. */
-import { appendFile } from 'node:fs/promises';
-import type { MachineDescription } from './env.js';
+/** Printing results: one block per scenario, the summary table, the JSON line. */
 import type { ScenarioResult } from './scenario.js';
 
 const entries = (record: Record<string, string | number>) =>
@@ -54,23 +52,6 @@ export function ratiosJson(results: readonly ScenarioResult[]): Record<string, n
   return json;
 }
 
-/** A Markdown table: scenario, ratio, goal, figures. */
-export function markdownTable(results: readonly ScenarioResult[]): string {
-  const rows = ['| # | Scenario | Ratio | Goal | Inputs | Figures |', '|---|---|---|---|---|---|'];
-  for (const r of results) {
-    rows.push(
-      `| ${r.id} | ${r.title} | **${r.ratio}** | ${r.goal} | ${entries(r.inputs).join('; ')} | ${entries(withSteal(r)).join('; ')} |`,
-    );
-    for (const [name, extra] of Object.entries(r.extraRatios ?? {})) {
-      rows.push(`| ${r.id} | ${r.title} (${name}) | **${extra.ratio}** | ${extra.goal} | | |`);
-    }
-  }
-  return rows.join('\n');
-}
-
-const withSteal = (r: ScenarioResult) =>
-  r.stealPercent === undefined ? r.figures : { ...r.figures, 'CPU steal %': r.stealPercent };
-
 /** The plain-text summary table printed at the end of a run. */
 export function textTable(results: readonly ScenarioResult[]): string {
   const rows: string[][] = [['#', 'scenario', 'ratio', 'steal %', 'goal']];
@@ -89,38 +70,4 @@ export function textTable(results: readonly ScenarioResult[]): string {
         .trimEnd(),
     )
     .join('\n');
-}
-
-export async function appendResults(
-  file: URL,
-  run: {
-    startedAt: Date;
-    quick: boolean;
-    scenarios: readonly number[];
-    durationS: number;
-    stealPercent: number | undefined;
-  },
-  machine: MachineDescription,
-  results: readonly ScenarioResult[],
-  failures: readonly ScenarioFailure[] = [],
-): Promise<void> {
-  const kind = run.quick ? 'quick run' : 'full run';
-  const text = [
-    '',
-    `### ${run.startedAt.toISOString()}: ${kind}, scenarios ${run.scenarios.join(', ')} (${run.durationS} s)`,
-    '',
-    `Machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGiB} GiB, ${machine.os}; ` +
-      `Node ${machine.node}, Redis ${machine.redis}, PostgreSQL ${machine.postgres}. ` +
-      `Load average at start ${machine.loadAtStart}; ${machine.otherTestProcesses} other vitest processes running` +
-      (run.stealPercent === undefined ? '.' : `; CPU steal over the run ${run.stealPercent}%.`),
-    '',
-    markdownTable(results),
-    '',
-    ...failures.map((failure) => `${formatFailure(failure)}\n`),
-    '```json',
-    JSON.stringify(ratiosJson(results)),
-    '```',
-    '',
-  ].join('\n');
-  await appendFile(file, text);
 }

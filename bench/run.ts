@@ -1,15 +1,14 @@
 /**
  * `npm run bench [-- --quick] [-- --scenario 1,3]`: runs the scenarios against the sandbox,
  * real Redis and real Postgres, prints each scenario's inputs, figures and ratio, a summary
- * table, appends the machine and the figures to bench/RESULTS.md, and ends with one line of
- * JSON holding every ratio. Every ratio compares two things measured in the same run.
+ * table, and ends with one line of JSON holding every ratio. Every ratio compares two things
+ * measured in the same run.
  */
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { cpuTimes, describeMachine, readBenchEnvironment, stealSince } from './env.js';
 import { openBenchRun } from './lab.js';
 import {
-  appendResults,
   formatFailure,
   formatScenario,
   ratiosJson,
@@ -33,7 +32,7 @@ const scenarios: readonly Scenario[] = [
   scenario6,
 ];
 
-const usage = `Usage: npm run bench -- [--quick] [--scenario N[,N...]]... [--fanout N] [--no-record]
+const usage = `Usage: npm run bench -- [--quick] [--scenario N[,N...]]... [--fanout N]
 
 Runs the perks-worker benchmarks against the sandbox, Redis (REDIS_URL, default
 redis://127.0.0.1:6379) and PostgreSQL (DATABASE_URL: an admin connection, default
@@ -44,7 +43,6 @@ postgres://postgres@127.0.0.1:5432/postgres; the bench creates and drops perks_b
 ${scenarios.map((s) => `                       ${s.id}  ${s.title}`).join('\n')}
   --fanout N         consumers of scenario 5 (default 1,000,000; quick 12,000); it also
                      runs N/10 (up to 32,000: 4,000 jobs of 8; and N/3) to compare
-  --no-record        do not append the results to bench/RESULTS.md
   -h, --help         this help
 
 The last line printed is one JSON object: {"scenario1": ratio, ...}.`;
@@ -55,7 +53,6 @@ export class BenchUsageError extends Error {
 
 export interface BenchOptions {
   quick: boolean;
-  record: boolean;
   scenarios: number[];
   help: boolean;
   fanout: number | undefined;
@@ -89,7 +86,6 @@ export function parseBenchArgs(argv: readonly string[]): BenchOptions {
   return {
     fanout,
     quick: parsed.values.quick ?? false,
-    record: !(parsed.values['no-record'] ?? false),
     scenarios: chosen.size > 0 ? [...chosen].sort((a, b) => a - b) : scenarios.map((s) => s.id),
     help: parsed.values.help ?? false,
   };
@@ -104,7 +100,6 @@ function parse(argv: readonly string[]) {
       quick: { type: 'boolean' },
       scenario: { type: 'string', multiple: true },
       fanout: { type: 'string' },
-      'no-record': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -123,7 +118,6 @@ async function main(argv: readonly string[]): Promise<number> {
     process.stdout.write(`${usage}\n`);
     return 0;
   }
-  const startedAt = new Date();
   const clock = performance.now();
   const cpuAtStart = cpuTimes();
   const run = await openBenchRun(readBenchEnvironment());
@@ -181,23 +175,7 @@ async function main(argv: readonly string[]): Promise<number> {
     if (runSteal !== undefined) process.stdout.write(`CPU steal over the run: ${runSteal}%\n\n`);
     for (const failure of failures) process.stdout.write(`${formatFailure(failure)}\n`);
     if (failures.length > 0) process.stdout.write('\n');
-    if (options.record && !interrupted) {
-      const file = new URL('../../bench/RESULTS.md', import.meta.url);
-      await appendResults(
-        file,
-        {
-          startedAt,
-          quick: options.quick,
-          scenarios: options.scenarios,
-          durationS,
-          stealPercent: runSteal,
-        },
-        machine,
-        results,
-        failures,
-      );
-      process.stdout.write(`appended to bench/RESULTS.md (${durationS} s)\n`);
-    }
+    process.stdout.write(`bench took ${durationS} s\n`);
   } finally {
     await run.close();
   }

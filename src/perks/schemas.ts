@@ -164,7 +164,7 @@ export type RewardParse = { success: true; data: Reward } | { success: false; er
  * One reward item -> Reward, or the error naming the failing field. The wire schema
  * transforms nothing, so its output (extra keys kept by `.loose()`) is the item as received
  * and serves as `raw`. Mapped after the parse rather than by `.transform()`: zod's pipe
- * doubled the cost of an item (3.8 against 1.9 µs, bench/RESULTS.md round 4).
+ * about doubles the cost of parsing an item.
  */
 export function safeParseReward(item: unknown): RewardParse {
   const parsed = wireRewardSchema.safeParse(item);

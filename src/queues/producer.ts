@@ -82,7 +82,7 @@ export async function enqueueRewardSync(queues: Queues, payload: RewardSyncPaylo
  * Enqueues many syncs in one round trip (the reconciliation's fan-out), `consumersPerJob`
  * consumers to a job. A job of several consumers syncs them at once, and costs the queue one
  * job instead of several: the consumers of a large fan-out mostly have a page or two, and the
- * queue's own work per job is then much of the whole (bench/RESULTS.md, round 10).
+ * queue's own work per job is then much of the whole.
  *
  * What a job of one consumer gives, such a job gives each of its consumers
  * (jobs/sync-rewards-batch.ts): a consumer that fails is retried in its own job, with the

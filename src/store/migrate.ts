@@ -53,6 +53,16 @@ const filePattern = /^(\d{6})_([a-z0-9_]+)\.sql$/;
 /** First key of the advisory lock: "perks-worker migrations" (the second is the schema). */
 const lockNamespace = 'perks-worker migrations';
 
+/**
+ * Checksums an applied file had before an edit of its comments alone (its statements byte for
+ * byte the same). A schema recording one is accepted and its checksum set to the file's
+ * current one; any other mismatch is still a MigrationChecksumError. An entry is only for a
+ * comment edit: a file whose SQL changed needs a new migration.
+ */
+const formerChecksums: Readonly<Record<string, readonly string[]>> = {
+  '000002': ['70d527fecd9185ac3014a66babf4572b18bada1ccd53053d35fff6eb41522434'],
+};
+
 const pgErrors = {
   invalidCatalogName: '3D000',
   duplicateDatabase: '42P04',
@@ -138,7 +148,7 @@ async function applyPending(
       comment on column ${q}.schema_migrations.version is 'Six-digit version, the prefix of the file name (000001).';
       comment on column ${q}.schema_migrations.name is 'Name part of the file (init for 000001_init.sql).';
       comment on column ${q}.schema_migrations.applied_at is 'When the migration was applied.';
-      comment on column ${q}.schema_migrations.checksum is 'sha256 of the file; an applied file must never change.';
+      comment on column ${q}.schema_migrations.checksum is 'sha256 of the file; the statements of an applied file must never change.';
     `);
   });
 
@@ -146,11 +156,24 @@ async function applyPending(
     `select version, checksum from ${q}.schema_migrations order by version`,
   );
   const appliedChecksums = new Map(rows.map((r) => [r.version, r.checksum]));
+  const commentsEdited: MigrationFile[] = [];
   for (const file of files) {
     const appliedChecksum = appliedChecksums.get(file.version);
-    if (appliedChecksum !== undefined && appliedChecksum !== file.checksum) {
+    if (appliedChecksum === undefined || appliedChecksum === file.checksum) continue;
+    if (!formerChecksums[file.version]?.includes(appliedChecksum)) {
       throw new MigrationChecksumError(file.file, appliedChecksum, file.checksum);
     }
+    commentsEdited.push(file);
+  }
+  for (const file of commentsEdited) {
+    await client.query(`update ${q}.schema_migrations set checksum = $2 where version = $1`, [
+      file.version,
+      file.checksum,
+    ]);
+    logger?.info(
+      { schema, migration: file.file, checksum: file.checksum },
+      'updated the checksum of a migration whose comments alone changed',
+    );
   }
   const known = new Set(files.map((f) => f.version));
   const unknown = rows.filter((r) => !known.has(r.version)).map((r) => r.version);

@@ -38,9 +38,8 @@ export interface WriteRewardPageInput {
   /**
    * The API's response body (JSON text) whose `items` are `rewards`, parsed, in the same order.
    * Given, the items are written as the API sent them instead of each reward being serialized
-   * again (the largest cost of a large page after its parse, bench/RESULTS.md round 8); the
-   * columns come from the text as they would from `raw`. Not used when the page lists a
-   * reward twice.
+   * again (on a large page, the largest cost after the parse); the columns come from the
+   * text as they would from `raw`. Not used when the page lists a reward twice.
    */
   json?: string;
 }
@@ -102,9 +101,8 @@ export function preparePage(input: WriteRewardPageInput): PreparedPage {
 /**
  * The page with its items serialized from their parse. A body as the API sent it can hold
  * what JSON.parse takes and PostgreSQL's jsonb refuses (a \u0000 escape or a number out of
- * numeric's range, anywhere in the body): such a page is written again this way, which is
- * how every page was written before round 8 (JavaScript had made those numbers Infinity,
- * then null).
+ * numeric's range, anywhere in the body): such a page is written again this way, where the
+ * parse has made such a number Infinity, which JSON.stringify writes as null.
  */
 export function reserialized(page: PreparedPage): PreparedPage {
   if (!page.asSent) return page;
@@ -178,9 +176,9 @@ const plainUuid = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-
 
 /**
  * A uuid[] parameter as PostgreSQL's array text, made by one join. node-postgres would quote,
- * escape and concatenate it element by element: 5% of the memory a 10-reward sync allocated
- * (bench/RESULTS.md, round 11). An id of any other form is left to node-postgres, which
- * quotes it; the statement's uuid cast then takes or refuses it.
+ * escape and concatenate it element by element, about 5% of the memory a 10-reward sync
+ * allocates. An id of any other form is left to node-postgres, which quotes it; the
+ * statement's uuid cast then takes or refuses it.
  */
 export function uuidArrayParameter(ids: readonly string[]): string | readonly string[] {
   for (const id of ids) if (!plainUuid.test(id)) return ids;

@@ -1,77 +1,28 @@
--- The reward write statement, as a function: write_reward_pages(rewards, pages, not_missing).
---
--- Why a function: sent as text, the statement was parsed, analysed and planned again by every
--- call, and that was most of PostgreSQL's time for a small page (bench/RESULTS.md, round 8).
--- A PL/pgSQL function prepares its statement once per session and keeps the plan, and the
--- settings it needs are the function's own (the SET clauses), so it works the same through
--- PgBouncer's transaction pooling, where session settings and named statements do not:
--- - plan_cache_mode = force_generic_plan: one plan per session. A plan made for the first call's
---   values would not serve later calls better: the planner estimates the jsonb arrays at 100
---   rows whatever they hold.
--- - enable_seqscan = off: every table access is by key (a page's rewards, a consumer's
---   rewards), so an index probe is always right; a plan first made on empty tables would
---   otherwise keep sequential scans as they grow.
--- - jit = off: a statement of a few rows must never pay a JIT compilation.
--- search_path is pinned to this schema (FROM CURRENT: the migration runs with it set), so the
--- unqualified names below are this schema's whoever calls.
---
--- Parameters:
--- - $1 the rewards of every page with rewards, a jsonb array of { consumer_id, body }: body is
---   the API's response as it sent it (or { items } when a page had to be rebuilt), and each of
---   its `items` is stored as `raw`, the columns read from it: a reward is sent once, and
---   never serialized again by the worker;
--- - $2 the pages, a jsonb array of { p, consumer_id, observed_at, finish, mark_missing,
---   scan_started_at, at }, one per page, with rows or without (a sync whose last page is
---   empty still ends); observed_at is when the page was read from the API, not written;
--- - $3 the reward ids the missing rewards are not: every id the complete scans of the
---   finishing pages listed, and every id of the statement's rows.
--- It returns one row per page that did something: p and that page's counts.
---
--- Two pages of one call never share a consumer or a reward id (the writer sees to it): a
--- statement cannot update a row twice.
---
--- Why `previous` locks: the old status of a change must be the one the update replaces. The
--- rows this write is about to update are read `for update`, in id order (as the insert is,
--- so two writers cannot deadlock); when another sync of the same consumer committed in
--- between, the lock returns its version (READ COMMITTED re-check), not the statement's
--- snapshot. The insert reads `previous` (left join), so the locks are taken before it runs.
+-- write_reward_pages(rewards, pages, not_missing): writes reward pages of distinct consumers
+-- in one statement: creates missing consumer rows, upserts the rewards, records status
+-- changes and, on a sync's last page (`finish`), marks unlisted rewards missing and sets
+-- last_synced_at (never backwards). Returns p and the counts of each page that did something.
+-- $1 jsonb [{ consumer_id, body }]: body is the API's response as sent; each of its `items`
+--    is stored as `raw`, the columns read from it. $2 jsonb [{ p, consumer_id, observed_at,
+--    finish, mark_missing, scan_started_at, at }], one per page, with rows or not. $3 uuid[]:
+--    ids never marked missing (the finishing scans' ids and this call's rows).
+-- Pages of one call share no consumer and no reward id: the statement cannot touch a row twice.
 --
 -- Stale-write guard: a stored row is only overwritten by a strictly newer observation
 -- (rewards.observed_at < excluded.observed_at), so concurrent syncs converge on the newest.
--- observed_at is not bumped for unchanged rows; the guard stays sound because the stored
--- observed_at is never earlier than the moment the stored content became true.
+-- A stored reward is rewritten only when its content changed, it comes back from missing or
+-- its last_seen_at is over an hour old; others are not even locked and write no WAL. Only a
+-- complete scan whose total did not move marks rewards missing, never one seen since it began.
 --
--- Only new rows and rows `previous` locked reach the insert: a stored reward that needs no
--- write (the usual re-sync) is not even locked, so it writes no WAL. It is skipped on the
--- statement's snapshot, so a concurrent write to it that commits after the snapshot stands:
--- by the guard above that is a newer observation than the stored one, and it can be older
--- than this one only if the content changed and changed back between the two reads (or a
--- concurrent scan that did not list it marks it missing). Either outcome is the one these two
--- writes give in the other order, and the next sync of the consumer writes it again.
+-- Locks: the rows to update are read `for update` in id order, the order the insert takes,
+-- so two writers cannot deadlock; the lock returns a concurrently committed version, so a
+-- status change records the status it really replaces.
 --
--- A stored reward needs the write of a new observation b when b is strictly newer and the
--- content changed ((consumer_id, raw): every column is read from those), or the reward comes
--- back from missing, or last_seen_at is over an hour old. last_seen_at is so exact to within
--- one hour, at the cost of one rewrite per reward per hour of re-syncing at most.
---
--- The end of a sync (pages with `finish`):
--- - Missing rewards: when `mark_missing`, sets missing_since on the consumer's rewards the
---   scan did not list. Only after a complete scan whose total did not move between its first
---   and last page; after a partial or inconsistent scan (pages shifted, total changed)
---   rewards merely skipped by the paging would be marked missing. Rewards first seen or
---   rewritten after the scan started are left alone (another sync saw them), and so are the
---   rewards this statement writes, listed or not: a statement must not update a row twice.
---   Already-missing rewards keep their first missing_since; a write clears it when a reward
---   comes back.
--- - last_synced_at: set to `at`, never moved back by a late, older report.
--- Every page creates its consumer's row when missing.
---
--- Columns of a reward item, read by the spec's field names: the client has checked every
--- item against the spec's schema before a page reaches the store, and the casts give what the
--- client's parsed fields hold (uuid and numeric read "A0EE..." and "+0012.50" as "a0ee..."
--- and "12.50"). An absent brand logo and a null transaction read as nulls. The planner
--- expects 100 x 100 items (pages, then their items) whatever is sent: with the settings above
--- the plan probes indexes all the same, and no JIT is paid for the estimate.
+-- A function, with SET clauses: it plans once per session (planning every call was most of a
+-- small page's database time) and its settings hold through PgBouncer transaction pooling.
+-- force_generic_plan: jsonb arrays are estimated at 100 rows whatever they hold; enable_seqscan
+-- off: every access is by key, and a plan made on empty tables would keep scanning them;
+-- jit off: a few rows must never pay a JIT compile. search_path from current: this schema.
 
 create function write_reward_pages(jsonb, jsonb, uuid[])
 returns table (p int, inserted int, updated int, status_changes int, marked_missing int)

@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import pg from 'pg';
+import { pino } from 'pino';
 import { afterAll, afterEach, describe, expect, inject, it, vi } from 'vitest';
 import { run } from '../../../src/cli/migrate.js';
 import { DatabaseUnreachableError, MigrationChecksumError } from '../../../src/store/errors.js';
@@ -121,6 +122,49 @@ describe('migrate', () => {
     const db = await createTestDatabase();
     try {
       await query(db.url, `update perks.schema_migrations set checksum = 'edited'`);
+      await expect(migrate({ databaseUrl: db.url, schema: 'perks' })).rejects.toBeInstanceOf(
+        MigrationChecksumError,
+      );
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('accepts the checksum 000002 had before its comments were edited, and updates it', async () => {
+    const db = await createTestDatabase();
+    try {
+      const former = '70d527fecd9185ac3014a66babf4572b18bada1ccd53053d35fff6eb41522434';
+      await query(
+        db.url,
+        `update perks.schema_migrations set checksum = '${former}' where version = '000002'`,
+      );
+      const logger = pino({ level: 'silent' });
+      const info = vi.spyOn(logger, 'info');
+      const result = await migrate({ databaseUrl: db.url, schema: 'perks', logger });
+      expect(result.applied).toEqual([]);
+      const current = (await loadMigrationFiles()).find((f) => f.version === '000002')?.checksum;
+      expect(current).not.toBe(former);
+      const rows = await query<{ checksum: string }>(
+        db.url,
+        `select checksum from perks.schema_migrations where version = '000002'`,
+      );
+      expect(rows).toEqual([{ checksum: current }]);
+      expect(info).toHaveBeenCalledWith(
+        expect.objectContaining({ migration: '000002_write_reward_pages.sql', checksum: current }),
+        expect.stringMatching(/checksum/),
+      );
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('still refuses any other checksum of 000002', async () => {
+    const db = await createTestDatabase();
+    try {
+      await query(
+        db.url,
+        `update perks.schema_migrations set checksum = '${'0'.repeat(64)}' where version = '000002'`,
+      );
       await expect(migrate({ databaseUrl: db.url, schema: 'perks' })).rejects.toBeInstanceOf(
         MigrationChecksumError,
       );
