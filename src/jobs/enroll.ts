@@ -3,10 +3,9 @@
  * earlier attempt (perhaps one that timed out after the API applied it) already enrolled
  * this consumer: that is success, recorded as 'already_enrolled'. Then a first reward sync.
  */
-import type { Job } from 'bullmq';
 import { AuthError, ValidationError } from '../perks/errors.js';
 import { deriveConsumerId } from '../queues/consumer-id.js';
-import { enrollmentPayloadSchema, parsePayload } from '../queues/payloads.js';
+import { enrollmentPayloadSchema, type PerksJob, parsePayload } from '../queues/payloads.js';
 import { enqueueRewardSync } from '../queues/producer.js';
 import type { JobContext } from './context.js';
 import { isPermanent, steerFailure } from './failures.js';
@@ -17,7 +16,7 @@ export interface EnrollmentResult {
 }
 
 export async function processEnrollment(
-  job: Job,
+  job: PerksJob<'enroll'>,
   ctx: JobContext,
   signal?: AbortSignal,
 ): Promise<EnrollmentResult> {

@@ -11,12 +11,11 @@
  *   rethrown, so BullMQ retries it with exponential backoff.
  */
 import { RateLimitError, UnrecoverableError } from 'bullmq';
-import { mintTokenOperation } from '../perks/client.js';
 import {
   AuthError,
   InvalidInputError,
-  PerksError,
   ThrottledError,
+  TokenMintError,
   ValidationError,
 } from '../perks/errors.js';
 import { ConsumerIdKeyMissingError } from '../queues/consumer-id.js';
@@ -28,7 +27,7 @@ const minimumPauseMs = 1000;
 
 /** Errors that retrying cannot fix. */
 export function isPermanent(error: unknown): boolean {
-  if (error instanceof PerksError && error.operation === mintTokenOperation) return false;
+  if (error instanceof TokenMintError) return false;
   return (
     error instanceof InvalidPayloadError ||
     error instanceof ConsumerIdKeyMissingError ||

@@ -8,8 +8,7 @@
  * killed mid-way hands the job to another (stalled-job recovery), which resumes there.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Job } from 'bullmq';
-import { parsePayload, reconciliationPayloadSchema } from '../queues/payloads.js';
+import { type PerksJob, parsePayload, reconciliationPayloadSchema } from '../queues/payloads.js';
 import { enqueueRewardSyncs, startReconciliation } from '../queues/producer.js';
 import type { JobContext } from './context.js';
 import { steerFailure } from './failures.js';
@@ -25,7 +24,7 @@ export interface ReconciliationResult {
 const backpressurePollMs = 250;
 
 export async function processReconciliation(
-  job: Job,
+  job: PerksJob<'reconcile'>,
   ctx: JobContext,
   signal?: AbortSignal,
 ): Promise<ReconciliationResult> {

@@ -10,7 +10,7 @@ import { within } from '../ops/timeouts.js';
 import { PerksClient } from '../perks/client.js';
 import { createRedisConnection } from '../queues/connection.js';
 import { closeQueues, openQueues } from '../queues/queues.js';
-import { RedisTokenCache } from '../queues/token-cache.js';
+import { RedisTokenCache } from '../redis/token-cache.js';
 import { createStore } from '../store/store.js';
 import type { JobContext } from './context.js';
 import { fanOutConsumersPerJob, syncsInFlight } from './sync-rewards-batch.js';

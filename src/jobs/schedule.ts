@@ -1,8 +1,8 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from '../ops/logger.js';
-import { acquireRedisLock } from '../queues/lock.js';
 import { jobNames, reconcileSchedulerId } from '../queues/names.js';
 import type { Queues } from '../queues/queues.js';
+import { acquireRedisLock } from '../redis/lock.js';
 
 /**
  * Registers the reconciliation cron. Replicas booting together have produced duplicate

@@ -13,14 +13,15 @@ import { setMaxListeners } from 'node:events';
 import { Backoffs, type Job, type Queue, RateLimitError } from 'bullmq';
 import type { WorkerConfig } from '../config.js';
 import { ThrottledError } from '../perks/errors.js';
-import { linkSignals } from '../perks/signals.js';
 import { maxConsumersPerSyncJob } from '../queues/names.js';
 import {
+  type PerksJob,
   parsePayload,
   type RewardSyncPayload,
   rewardSyncBatchPayloadSchema,
 } from '../queues/payloads.js';
 import { rewardSyncJob } from '../queues/producer.js';
+import { linkSignals } from '../signals.js';
 import type { RewardPageWrite } from '../store/store.js';
 import type { JobContext } from './context.js';
 import { pauseForThrottle, steerFailure } from './failures.js';
@@ -64,7 +65,7 @@ export const syncsInFlight = (
 ) => worker.syncConcurrency * fanOutConsumersPerJob(worker);
 
 export async function processRewardSyncBatch(
-  job: Job,
+  job: PerksJob<'sync-rewards-batch'>,
   ctx: JobContext,
   signal?: AbortSignal,
 ): Promise<RewardSyncBatchResult> {
@@ -215,7 +216,7 @@ async function handOff(
 
 /** Leaves in the job only `consumerIds`, for its next attempt. */
 async function narrow(
-  job: Job,
+  job: PerksJob<'sync-rewards-batch'>,
   consumerIds: string[],
   reason: RewardSyncPayload['reason'],
   log: Log,

@@ -12,7 +12,7 @@
  */
 import type { Job } from 'bullmq';
 import { ConsumerNotEnrolledError } from '../perks/errors.js';
-import { parsePayload, rewardSyncPayloadSchema } from '../queues/payloads.js';
+import { type PerksJob, parsePayload, rewardSyncPayloadSchema } from '../queues/payloads.js';
 import type { RewardPageWrite } from '../store/store.js';
 import type { JobContext } from './context.js';
 import { steerFailure } from './failures.js';
@@ -33,7 +33,7 @@ export interface RewardSyncResult {
 const maxScans = 2;
 
 export async function processRewardSync(
-  job: Job,
+  job: PerksJob<'sync-rewards'>,
   ctx: JobContext,
   signal?: AbortSignal,
 ): Promise<RewardSyncResult> {

@@ -18,6 +18,7 @@ import type { FailureReason } from '../ops/metrics.js';
 import { oncePerOutage } from '../ops/outage.js';
 import { within } from '../ops/timeouts.js';
 import { jobNames, type QueueKind, queueNames } from '../queues/names.js';
+import type { JobName, PerksJob } from '../queues/payloads.js';
 import type { JobContext } from './context.js';
 import { processEnrollment } from './enroll.js';
 import { processReconcileTick, processReconciliation } from './reconcile.js';
@@ -137,34 +138,38 @@ export function startWorker(
       }
     };
 
-  const enrollment = measured((job, _token, signal) => processEnrollment(job, ctx, signal));
-  const rewardSync = measured((job, _token, signal) =>
-    job.name === jobNames.syncRewardsBatch
-      ? processRewardSyncBatch(job, ctx, signal)
-      : processRewardSync(job, ctx, signal),
-  );
-  const reconciliation = measured((job, _token, signal) =>
-    job.name === jobNames.reconcileTick
-      ? processReconcileTick(ctx)
-      : processReconciliation(job, ctx, signal),
-  );
+  // The one place a job's name picks its processor and its payload type.
+  const processors: { [N in JobName]: (job: PerksJob<N>, signal?: AbortSignal) => unknown } = {
+    [jobNames.enroll]: (job, signal) => processEnrollment(job, ctx, signal),
+    [jobNames.syncRewards]: (job, signal) => processRewardSync(job, ctx, signal),
+    [jobNames.syncRewardsBatch]: (job, signal) => processRewardSyncBatch(job, ctx, signal),
+    [jobNames.reconcile]: (job, signal) => processReconciliation(job, ctx, signal),
+    [jobNames.reconcileTick]: () => processReconcileTick(ctx),
+  };
+  const processJob = measured(async (job, _token, signal) => {
+    const processor = Object.hasOwn(processors, job.name)
+      ? (processors[job.name as JobName] as (job: Job, signal?: AbortSignal) => unknown)
+      : undefined;
+    if (!processor) throw new UnrecoverableError(`unknown job name ${JSON.stringify(job.name)}`);
+    return processor(job, signal);
+  });
 
   const workers: Record<QueueKind, Worker> = {
     enrollment: logOutcome(
-      new Worker(queueNames.enrollment, enrollment, {
+      new Worker(queueNames.enrollment, processJob, {
         ...common,
         concurrency: config.enrollConcurrency,
       }),
     ),
     rewardSync: logOutcome(
-      new Worker(queueNames.rewardSync, rewardSync, {
+      new Worker(queueNames.rewardSync, processJob, {
         ...common,
         concurrency: config.syncConcurrency,
       }),
     ),
     // 2: the cron tick must be able to run (and be deduplicated) while a reconciliation runs.
     reconciliation: logOutcome(
-      new Worker(queueNames.reconciliation, reconciliation, { ...common, concurrency: 2 }),
+      new Worker(queueNames.reconciliation, processJob, { ...common, concurrency: 2 }),
     ),
   };
 

@@ -6,10 +6,9 @@
  */
 import { setMaxListeners } from 'node:events';
 import { AbortError } from 'p-retry';
-import { type Dispatcher, Pool } from 'undici';
-import { errorFromResponse } from './error-mapping.js';
-import { AuthError, ConflictError, PerksError, ThrottledError } from './errors.js';
-import { exchange, type HttpResponse, parseJsonBody } from './http.js';
+import { Pool } from 'undici';
+import { AuthError, ConflictError, PerksError, ThrottledError, TokenMintError } from './errors.js';
+import { type HttpResponse, parseJsonBody } from './http.js';
 import {
   checkEnrollInput,
   checkListInput,
@@ -22,6 +21,7 @@ import { parseRewardPage, type RewardPage, shapeError, walkRewardPages } from '.
 export type { PerksClientOptions } from './options.js';
 export type { RewardPage } from './paging.js';
 
+import { linkSignals } from '../signals.js';
 import type { CallOptions, PerksClientOptions } from './options.js';
 import { defaultRetry, type RetryOptions, withRetry } from './retry.js';
 import {
@@ -30,19 +30,10 @@ import {
   safeParseReward,
   tokenResponseSchema,
 } from './schemas.js';
-import { linkSignals } from './signals.js';
 import { sleep } from './sleep.js';
 import { InMemoryTokenCache } from './token-cache.js';
 import { type MintedToken, TokenProvider } from './tokens.js';
-
-interface RequestSpec {
-  method: 'GET' | 'POST';
-  path: string;
-  query?: URLSearchParams;
-  body?: unknown;
-  /** How `body` is encoded. Default json. */
-  encoding?: 'json' | 'form';
-}
+import { type RequestSpec, Transport } from './transport.js';
 
 /**
  * The spec says bodies are JSON, but leaves the token request's fields unsaid, and OAuth 2.0
@@ -51,13 +42,9 @@ interface RequestSpec {
  */
 type TokenEncoding = 'json' | 'form';
 
-/** The `operation` of errors from POST /tokens (failures.ts never fails a job for good on it). */
-export const mintTokenOperation = 'mintToken';
-
 export class PerksClient {
-  readonly #baseUrl: string;
   #tokenEncoding: TokenEncoding = 'json';
-  readonly #dispatcher: Dispatcher;
+  readonly #transport: Transport;
   readonly #ownPool: Pool | undefined;
   readonly #options: PerksClientOptions;
   readonly #retry: Required<RetryOptions>;
@@ -65,25 +52,25 @@ export class PerksClient {
   readonly #basicAuth: string;
   readonly #closing = new AbortController();
 
-  get #maxResponseBytes(): number {
-    return this.#options.maxResponseBytes ?? 8 * 1024 * 1024;
-  }
-
   constructor(options: PerksClientOptions) {
     const base = new URL(options.baseUrl);
-    this.#baseUrl = base.toString().replace(/\/+$/, '');
     this.#options = options;
     this.#retry = { ...defaultRetry, ...options.retry };
     // Every call in flight listens on the close signal (and detaches when done): with a busy
     // worker that is more than the default 10, which is not a leak.
     setMaxListeners(0, this.#closing.signal);
     this.#basicAuth = Buffer.from(`${options.clientId}:${options.clientSecret}`).toString('base64');
-    if (options.dispatcher) {
-      this.#dispatcher = options.dispatcher;
-    } else {
-      this.#ownPool = new Pool(base.origin, { connections: options.connections ?? 16 });
-      this.#dispatcher = this.#ownPool;
-    }
+    // An injected dispatcher (tests: MockAgent) is the caller's to close; our own Pool is ours.
+    const dispatcher =
+      options.dispatcher ?? new Pool(base.origin, { connections: options.connections ?? 16 });
+    this.#ownPool = options.dispatcher ? undefined : (dispatcher as Pool);
+    this.#transport = new Transport({
+      ...options,
+      baseUrl: base.toString().replace(/\/+$/, ''),
+      dispatcher,
+      maxResponseBytes: options.maxResponseBytes ?? 8 * 1024 * 1024,
+      basicAuth: this.#basicAuth,
+    });
     const now = options.now ?? Date.now;
     this.#tokens = new TokenProvider({
       cache: options.tokenCache ?? new InMemoryTokenCache(now),
@@ -202,10 +189,10 @@ export class PerksClient {
           token = await this.#tokens.accessToken(callSignal);
         } catch (error) {
           // The mint has its own retries: retrying it again here would multiply them.
-          throw new AbortError(error instanceof Error ? error : String(error));
+          throw new AbortError(TokenMintError.from(error));
         }
         try {
-          return await this.#send(operation, spec, `Bearer ${token}`, callSignal);
+          return await this.#transport.send(operation, spec, `Bearer ${token}`, callSignal);
         } catch (error) {
           if (error instanceof AuthError && error.status === 401 && !reminted) {
             reminted = true;
@@ -230,10 +217,10 @@ export class PerksClient {
   }
 
   async #mintToken(): Promise<MintedToken> {
-    const operation = mintTokenOperation;
+    const operation = 'mintToken';
     return withRetry(this.#retryContext(operation, this.#closing.signal), async () => {
       const send = (encoding: TokenEncoding) =>
-        this.#send(
+        this.#transport.send(
           operation,
           { method: 'POST', path: '/tokens', body: { grant_type: 'client_credentials' }, encoding },
           `Basic ${this.#basicAuth}`,
@@ -264,86 +251,6 @@ export class PerksClient {
       onRetry: this.#options.hooks?.onRetry?.bind(this.#options.hooks),
       logger: this.#options.logger,
     };
-  }
-
-  /** One exchange; a non-2xx becomes its typed error. */
-  async #send(
-    operation: string,
-    spec: RequestSpec,
-    authorization: string,
-    signal: AbortSignal,
-  ): Promise<HttpResponse> {
-    const headers: Record<string, string> = {
-      authorization,
-      'x-api-version': this.#options.apiVersion ?? '2.0.0',
-      accept: 'application/json',
-    };
-    let body: string | undefined;
-    if (spec.body !== undefined && spec.encoding === 'form') {
-      body = new URLSearchParams(spec.body as Record<string, string>).toString();
-      headers['content-type'] = 'application/x-www-form-urlencoded';
-    } else if (spec.body !== undefined) {
-      body = JSON.stringify(spec.body);
-      headers['content-type'] = 'application/json';
-    }
-    const query = spec.query?.toString();
-    const url = `${this.#baseUrl}${spec.path}${query ? `?${query}` : ''}`;
-    const secrets = [
-      this.#options.clientSecret,
-      this.#basicAuth,
-      authorization.replace(/^\S+ /, ''),
-    ];
-    const startedAt = performance.now();
-    let status: number | undefined;
-    try {
-      const response = await exchange(
-        {
-          dispatcher: this.#dispatcher,
-          timeoutMs: this.#options.timeoutMs ?? 10_000,
-          maxResponseBytes: this.#maxResponseBytes,
-          secrets,
-        },
-        {
-          operation,
-          method: spec.method,
-          url,
-          headers,
-          signal,
-          ...(body === undefined ? {} : { body }),
-        },
-      );
-      status = response.status;
-      if (status < 200 || status > 299) {
-        throw errorFromResponse({
-          operation,
-          status,
-          headers: response.headers,
-          body: response.body,
-          secrets,
-        });
-      }
-      this.#report(operation, status, startedAt);
-      return response;
-    } catch (error) {
-      this.#report(operation, status, startedAt, error);
-      throw error;
-    }
-  }
-
-  #report(operation: string, status: number | undefined, startedAt: number, error?: unknown): void {
-    const durationMs = Math.round(performance.now() - startedAt);
-    const errorName =
-      error === undefined ? undefined : error instanceof Error ? error.name : 'Error';
-    this.#options.hooks?.onRequest?.({
-      operation,
-      status,
-      durationMs,
-      ...(errorName === undefined ? {} : { error: errorName }),
-    });
-    this.#options.logger?.debug(
-      { operation, status, durationMs, error: errorName },
-      'perks: request',
-    );
   }
 }
 

@@ -144,6 +144,33 @@ export class InvalidInputError extends PerksError {
   }
 }
 
+/**
+ * POST /tokens failed, after its own retries, so the call it was for was never sent. Whatever
+ * its status, it is about our credentials or the token endpoint, never about the consumer of
+ * a job: jobs retry it like an outage. `cause` is the mint's own error (an AuthError, a
+ * TransportError, a ResponseShapeError...), whose status and code it repeats.
+ */
+export class TokenMintError extends PerksError {
+  override readonly name = 'TokenMintError';
+  static from(error: unknown): TokenMintError {
+    if (error instanceof TokenMintError) return error;
+    if (!(error instanceof PerksError)) {
+      const message = error instanceof Error ? error.message : String(error);
+      return new TokenMintError(`mintToken: ${message}`, { operation: 'mintToken', cause: error });
+    }
+    const { message, operation, status, code, title, errors, instance } = error;
+    return new TokenMintError(message, {
+      operation,
+      status,
+      code,
+      title,
+      errors,
+      instance,
+      cause: error,
+    });
+  }
+}
+
 /** Whether the retry policy may try the call again after this error. */
 export function isRetryable(error: unknown): boolean {
   if (error instanceof UpstreamError) return error.retryable;

@@ -5,9 +5,9 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { type Dispatcher, request } from 'undici';
+import { linkSignals } from '../signals.js';
 import { PerksError, ResponseShapeError, ResponseTooLargeError, TransportError } from './errors.js';
 import { redactSecrets } from './redact.js';
-import { linkSignals } from './signals.js';
 
 export interface HttpExchangeOptions {
   dispatcher: Dispatcher;

@@ -4,10 +4,11 @@
  * fails its job at once (UnrecoverableError) with a reason naming the field.
  */
 
+import type { Job } from 'bullmq';
 import { z } from 'zod';
 import { formatPath } from '../perks/paging.js';
 import { consentSchema, consumerIdSchema } from '../perks/schemas.js';
-import { maxConsumersPerSyncJob } from './names.js';
+import { jobNames, maxConsumersPerSyncJob } from './names.js';
 
 /** The client's own customer id: any non-empty string of sane length. */
 const userIdSchema = z
@@ -59,6 +60,27 @@ export const reconciliationPayloadSchema = z.strictObject({
 });
 export type ReconciliationPayload = z.input<typeof reconciliationPayloadSchema>;
 export type ReconciliationState = z.output<typeof reconciliationPayloadSchema>;
+
+/** The cron scheduler's tick carries nothing: it only starts a reconciliation. */
+export const reconcileTickPayloadSchema = z.strictObject({});
+
+/**
+ * Every job name and the schema of its payload: the one map from a job's name to its type.
+ * Producers add `JobPayload<N>`; a processor receives a `PerksJob<N>` and still parses its
+ * data, since anything that speaks to Redis can add a job.
+ */
+export const jobPayloadSchemas = {
+  [jobNames.enroll]: enrollmentPayloadSchema,
+  [jobNames.syncRewards]: rewardSyncPayloadSchema,
+  [jobNames.syncRewardsBatch]: rewardSyncBatchPayloadSchema,
+  [jobNames.reconcile]: reconciliationPayloadSchema,
+  [jobNames.reconcileTick]: reconcileTickPayloadSchema,
+} as const;
+
+export type JobName = keyof typeof jobPayloadSchemas;
+export type JobPayload<N extends JobName> = z.input<(typeof jobPayloadSchemas)[N]>;
+/** A BullMQ job of one name, its data typed by that name. */
+export type PerksJob<N extends JobName> = Job<JobPayload<N>, unknown, N>;
 
 /** Thrown by `parsePayload`: one line naming each bad field. */
 export class InvalidPayloadError extends Error {

@@ -2,7 +2,7 @@
  * Coalesces the small page writes of concurrent syncs into one statement (group commit).
  *
  * A small page costs PostgreSQL more to plan than to run (about 1 ms of its CPU for a 10-row
- * page, bench/RESULTS.md), and every statement is a commit waiting for its WAL flush. So
+ * page), and every statement is a commit waiting for its WAL flush. So
  * while `lanes` statements of small pages are running, further small pages queue; when a
  * statement ends, the queue (within limits) goes in the next one. An idle writer adds no
  * delay: a page that finds a lane free is written at once. A large page (more than
@@ -55,14 +55,14 @@ const maxPagesPerStatement = 100;
  */
 export const defaultWriterLimits = (poolSize: number, writers?: number): RewardWriterLimits => ({
   // One lane per 8 connections: small pages wait for the running statement, so the fewer the
-  // lanes the larger the batches (bench/RESULTS.md); the rest of the pool stays free for large
-  // pages and the other queries.
+  // lanes the larger the batches; the rest of the pool stays free for large pages and the
+  // other queries.
   lanes: Math.max(1, Math.floor(poolSize / 8)),
   smallRows: 100,
   smallSeenIds: 1000,
   // Half the writers at most: a statement holding every sync's page leaves the database idle
   // afterwards, while all of them fetch their next page at once. Half of them fetch while the
-  // other half is written (bench/RESULTS.md, round 15).
+  // other half is written.
   maxPages:
     writers === undefined
       ? maxPagesPerStatement

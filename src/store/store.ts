@@ -69,7 +69,7 @@ export function createStore(config: StoreConfig, options: StoreOptions = {}): St
     connectionTimeoutMillis: 10_000,
     // No JIT: the write statement's estimated cost passes jit_above_cost once the planner
     // guesses many rewards per consumer, and compiling it took ~160 ms of CPU per statement
-    // for ~10 ms of work (bench/RESULTS.md). Every query here is short. An `options` given in
+    // for ~10 ms of work. Every query here is short. An `options` given in
     // DATABASE_URL replaces this one.
     options: '-c jit=off',
   });

@@ -1,6 +1,7 @@
 /** Reconciliation end to end: every enrolled consumer re-synced, with a bounded backlog. */
 import { afterEach, describe, expect, it } from 'vitest';
 import { processReconcileTick } from '../../src/jobs/reconcile.js';
+import type { PerksJob } from '../../src/queues/payloads.js';
 import { enqueueRewardSyncs, startReconciliation } from '../../src/queues/producer.js';
 import { type Harness, startHarness } from '../support/worker-harness.js';
 
@@ -110,7 +111,7 @@ describe('reconciliation', () => {
     const { processReconciliation } = await import('../../src/jobs/reconcile.js');
     const fresh = await h.runtime.ctx.queues.reconciliation.getJob(jobId);
     if (!fresh) throw new Error('job vanished');
-    const result = await processReconciliation(fresh, h.runtime.ctx);
+    const result = await processReconciliation(fresh as PerksJob<'reconcile'>, h.runtime.ctx);
     expect(result.enqueued).toBe(30);
     expect(result.batches).toBe(1);
     // In jobs of 8 consumers (SYNC_CONSUMERS_PER_JOB of the harness): one of 8, one of 2,

@@ -4,7 +4,6 @@
  * own, a place in `failed`, no second sync while its own is pending, nothing lost to a 429 or
  * a shutdown.
  */
-import type { Job } from 'bullmq';
 import { RateLimitError } from 'bullmq';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -12,6 +11,7 @@ import {
   type RewardSyncBatchResult,
 } from '../../src/jobs/sync-rewards-batch.js';
 import { jobNames } from '../../src/queues/names.js';
+import type { PerksJob } from '../../src/queues/payloads.js';
 import { enqueueRewardSync, enqueueRewardSyncs } from '../../src/queues/producer.js';
 import { expectConsistent } from '../support/processes.js';
 import { type Harness, startHarness } from '../support/worker-harness.js';
@@ -26,7 +26,10 @@ const idsOf = (prefix: string, n: number) =>
   Array.from({ length: n }, (_, i) => `${prefix}_${String(i).padStart(2, '0')}`);
 
 /** A job of several consumers, added with the worker stopped, to be run by the test itself. */
-async function batchJob(h: Harness, consumerIds: string[]): Promise<Job> {
+async function batchJob(
+  h: Harness,
+  consumerIds: string[],
+): Promise<PerksJob<'sync-rewards-batch'>> {
   await h.worker.close(1000);
   const added = await h.runtime.ctx.queues.rewardSync.add(jobNames.syncRewardsBatch, {
     consumerIds,
@@ -34,7 +37,7 @@ async function batchJob(h: Harness, consumerIds: string[]): Promise<Job> {
   });
   const job = await h.runtime.ctx.queues.rewardSync.getJob(added.id ?? '');
   if (!job) throw new Error('job vanished');
-  return job;
+  return job as PerksJob<'sync-rewards-batch'>;
 }
 
 async function syncCounts(h: Harness): Promise<Record<string, number>> {

@@ -1,7 +1,7 @@
 /** acquireRedisLock against a real Redis: one holder, and only the holder releases. */
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { acquireRedisLock } from '../../src/queues/lock.js';
+import { acquireRedisLock } from '../../src/redis/lock.js';
 import { testQueuePrefix } from '../support/redis.js';
 
 const { redisUrl, prefix, cleanup } = testQueuePrefix();

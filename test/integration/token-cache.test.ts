@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { RedisTokenCache } from '../../src/queues/token-cache.js';
+import { RedisTokenCache } from '../../src/redis/token-cache.js';
 import { testQueuePrefix } from '../support/redis.js';
 import {
   BASE_PATH,

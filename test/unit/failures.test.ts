@@ -1,7 +1,12 @@
 import { UnrecoverableError } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { isPermanent, steerFailure } from '../../src/jobs/failures.js';
-import { AuthError, UpstreamError, ValidationError } from '../../src/perks/errors.js';
+import {
+  AuthError,
+  TokenMintError,
+  UpstreamError,
+  ValidationError,
+} from '../../src/perks/errors.js';
 import { InvalidPayloadError } from '../../src/queues/payloads.js';
 import type { Queues } from '../../src/queues/queues.js';
 
@@ -24,10 +29,10 @@ describe('which failures are permanent', () => {
       false,
     );
     // A token endpoint that rejects our request says nothing about the consumer of the job.
-    expect(isPermanent(new ValidationError('400', { operation: 'mintToken', status: 400 }))).toBe(
-      false,
-    );
-    expect(isPermanent(new AuthError('403', { operation: 'mintToken', status: 403 }))).toBe(false);
+    const refused = new ValidationError('400', { operation: 'mintToken', status: 400 });
+    expect(isPermanent(TokenMintError.from(refused))).toBe(false);
+    const forbidden = new AuthError('403', { operation: 'mintToken', status: 403 });
+    expect(isPermanent(TokenMintError.from(forbidden))).toBe(false);
   });
 
   it('turns a permanent failure into UnrecoverableError, keeping its message', async () => {

@@ -265,7 +265,7 @@ describe('close', () => {
 describe('linkSignals', () => {
   it('detaches from a long-lived source once disposed', async () => {
     const { EventEmitter } = await import('node:events');
-    const { linkSignals } = await import('../../../src/perks/signals.js');
+    const { linkSignals } = await import('../../../src/signals.js');
     const shutdown = new AbortController();
     for (let i = 0; i < 50; i++) linkSignals([shutdown.signal], 1_000).dispose();
     expect(EventEmitter.getEventListeners(shutdown.signal, 'abort')).toHaveLength(0);
@@ -277,7 +277,7 @@ describe('linkSignals', () => {
   });
 
   it('aborts on its deadline and says so', async () => {
-    const { linkSignals } = await import('../../../src/perks/signals.js');
+    const { linkSignals } = await import('../../../src/signals.js');
     const linked = linkSignals([], 1);
     await new Promise((resolve) => linked.signal.addEventListener('abort', resolve));
     expect(linked.timedOut()).toBe(true);

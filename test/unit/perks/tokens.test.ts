@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { AuthError, ResponseShapeError } from '../../../src/perks/errors.js';
+import { AuthError, ResponseShapeError, TokenMintError } from '../../../src/perks/errors.js';
 import { InMemoryTokenCache } from '../../../src/perks/token-cache.js';
 import { refreshMarginMs } from '../../../src/perks/tokens.js';
 import {
@@ -97,15 +97,20 @@ describe('POST /tokens', () => {
   it('rejects a token response without expires_in, naming the field', async () => {
     api = fakeApi({ tokens: () => ({ status: 200, body: { access_token: 'x' } }), api: okReward });
     const error = await api.client.getReward(CONSUMER, REWARD_ID).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(ResponseShapeError);
-    expect(error).toMatchObject({ operation: 'mintToken', path: 'expires_in' });
+    expect(error).toBeInstanceOf(TokenMintError);
+    expect((error as TokenMintError).cause).toBeInstanceOf(ResponseShapeError);
+    expect((error as TokenMintError).cause).toMatchObject({
+      operation: 'mintToken',
+      path: 'expires_in',
+    });
   });
 
-  it('bad credentials -> AuthError from mintToken, no API call, no loop', async () => {
+  it('bad credentials -> TokenMintError (an AuthError), no API call, no loop', async () => {
     api = fakeApi({ tokens: () => envelope(401, 'ERR-401-00', 'Unauthorized'), api: okReward });
     const error = await api.client.getReward(CONSUMER, REWARD_ID).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(AuthError);
-    expect(error).toMatchObject({ operation: 'mintToken', status: 401 });
+    expect(error).toBeInstanceOf(TokenMintError);
+    expect((error as TokenMintError).cause).toBeInstanceOf(AuthError);
+    expect(error).toMatchObject({ operation: 'mintToken', status: 401, code: 'ERR-401-00' });
     expect(api.tokenRequests()).toHaveLength(1);
     expect(api.apiRequests()).toHaveLength(0);
   });
