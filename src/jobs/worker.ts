@@ -146,30 +146,41 @@ export function startWorker(
     [jobNames.reconcile]: (job, signal) => processReconciliation(job, ctx, signal),
     [jobNames.reconcileTick]: () => processReconcileTick(ctx),
   };
-  const processJob = measured(async (job, _token, signal) => {
-    const processor = Object.hasOwn(processors, job.name)
-      ? (processors[job.name as JobName] as (job: Job, signal?: AbortSignal) => unknown)
-      : undefined;
-    if (!processor) throw new UnrecoverableError(`unknown job name ${JSON.stringify(job.name)}`);
-    return processor(job, signal);
-  });
+  /**
+   * A queue's processor: by the job's name, and a name of another queue's job or none we
+   * know runs as the queue's main job, whose payload check then names what is wrong.
+   */
+  const processorOf = (main: JobName, names: readonly JobName[]): Processor =>
+    measured(async (job, _token, signal) => {
+      const name = names.find((known) => known === job.name) ?? main;
+      const processor = processors[name] as (job: Job, signal?: AbortSignal) => unknown;
+      return processor(job, signal);
+    });
 
   const workers: Record<QueueKind, Worker> = {
     enrollment: logOutcome(
-      new Worker(queueNames.enrollment, processJob, {
+      new Worker(queueNames.enrollment, processorOf(jobNames.enroll, []), {
         ...common,
         concurrency: config.enrollConcurrency,
       }),
     ),
     rewardSync: logOutcome(
-      new Worker(queueNames.rewardSync, processJob, {
-        ...common,
-        concurrency: config.syncConcurrency,
-      }),
+      new Worker(
+        queueNames.rewardSync,
+        processorOf(jobNames.syncRewards, [jobNames.syncRewardsBatch]),
+        {
+          ...common,
+          concurrency: config.syncConcurrency,
+        },
+      ),
     ),
     // 2: the cron tick must be able to run (and be deduplicated) while a reconciliation runs.
     reconciliation: logOutcome(
-      new Worker(queueNames.reconciliation, processJob, { ...common, concurrency: 2 }),
+      new Worker(
+        queueNames.reconciliation,
+        processorOf(jobNames.reconcile, [jobNames.reconcileTick]),
+        { ...common, concurrency: 2 },
+      ),
     ),
   };
 
