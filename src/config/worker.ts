@@ -67,7 +67,7 @@ export const workerVariables = {
   JOB_ATTEMPTS: variable({
     group: 'worker',
     key: 'jobAttempts',
-    schema: wholeNumber(1, maxConsumersPerSyncJob),
+    schema: wholeNumber(1, 100),
     default: '8',
     example: '8',
     description: 'Attempts of a job before it is failed (exponential backoff between them).',

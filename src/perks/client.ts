@@ -188,8 +188,10 @@ export class PerksClient {
         try {
           token = await this.#tokens.accessToken(callSignal);
         } catch (error) {
-          // The mint has its own retries: retrying it again here would multiply them.
-          throw new AbortError(TokenMintError.from(error));
+          // The mint has its own retries: retrying it again here would multiply them. A 429
+          // stays a ThrottledError (the queues pause for it), and a cancel stays a cancel.
+          const passOn = callSignal.aborted || error instanceof ThrottledError;
+          throw new AbortError(passOn ? asError(error) : TokenMintError.from(error));
         }
         try {
           return await this.#transport.send(operation, spec, `Bearer ${token}`, callSignal);
@@ -262,3 +264,6 @@ function enrollResponseMatches(response: HttpResponse): boolean {
     return false;
   }
 }
+
+const asError = (thrown: unknown): Error =>
+  thrown instanceof Error ? thrown : new Error(String(thrown));

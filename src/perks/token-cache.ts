@@ -1,6 +1,6 @@
 /**
  * Where minted access tokens are kept. The default lives in memory (one process); a shared
- * implementation (Redis, src/queues/token-cache.ts) lets N replicas mint about one token an
+ * implementation (Redis, src/redis/token-cache.ts) lets N replicas mint about one token an
  * hour instead of N. Implementations store the token value but must never log it.
  */
 

@@ -66,8 +66,8 @@ export const reconcileTickPayloadSchema = z.strictObject({});
 
 /**
  * Every job name and the schema of its payload: the one map from a job's name to its type.
- * Producers add `JobPayload<N>`; a processor receives a `PerksJob<N>` and still parses its
- * data, since anything that speaks to Redis can add a job.
+ * A processor receives a `PerksJob<N>` and still parses its data, since anything that speaks
+ * to Redis can add a job.
  */
 export const jobPayloadSchemas = {
   [jobNames.enroll]: enrollmentPayloadSchema,

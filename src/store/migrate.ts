@@ -54,13 +54,21 @@ const filePattern = /^(\d{6})_([a-z0-9_]+)\.sql$/;
 const lockNamespace = 'perks-worker migrations';
 
 /**
- * Checksums an applied file had before an edit of its comments alone (its statements byte for
- * byte the same). A schema recording one is accepted and its checksum set to the file's
- * current one; any other mismatch is still a MigrationChecksumError. An entry is only for a
- * comment edit: a file whose SQL changed needs a new migration.
+ * Checksums of one file before and after an edit of its comments alone (its statements byte
+ * for byte the same): a schema recording either is accepted while the file has either, so a
+ * rollback to the earlier build still starts. The recorded checksum is left as it is. Any
+ * other mismatch is a MigrationChecksumError: a file whose SQL changed needs a new migration.
  */
-const formerChecksums: Readonly<Record<string, readonly string[]>> = {
-  '000002': ['70d527fecd9185ac3014a66babf4572b18bada1ccd53053d35fff6eb41522434'],
+const sameStatements: Readonly<Record<string, readonly string[]>> = {
+  '000002': [
+    '70d527fecd9185ac3014a66babf4572b18bada1ccd53053d35fff6eb41522434',
+    '96f657391427819a950f6d117bf35284c134abe009412cf0bbfa55019f7944a2',
+  ],
+};
+
+const sameStatementsAs = (file: MigrationFile, applied: string): boolean => {
+  const known = sameStatements[file.version] ?? [];
+  return known.includes(file.checksum) && known.includes(applied);
 };
 
 const pgErrors = {
@@ -156,24 +164,12 @@ async function applyPending(
     `select version, checksum from ${q}.schema_migrations order by version`,
   );
   const appliedChecksums = new Map(rows.map((r) => [r.version, r.checksum]));
-  const commentsEdited: MigrationFile[] = [];
   for (const file of files) {
     const appliedChecksum = appliedChecksums.get(file.version);
     if (appliedChecksum === undefined || appliedChecksum === file.checksum) continue;
-    if (!formerChecksums[file.version]?.includes(appliedChecksum)) {
+    if (!sameStatementsAs(file, appliedChecksum)) {
       throw new MigrationChecksumError(file.file, appliedChecksum, file.checksum);
     }
-    commentsEdited.push(file);
-  }
-  for (const file of commentsEdited) {
-    await client.query(`update ${q}.schema_migrations set checksum = $2 where version = $1`, [
-      file.version,
-      file.checksum,
-    ]);
-    logger?.info(
-      { schema, migration: file.file, checksum: file.checksum },
-      'updated the checksum of a migration whose comments alone changed',
-    );
   }
   const known = new Set(files.map((f) => f.version));
   const unknown = rows.filter((r) => !known.has(r.version)).map((r) => r.version);

@@ -1,5 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { AuthError, ResponseShapeError, TokenMintError } from '../../../src/perks/errors.js';
+import {
+  AuthError,
+  ResponseShapeError,
+  ThrottledError,
+  TokenMintError,
+} from '../../../src/perks/errors.js';
 import { InMemoryTokenCache } from '../../../src/perks/token-cache.js';
 import { refreshMarginMs } from '../../../src/perks/tokens.js';
 import {
@@ -112,6 +117,17 @@ describe('POST /tokens', () => {
     expect((error as TokenMintError).cause).toBeInstanceOf(AuthError);
     expect(error).toMatchObject({ operation: 'mintToken', status: 401, code: 'ERR-401-00' });
     expect(api.tokenRequests()).toHaveLength(1);
+    expect(api.apiRequests()).toHaveLength(0);
+  });
+
+  it('a 429 on /tokens stays a ThrottledError, so the queues pause for it', async () => {
+    api = fakeApi({
+      tokens: () => ({ status: 429, body: 'slow down', headers: { 'retry-after': '30' } }),
+      api: okReward,
+    });
+    const error = await api.client.getReward(CONSUMER, REWARD_ID).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ThrottledError);
+    expect(error).toMatchObject({ operation: 'mintToken', retryAfterMs: 30_000 });
     expect(api.apiRequests()).toHaveLength(0);
   });
 

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The worker's own peak RSS on a first sync of 200 consumers x 1,000 rewards: `perks-worker
+# work` as a process of its own against `perks-worker sandbox`, into a database and queue
+# prefix of its own (dropped at the end). Needs a build (npm run build), psql and redis-cli.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379}
+admin_url=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+database=perks_worker_rss
+export DATABASE_URL=${admin_url%/*}/$database QUEUE_PREFIX=worker-rss PORT=0 LOG_LEVEL=warn
+log_dir=$(mktemp -d)
+
+psql "$admin_url" -qc "drop database if exists $database" 2>/dev/null
+redis-cli -u "$REDIS_URL" --scan --pattern "$QUEUE_PREFIX:*" | xargs -r redis-cli -u "$REDIS_URL" del >/dev/null
+node dist/src/index.js sandbox --port 0 --consumers 200 --rewards-min 1000 --rewards-max 1000 \
+  >"$log_dir/sandbox.log" 2>&1 &
+sandbox=$!
+trap 'kill $sandbox ${worker:-} 2>/dev/null || true; psql "$admin_url" -qc "drop database if exists $database" 2>/dev/null; rm -rf "$log_dir"' EXIT
+for _ in $(seq 1 120); do grep -q PERKS_CLIENT_SECRET "$log_dir/sandbox.log" && break; sleep 0.5; done
+eval "$(grep -E '^  PERKS_' "$log_dir/sandbox.log" | sed 's/^  /export /')"
+
+node dist/src/index.js migrate >/dev/null
+node dist/src/index.js work >"$log_dir/work.log" 2>&1 &
+worker=$!
+started=$(date +%s.%N)
+node --input-type=module -e "
+const { createProducer } = await import('./dist/src/queues/producer.js');
+const producer = await createProducer({ redisUrl: process.env.REDIS_URL, queuePrefix: process.env.QUEUE_PREFIX });
+for (let i = 1; i <= 200; i++) await producer.enqueueRewardSync({ consumerId: 'sbx_' + String(i).padStart(4, '0') });
+await producer.close();"
+rows=0
+for _ in $(seq 1 1200); do
+  rows=$(psql "$DATABASE_URL" -tAc "select count(*) from perks.rewards")
+  [ "$rows" -ge 200000 ] && break
+  sleep 0.2
+done
+seconds=$(echo "$(date +%s.%N) - $started" | bc)
+echo "rewards stored: $rows in ${seconds} s ($(echo "$rows / $seconds" | bc) rewards/s)"
+grep VmHWM "/proc/$worker/status" | sed 's/VmHWM:/worker peak RSS (VmHWM):/'
