@@ -7,6 +7,7 @@
  * credentials.
  */
 import { readFileSync } from 'node:fs';
+import { isIPv4 } from 'node:net';
 import type { z } from 'zod';
 import { clientSecretSchema } from './config/api.js';
 import type { ConfigGroup, VariableSpec } from './config/define.js';
@@ -88,7 +89,7 @@ export function loadConfig<G extends ConfigGroup>(
       values[spec.key] = parsed.data;
       continue;
     }
-    const shown = spec.secret ? '' : `, got ${JSON.stringify(raw)}`;
+    const shown = spec.secret ? '' : `, got ${JSON.stringify(redactUrl(raw ?? ''))}`;
     const message = parsed.error.issues[0]?.message ?? 'bad value';
     problems.push({
       variable: name,
@@ -98,12 +99,51 @@ export function loadConfig<G extends ConfigGroup>(
   }
 
   const perks = config.perks;
+  if (
+    perks &&
+    typeof perks.baseUrl === 'string' &&
+    !perks.insecureHttp &&
+    insecure(perks.baseUrl)
+  ) {
+    problems.push({
+      variable: 'PERKS_BASE_URL',
+      problem: `is invalid: must be https:// (plain http would send the client secret in clear; it is accepted for a loopback host, or with PERKS_INSECURE_HTTP=allow), got ${JSON.stringify(redactUrl(perks.baseUrl))}`,
+      example: variables.PERKS_BASE_URL.example,
+    });
+  }
   if (perks) {
     perks.clientSecret = resolveClientSecret(env, perks, problems) ?? '';
     delete perks.clientSecretFile;
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return config as Pick<Config, G>;
+}
+
+/** True for a loopback host: 127.0.0.0/8, ::1 or localhost. */
+export function isLoopbackHost(hostname: string): boolean {
+  const host = hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase();
+  if (host === 'localhost' || host === '::1') return true;
+  return isIPv4(host) && host.startsWith('127.');
+}
+
+/**
+ * Whether an outbound URL would travel in clear to another machine: plain http to a host that
+ * is not loopback. Every outbound URL the worker is given obeys the same rule.
+ */
+export function insecure(url: string): boolean {
+  const { protocol, hostname } = new URL(url);
+  return protocol === 'http:' && !isLoopbackHost(hostname);
+}
+
+/** The warning `work` logs at every start while PERKS_INSECURE_HTTP=allow is in use. */
+export function insecureHttpWarning(perks: PerksConfig): string | undefined {
+  if (!perks.insecureHttp || !insecure(perks.baseUrl)) return undefined;
+  return `PERKS_BASE_URL is plain http to ${new URL(perks.baseUrl).host} (PERKS_INSECURE_HTTP=allow): the client secret and tokens travel in clear`;
+}
+
+/** A value as it may be shown: the password of a URL (`//user:password@`) never is. */
+export function redactUrl(value: string): string {
+  return value.replace(/(\/\/[^/@\s]*?):[^/@\s]*@/g, '$1:***@');
 }
 
 function readVariable(env: Env, name: VariableName, spec: VariableSpec): string | undefined {

@@ -69,6 +69,7 @@ const operationalErrors = new Set([
   'DatabaseUnreachableError',
   'MigrationChecksumError',
   'MigrationFileError',
+  'PortInUseError',
   'RedisUnreachableError',
 ]);
 

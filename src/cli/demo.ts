@@ -4,7 +4,7 @@
  * each run), never to the production ones, and ends with a summary read back from Postgres.
  */
 import pg from 'pg';
-import { loadConfig } from '../config.js';
+import { loadConfig, redactUrl as redact } from '../config.js';
 import type { JobContext } from '../jobs/context.js';
 import { createRuntime, type RuntimeConfig } from '../jobs/runtime.js';
 import { startWorker } from '../jobs/worker.js';
@@ -17,7 +17,6 @@ import { startSandbox } from '../sandbox/index.js';
 import { migrate } from '../store/migrate.js';
 import { consumerFailures, readSummary } from '../store/summary.js';
 import { type CommandSpec, parseCommandArgs, wholeNumberOption } from './command.js';
-import { redactUrl as redact } from './producer-session.js';
 import { datastoreBlock, failuresBlock } from './report.js';
 
 const spec = {

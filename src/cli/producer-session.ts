@@ -1,4 +1,4 @@
-import { loadConfig } from '../config.js';
+import { loadConfig, redactUrl } from '../config.js';
 import { createLogger } from '../ops/logger.js';
 import { createProducer, type Producer } from '../queues/producer.js';
 
@@ -28,8 +28,4 @@ export class RedisUnreachableError extends Error {
   constructor(url: string, cause: unknown) {
     super(`cannot reach Redis at ${url}: ${(cause as Error).message}`, { cause });
   }
-}
-
-export function redactUrl(url: string): string {
-  return url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
 }

@@ -1,10 +1,10 @@
-import { type Config, loadConfig } from '../config.js';
+import { type Config, loadConfig, redactUrl } from '../config.js';
 import { failedJobs, lastReconciliation, queueCounts } from '../queues/inspect.js';
 import type { Producer } from '../queues/producer.js';
 import { createStore } from '../store/store.js';
 import { consumerFailures, readSummary } from '../store/summary.js';
 import { type CommandSpec, parseCommandArgs } from './command.js';
-import { redactUrl, withProducer } from './producer-session.js';
+import { withProducer } from './producer-session.js';
 import { datastoreBlock, failuresBlock, queuesBlock, reconciliationLine } from './report.js';
 
 const spec: CommandSpec = {

@@ -1,10 +1,11 @@
+import type { Server } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type DatabaseConfig, loadConfig } from '../config.js';
+import { type DatabaseConfig, insecureHttpWarning, loadConfig } from '../config.js';
 import { createRuntime } from '../jobs/runtime.js';
 import { registerReconcileSchedule } from '../jobs/schedule.js';
 import { startWorker } from '../jobs/worker.js';
 import { createDashboard, dashboardPath, type Route } from '../ops/dashboard.js';
-import { closeServer, startOpsServer } from '../ops/health.js';
+import { closeServer, PortInUseError, startOpsServer } from '../ops/health.js';
 import type { Logger } from '../ops/logger.js';
 import { createLogger } from '../ops/logger.js';
 import { shutdownSignal } from '../ops/shutdown.js';
@@ -38,6 +39,8 @@ export async function run(argv: readonly string[]): Promise<number> {
   const logger = createLogger(config.log, { pid: process.pid });
   const keyWarning = consumerIdKeyWarning(config.consumerIds.key);
   if (keyWarning) logger.warn(keyWarning);
+  const httpWarning = insecureHttpWarning(config.perks);
+  if (httpWarning) logger.warn(httpWarning);
   const stopping = shutdownSignal();
 
   if (!values['skip-migrate']) {
@@ -51,13 +54,6 @@ export async function run(argv: readonly string[]): Promise<number> {
     ? await startTracing({ endpoint: config.worker.otlpEndpoint, logger })
     : undefined;
   const runtime = createRuntime(config, logger);
-  const worker = startWorker(
-    runtime.ctx,
-    runtime.connection,
-    config.redis.queuePrefix,
-    config.worker,
-    tracing ? { telemetry: tracing.telemetry } : {},
-  );
   const dashboard: Route | undefined = config.worker.dashboardPassword
     ? await createDashboard({
         queues: Object.values(runtime.ctx.queues),
@@ -65,25 +61,36 @@ export async function run(argv: readonly string[]): Promise<number> {
         password: config.worker.dashboardPassword,
       })
     : undefined;
-  // A port already taken (two replicas on one host with the same PORT) must not stop the
-  // worker from working: it runs on, without its health server, and says so loudly.
-  const server = await startOpsServer({
-    port: config.worker.port,
-    logger,
-    checks: [
-      { name: 'redis', check: async () => void (await runtime.connection.ping()) },
-      { name: 'postgres', check: () => runtime.ctx.store.ping() },
-    ],
-    registry: runtime.metrics.registry,
-    ...(dashboard ? { routes: dashboard } : {}),
-  }).catch((error: NodeJS.ErrnoException) => {
-    if (error.code !== 'EADDRINUSE') throw error;
-    logger.error(
-      { port: config.worker.port },
-      'PORT is in use: running without /healthz, /readyz and /metrics; give each replica its own PORT',
-    );
-    return undefined;
-  });
+  // Before any job is taken: a replica whose health endpoints cannot listen (PORT taken by
+  // another process) would be invisible to its orchestrator, so it exits instead.
+  let server: Server | undefined;
+  try {
+    server = await startOpsServer({
+      port: config.worker.port,
+      host: config.worker.opsHost,
+      logger,
+      checks: [
+        { name: 'redis', check: async () => void (await runtime.connection.ping()) },
+        { name: 'postgres', check: () => runtime.ctx.store.ping() },
+      ],
+      registry: runtime.metrics.registry,
+      ...(dashboard ? { routes: dashboard } : {}),
+    });
+  } catch (error) {
+    await runtime.close();
+    if (tracing) await within(5000, tracing.shutdown());
+    if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') {
+      throw new PortInUseError('PORT', config.worker.port);
+    }
+    throw error;
+  }
+  const worker = startWorker(
+    runtime.ctx,
+    runtime.connection,
+    config.redis.queuePrefix,
+    config.worker,
+    tracing ? { telemetry: tracing.telemetry } : {},
+  );
   registerReconcileSchedule(
     runtime.ctx.queues,
     runtime.connection,
@@ -96,7 +103,7 @@ export async function run(argv: readonly string[]): Promise<number> {
       'could not register the reconciliation schedule',
     ),
   );
-  const address = server?.address();
+  const address = server.address();
   logger.info(
     {
       port: typeof address === 'object' && address ? address.port : 'off',
@@ -115,7 +122,7 @@ export async function run(argv: readonly string[]): Promise<number> {
     'shutting down: finishing active jobs',
   );
   const { timedOut } = await worker.close(config.worker.shutdownTimeoutMs);
-  if (server) await closeServer(server);
+  await closeServer(server);
   await runtime.close();
   // Bounded: a collector that is down must not hold the exit past the grace period.
   if (tracing) await within(5000, tracing.shutdown());

@@ -15,6 +15,14 @@ export const apiVariables = {
     example: 'https://api.perks.example/programs/acme',
     description: 'Base URL of the Perks API for your program (sandbox or production).',
   }),
+  PERKS_INSECURE_HTTP: variable({
+    group: 'perks',
+    key: 'insecureHttp',
+    schema: z.enum(['allow'], { error: 'must be allow, or unset' }).optional(),
+    example: 'allow',
+    description:
+      '`allow`: accept a plain `http://` `PERKS_BASE_URL` on a host that is not loopback (a sandbox on another host), with a warning at every start. Unset: such a URL is refused, since it would send the client secret in clear.',
+  }),
   PERKS_CLIENT_ID: variable({
     group: 'perks',
     key: 'clientId',

@@ -123,6 +123,17 @@ export const workerVariables = {
     description:
       'Port of the operations HTTP server of `work` (`/healthz`, `/readyz`, `/metrics`, `/dashboard`).',
   }),
+  OPS_HOST: variable({
+    group: 'worker',
+    key: 'opsHost',
+    schema: z.union([z.ipv4(), z.ipv6(), z.literal('localhost')], {
+      error: 'must be an IP address to listen on (0.0.0.0, 127.0.0.1, ::) or localhost',
+    }),
+    default: '0.0.0.0',
+    example: '127.0.0.1',
+    description:
+      'Address the operations server of `work` listens on. `0.0.0.0` (all interfaces, as exporters do); `127.0.0.1` keeps it on the host.',
+  }),
   DASHBOARD_USER: variable({
     group: 'worker',
     key: 'dashboardUser',

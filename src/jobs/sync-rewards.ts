@@ -125,7 +125,8 @@ async function scanOnce(
     if (page.totalChanged) consistent = false;
     // A walk that ended with fewer distinct rewards than announced saw a shifting list.
     if (page.lastPage && new Set(seenIds).size !== page.total) consistent = false;
-    const observedAt = new Date();
+    // Stamped before the request: a slow answer must not overwrite a newer observation.
+    const observedAt = page.requestedAt;
     const finish =
       !page.lastPage || (!consistent && result.scans < maxScans)
         ? undefined

@@ -8,7 +8,9 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
+import { LoginThrottle } from './login-throttle.js';
 
 export const dashboardPath = '/dashboard';
 
@@ -45,12 +47,16 @@ export async function createDashboard(options: DashboardOptions): Promise<Route>
   });
   const app = serverAdapter.getRouter() as ExpressApp;
   const checkCredentials = basicAuthChecker(options.user, options.password);
+  const throttle = new LoginThrottle();
 
-  return (req, res) => {
+  return async (req, res) => {
     const url = req.url ?? '/';
     const path = url.split('?')[0] ?? '/';
     if (path !== dashboardPath && !path.startsWith(`${dashboardPath}/`)) return false;
+    const address = req.socket.remoteAddress ?? 'unknown';
     if (!checkCredentials(req.headers.authorization)) {
+      // A browser's first request carries no credentials: only a wrong guess waits.
+      if (req.headers.authorization !== undefined) await sleep(throttle.failed(address));
       res.writeHead(401, {
         'www-authenticate': 'Basic realm="perks-worker dashboard", charset="UTF-8"',
         'content-type': 'text/plain; charset=utf-8',
@@ -58,6 +64,7 @@ export async function createDashboard(options: DashboardOptions): Promise<Route>
       res.end('authentication required\n');
       return true;
     }
+    throttle.succeeded(address);
     // bull-board's app routes from its own root: hand it the path below /dashboard.
     req.url = url.slice(dashboardPath.length) || '/';
     return new Promise<boolean>((resolve) => {

@@ -29,6 +29,14 @@ export interface OpsServerOptions {
 /** An event loop stalled longer than this (p99 over the last interval) is not healthy. */
 const maxLoopDelayMs = 2000;
 
+/** The port a server of `work` must listen on is taken: the process exits 1 saying which. */
+export class PortInUseError extends Error {
+  override readonly name = 'PortInUseError';
+  constructor(variable: string, port: number) {
+    super(`${variable} ${port} is already in use; give each replica on a host its own ${variable}`);
+  }
+}
+
 export async function startOpsServer(options: OpsServerOptions): Promise<Server> {
   const loop = monitorEventLoopDelay({ resolution: 20 });
   loop.enable();
@@ -59,11 +67,15 @@ export async function startOpsServer(options: OpsServerOptions): Promise<Server>
             await withTimeout(check(), timeoutMs);
             return { name, ok: true as const };
           } catch (error) {
-            return {
-              name,
-              ok: false as const,
-              error: error instanceof Error ? error.message : String(error),
-            };
+            // The driver's text stays in the log: it may name hosts, users or paths.
+            options.logger.warn(
+              {
+                check: name,
+                err: { message: error instanceof Error ? error.message : String(error) },
+              },
+              'readiness check failed',
+            );
+            return { name, ok: false as const };
           }
         }),
       );
@@ -73,7 +85,7 @@ export async function startOpsServer(options: OpsServerOptions): Promise<Server>
           failing.length === 0
             ? 'ready'
             : `not ready: ${failing.map((f) => f.name).join(', ')} unreachable`,
-        checks: Object.fromEntries(results.map((r) => [r.name, r.ok ? 'ok' : r.error])),
+        checks: Object.fromEntries(results.map((r) => [r.name, r.ok ? 'ok' : 'unreachable'])),
       };
       return send(res, failing.length === 0 ? 200 : 503, body);
     }

@@ -59,7 +59,7 @@ export class PerksClient {
     // Every call in flight listens on the close signal (and detaches when done): with a busy
     // worker that is more than the default 10, which is not a leak.
     setMaxListeners(0, this.#closing.signal);
-    this.#basicAuth = Buffer.from(`${options.clientId}:${options.clientSecret}`).toString('base64');
+    this.#basicAuth = basicCredentials(options.clientId, options.clientSecret);
     // An injected dispatcher (tests: MockAgent) is the caller's to close; our own Pool is ours.
     const dispatcher =
       options.dispatcher ?? new Pool(base.origin, { connections: options.connections ?? 16 });
@@ -267,3 +267,13 @@ function enrollResponseMatches(response: HttpResponse): boolean {
 
 const asError = (thrown: unknown): Error =>
   thrown instanceof Error ? thrown : new Error(String(thrown));
+
+/**
+ * HTTP Basic credentials of POST /tokens. RFC 6749 §2.3.1: the id and the secret are each
+ * form-urlencoded before they are joined by `:` and base64-encoded, so a secret holding `:`
+ * or `%` reaches the server intact.
+ */
+export function basicCredentials(clientId: string, clientSecret: string): string {
+  const formEncode = (part: string) => new URLSearchParams({ p: part }).toString().slice(2);
+  return Buffer.from(`${formEncode(clientId)}:${formEncode(clientSecret)}`).toString('base64');
+}

@@ -19,6 +19,12 @@ export interface RewardPage {
   lastPage: boolean;
   /** This page's total differs from page 1's: records came or went mid-walk; rescan later. */
   totalChanged: boolean;
+  /**
+   * When this page was asked for, before its request (and any retry of it) was sent: what it
+   * shows was true at that time or later, so a write stamped with it never passes for newer
+   * than it is, however slow the answer.
+   */
+  requestedAt: Date;
 }
 
 export interface ParsedPage {
@@ -82,6 +88,7 @@ export async function* walkRewardPages(
   let servedPerPage: number | undefined;
   let previousFirstId: string | undefined;
   for (let page = 1; ; page++) {
+    const requestedAt = new Date();
     const parsed = await fetchPage(page);
     const fail = (why: string) =>
       new ResponseShapeError(`${operation}: page ${page}: ${why}`, { operation, path: 'meta' });
@@ -118,6 +125,7 @@ export async function* walkRewardPages(
       json: parsed.json,
       lastPage,
       totalChanged: parsed.total !== firstTotal,
+      requestedAt,
     };
     if (lastPage) return;
     previousFirstId = firstId;

@@ -154,7 +154,10 @@ export function secretMatches(presented: string, expected: string): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
-/** Decodes `Authorization: Basic base64(id:secret)`; undefined when absent or malformed. */
+/**
+ * Decodes `Authorization: Basic base64(id:secret)`, each part form-urlencoded as RFC 6749
+ * §2.3.1 asks; undefined when absent or malformed.
+ */
 export function parseBasic(
   authorization: string | undefined,
 ): { clientId: string; clientSecret: string } | undefined {
@@ -163,5 +166,16 @@ export function parseBasic(
   const decoded = Buffer.from(match[1], 'base64').toString('utf8');
   const colon = decoded.indexOf(':');
   if (colon <= 0) return undefined;
-  return { clientId: decoded.slice(0, colon), clientSecret: decoded.slice(colon + 1) };
+  const clientId = formDecode(decoded.slice(0, colon));
+  const clientSecret = formDecode(decoded.slice(colon + 1));
+  if (clientId === undefined || clientSecret === undefined) return undefined;
+  return { clientId, clientSecret };
+}
+
+function formDecode(part: string): string | undefined {
+  try {
+    return decodeURIComponent(part.replaceAll('+', ' '));
+  } catch {
+    return undefined;
+  }
 }

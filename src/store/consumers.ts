@@ -21,7 +21,9 @@ export interface RecordEnrollmentInput {
 /**
  * Records a successful enrollment and clears last_error and not_enrolled_at. enrolled_at and
  * the outcome of the first enrollment are kept when the consumer is enrolled again (a retried
- * job answered 409), unless the API had since said the consumer was not enrolled.
+ * job answered 409), unless the API had since said the consumer was not enrolled. Consents
+ * are stored only when the API created the consumer: a 409 applied none of them, so what was
+ * stored stands (null when nothing was).
  */
 export async function recordEnrollment(
   pool: pg.Pool,
@@ -31,15 +33,18 @@ export async function recordEnrollment(
   await pool.query(
     `insert into ${schema}.consumers as c (consumer_id, user_id, enrolled_at, enrollment_outcome,
        extra_consents, removed_consents, updated_at)
-     values ($1, $2, $3, $4, $5, $6, now())
+     values ($1, $2, $3, $4, case when $4 = 'created' then $5::text[] end,
+       case when $4 = 'created' then $6::text[] end, now())
      on conflict (consumer_id) do update set
        user_id = coalesce(excluded.user_id, c.user_id),
        enrolled_at = case when c.enrolled_at is null or c.not_enrolled_at is not null
                           then excluded.enrolled_at else c.enrolled_at end,
        enrollment_outcome = case when c.enrolled_at is null or c.not_enrolled_at is not null
                                  then excluded.enrollment_outcome else c.enrollment_outcome end,
-       extra_consents = excluded.extra_consents,
-       removed_consents = excluded.removed_consents,
+       extra_consents = case when excluded.enrollment_outcome = 'created'
+                             then excluded.extra_consents else c.extra_consents end,
+       removed_consents = case when excluded.enrollment_outcome = 'created'
+                               then excluded.removed_consents else c.removed_consents end,
        not_enrolled_at = null,
        last_error = null,
        updated_at = now()`,

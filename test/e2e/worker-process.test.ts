@@ -2,6 +2,9 @@
  * The `perks-worker work` process itself: SIGTERM finishes active jobs and exits 0; a
  * SIGKILLed replica's job is taken up by another and ends with nothing lost or duplicated.
  */
+
+import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Producer } from '../../src/queues/producer.js';
 import type { Sandbox } from '../../src/sandbox/index.js';
@@ -91,4 +94,27 @@ describe('perks-worker work', () => {
       await second.exited;
     }
   }, 60_000);
+
+  it('exits 1 with one line when PORT is taken, before taking any job', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = (taken.address() as AddressInfo).port;
+    try {
+      sandbox.state.addConsumer('port_1', { rewards: 3 });
+      const { jobId } = await producer.enqueueRewardSync({ consumerId: 'port_1' });
+      const worker = startWorkerProcess(rig.workerEnv({ PORT: String(port) }));
+      expect(await worker.exited, worker.output()).toBe(1);
+      const lines = worker
+        .output()
+        .split('\n')
+        .filter((line) => line.startsWith('perks-worker:'));
+      expect(lines).toEqual([
+        `perks-worker: PORT ${port} is already in use; give each replica on a host its own PORT`,
+      ]);
+      const state = await (await producer.queues.rewardSync.getJob(jobId))?.getState();
+      expect(['waiting', 'prioritized']).toContain(state);
+    } finally {
+      taken.close();
+    }
+  });
 });

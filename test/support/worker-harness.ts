@@ -70,6 +70,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       jobLockMs: 30_000,
       shutdownTimeoutMs: 5000,
       port: 0,
+      opsHost: '127.0.0.1',
       dashboardUser: 'admin',
       ...options.worker,
     },

@@ -2,7 +2,13 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, configTable, loadConfig, variables } from '../../src/config.js';
+import {
+  ConfigError,
+  configTable,
+  insecureHttpWarning,
+  loadConfig,
+  variables,
+} from '../../src/config.js';
 import { fanOutConsumersPerJob } from '../../src/jobs/sync-rewards-batch.js';
 import { consumerIdKeyWarning } from '../../src/queues/consumer-id.js';
 
@@ -103,6 +109,54 @@ describe('loadConfig', () => {
     }
     expect(message).toContain('PERKS_CLIENT_SECRET is invalid: must have the form sk_<env>_...');
     expect(message).not.toContain('hunter2');
+  });
+
+  it('refuses plain http to a host that is not loopback, unless PERKS_INSECURE_HTTP=allow', () => {
+    const remote = { ...perksEnv, PERKS_BASE_URL: 'http://api.example.com/acme' };
+    expect(problemsOf(() => loadConfig(['perks'], remote))).toEqual([
+      'PERKS_BASE_URL: is invalid: must be https:// (plain http would send the client secret in clear; it is accepted for a loopback host, or with PERKS_INSECURE_HTTP=allow), got "http://api.example.com/acme"',
+    ]);
+    for (const url of [
+      'http://127.0.0.1:4010',
+      'http://127.9.0.1',
+      'http://localhost:1',
+      'http://[::1]:8',
+    ]) {
+      const { perks } = loadConfig(['perks'], { ...perksEnv, PERKS_BASE_URL: url });
+      expect(insecureHttpWarning(perks), url).toBeUndefined();
+    }
+    const allowed = loadConfig(['perks'], { ...remote, PERKS_INSECURE_HTTP: 'allow' }).perks;
+    expect(allowed.baseUrl).toBe('http://api.example.com/acme');
+    expect(insecureHttpWarning(allowed)).toBe(
+      'PERKS_BASE_URL is plain http to api.example.com (PERKS_INSECURE_HTTP=allow): the client secret and tokens travel in clear',
+    );
+    expect(
+      problemsOf(() => loadConfig(['perks'], { ...remote, PERKS_INSECURE_HTTP: 'yes' })),
+    ).toContain('PERKS_INSECURE_HTTP: is invalid: must be allow, or unset, got "yes"');
+  });
+
+  it('listens on OPS_HOST, 0.0.0.0 by default, and refuses what is not an address', () => {
+    expect(loadConfig(['worker'], {}).worker.opsHost).toBe('0.0.0.0');
+    expect(loadConfig(['worker'], { OPS_HOST: '127.0.0.1' }).worker.opsHost).toBe('127.0.0.1');
+    expect(problemsOf(() => loadConfig(['worker'], { OPS_HOST: 'my host' }))).toEqual([
+      'OPS_HOST: is invalid: must be an IP address to listen on (0.0.0.0, 127.0.0.1, ::) or localhost, got "my host"',
+    ]);
+  });
+
+  it('never shows the password of a URL in an error', () => {
+    const problems = problemsOf(() =>
+      loadConfig(['redis', 'database'], {
+        DATABASE_URL: 'mysql://u:hunter2@h/db',
+        REDIS_URL: 'http://:s3cr%40t@redis:6379',
+      }),
+    );
+    expect(problems.join('\n')).not.toMatch(/hunter2|s3cr/);
+    expect(problems).toContain(
+      'DATABASE_URL: is invalid: must be a postgres:// URL, got "mysql://u:***@h/db"',
+    );
+    expect(problems).toContain(
+      'REDIS_URL: is invalid: must be a redis:// or rediss:// URL, got "http://:***@redis:6379"',
+    );
   });
 
   it('reads the client secret from PERKS_CLIENT_SECRET_FILE', () => {

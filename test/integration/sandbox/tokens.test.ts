@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { basicCredentials, PerksClient } from '../../../src/perks/client.js';
 import { type Sandbox, startSandbox } from '../../../src/sandbox/index.js';
 import { apiHeaders, basicAuth, call, envelopeOf, fetchToken } from './http.js';
 
@@ -175,5 +176,29 @@ describe('x-api-version', () => {
       code: 'ERR-400-02',
       title: 'Unsupported API Version',
     });
+  });
+});
+
+describe('Basic credentials (RFC 6749 §2.3.1)', () => {
+  it('form-urlencodes the id and the secret before base64, so `:` and `%` arrive intact', async () => {
+    const clientSecret = 'sk_sandbox_a:b%25c+d%';
+    const own = await startSandbox({ consumers: 1, clientId: 'cli:1 x', clientSecret });
+    try {
+      const header = basicCredentials('cli:1 x', clientSecret);
+      expect(Buffer.from(header, 'base64').toString()).toBe(
+        'cli%3A1+x:sk_sandbox_a%3Ab%2525c%2Bd%25',
+      );
+      const client = new PerksClient({ baseUrl: own.baseUrl, clientId: 'cli:1 x', clientSecret });
+      try {
+        await expect(client.getReward('sbx_0001', crypto.randomUUID())).rejects.toMatchObject({
+          code: 'ERR-404-00',
+        });
+        expect(own.state.counters().tokensMinted).toBe(1);
+      } finally {
+        await client.close();
+      }
+    } finally {
+      await own.close();
+    }
   });
 });

@@ -67,6 +67,39 @@ describe('consumers', () => {
     });
   });
 
+  it('stores consents only when the API created the consumer; a 409 keeps what was stored', async () => {
+    await store.recordEnrollment({
+      consumerId: 'c-consents',
+      outcome: 'created',
+      extraConsents: ['TARGETING'],
+      removedConsents: [],
+      at: at('2026-01-02T00:00:00Z'),
+    });
+    await store.recordEnrollment({
+      consumerId: 'c-consents',
+      outcome: 'already_enrolled',
+      extraConsents: [],
+      removedConsents: ['STATISTICS'],
+      at: at('2026-01-02T00:05:00Z'),
+    });
+    expect(await store.getConsumer('c-consents')).toMatchObject({
+      extraConsents: ['TARGETING'],
+      removedConsents: [],
+    });
+    // Enrolled before this datastore knew it: the consents it has upstream are unknown.
+    await store.recordEnrollment({
+      consumerId: 'c-consents-409',
+      outcome: 'already_enrolled',
+      extraConsents: ['TARGETING'],
+      removedConsents: [],
+      at: at('2026-01-02T00:05:00Z'),
+    });
+    expect(await store.getConsumer('c-consents-409')).toMatchObject({
+      extraConsents: null,
+      removedConsents: null,
+    });
+  });
+
   it('re-enrolls a consumer the API said was not enrolled', async () => {
     const enrollment = { consumerId: 'c-again', extraConsents: [], removedConsents: [] } as const;
     await store.recordEnrollment({ ...enrollment, outcome: 'created', at: at('2026-01-03') });

@@ -169,3 +169,22 @@ describe('listRewardPages', () => {
     expect(api.requests).toHaveLength(0);
   });
 });
+
+describe('walkRewardPages', () => {
+  it('stamps each page with the time before its request, not its slow answer', async () => {
+    const { walkRewardPages } = await import('../../../src/perks/paging.js');
+    const asked: number[] = [];
+    const pages = walkRewardPages('listRewardPages', 1, async (page) => {
+      asked.push(Date.now());
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      const item = wireReward();
+      return { page, perPage: 1, total: 2, items: [item as never], json: '' };
+    });
+    const stamps: number[] = [];
+    for await (const page of pages) stamps.push(page.requestedAt.getTime());
+    expect(stamps).toHaveLength(2);
+    stamps.forEach((stamp, i) => {
+      expect(stamp).toBeLessThanOrEqual(asked[i] ?? 0);
+    });
+  });
+});
