@@ -81,6 +81,8 @@ export async function syncConsumer(
     consistent: false,
     markedMissing: 0,
   };
+  // Before any request: a refusal is news from no later than this.
+  const firstRequestAt = new Date();
   try {
     while (result.scans < maxScans && !result.consistent) {
       result.scans += 1;
@@ -91,7 +93,7 @@ export async function syncConsumer(
     }
   } catch (error) {
     if (!(error instanceof ConsumerNotEnrolledError)) throw error;
-    await ctx.store.markNotEnrolled({ consumerId, at: new Date() });
+    await ctx.store.markNotEnrolled({ consumerId, at: firstRequestAt });
     log.warn({ code: error.code }, 'consumer not enrolled upstream; marked, not retried');
     return { ...result, outcome: 'not_enrolled' };
   }

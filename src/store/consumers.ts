@@ -83,7 +83,11 @@ export async function recordConsumerError(
   );
 }
 
-/** The API answered ERR-404-02: the consumer is left out of reconciliation from now on. */
+/**
+ * The API answered ERR-404-02 to a request sent at `at`: the consumer is left out of
+ * reconciliation, unless an enrollment or a successful sync is newer than that request (it
+ * raced the refusal and won). A later successful sync clears the mark (migration 000003).
+ */
 export async function markNotEnrolled(
   pool: pg.Pool,
   schema: string,
@@ -93,7 +97,9 @@ export async function markNotEnrolled(
     `insert into ${schema}.consumers as c (consumer_id, not_enrolled_at, updated_at)
      values ($1, $2, now())
      on conflict (consumer_id) do update set not_enrolled_at = excluded.not_enrolled_at,
-       updated_at = now()`,
+       updated_at = now()
+     where (c.enrolled_at is null or c.enrolled_at < excluded.not_enrolled_at)
+       and (c.last_synced_at is null or c.last_synced_at < excluded.not_enrolled_at)`,
     [input.consumerId, input.at],
   );
 }

@@ -117,6 +117,44 @@ describe('consumers', () => {
     });
   });
 
+  it('does not mark as not enrolled from a request older than an enrollment or a sync', async () => {
+    const enrollment = { consumerId: 'c-race', extraConsents: [], removedConsents: [] } as const;
+    // The sync's request went out (01:00) before the enrollment finished (01:01).
+    await store.recordEnrollment({
+      ...enrollment,
+      outcome: 'created',
+      at: at('2026-03-01T01:01:00Z'),
+    });
+    await store.markNotEnrolled({ consumerId: 'c-race', at: at('2026-03-01T01:00:00Z') });
+    expect((await store.getConsumer('c-race'))?.notEnrolledAt).toBeNull();
+    // A successful sync newer than the refused request wins too.
+    await store.finishSync({ consumerId: 'c-race', missing: null, at: at('2026-03-02T00:00:00Z') });
+    await store.markNotEnrolled({ consumerId: 'c-race', at: at('2026-03-01T12:00:00Z') });
+    expect((await store.getConsumer('c-race'))?.notEnrolledAt).toBeNull();
+    // A refusal newer than both is recorded.
+    await store.markNotEnrolled({ consumerId: 'c-race', at: at('2026-03-03T00:00:00Z') });
+    expect((await store.getConsumer('c-race'))?.notEnrolledAt).toEqual(at('2026-03-03T00:00:00Z'));
+  });
+
+  it('clears the not-enrolled mark on a later successful sync, back into reconciliation', async () => {
+    const listed = async () =>
+      (await store.listEnrolledConsumerIds({ after: null, limit: 1000 })).includes('c-rejoin');
+    const enrollment = { consumerId: 'c-rejoin', extraConsents: [], removedConsents: [] } as const;
+    await store.recordEnrollment({ ...enrollment, outcome: 'created', at: at('2026-04-01') });
+    await store.markNotEnrolled({ consumerId: 'c-rejoin', at: at('2026-04-02') });
+    expect(await listed()).toBe(false);
+    // A sync older than the mark leaves it.
+    await store.finishSync({
+      consumerId: 'c-rejoin',
+      missing: null,
+      at: at('2026-04-01T12:00:00Z'),
+    });
+    expect((await store.getConsumer('c-rejoin'))?.notEnrolledAt).toEqual(at('2026-04-02'));
+    await store.finishSync({ consumerId: 'c-rejoin', missing: null, at: at('2026-04-03') });
+    expect((await store.getConsumer('c-rejoin'))?.notEnrolledAt).toBeNull();
+    expect(await listed()).toBe(true);
+  });
+
   it('marks synced without moving last_synced_at back', async () => {
     await store.finishSync({ consumerId: 'c-sync', missing: null, at: at('2026-02-02') });
     await store.finishSync({ consumerId: 'c-sync', missing: null, at: at('2026-02-01') });

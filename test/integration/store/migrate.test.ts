@@ -206,12 +206,12 @@ describe('perks-worker migrate', () => {
     const first = capture();
     expect(await run([])).toBe(0);
     expect(first.out.join('')).toBe(
-      `created database ${name}\napplied 000001_init.sql\napplied 000002_write_reward_pages.sql\nschema perks is at 000002 (2 migrations)\n`,
+      `created database ${name}\napplied 000001_init.sql\napplied 000002_write_reward_pages.sql\napplied 000003_not_enrolled_race.sql\nschema perks is at 000003 (3 migrations)\n`,
     );
     vi.restoreAllMocks();
     const second = capture();
     expect(await run([])).toBe(0);
-    expect(second.out.join('')).toBe('schema perks is at 000002 (2 migrations)\n');
+    expect(second.out.join('')).toBe('schema perks is at 000003 (3 migrations)\n');
   });
 
   it('says in one line that the server cannot be reached, and exits 1', async () => {
