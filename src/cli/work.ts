@@ -63,7 +63,7 @@ export async function run(argv: readonly string[]): Promise<number> {
     : undefined;
   // Before any job is taken: a replica whose health endpoints cannot listen (PORT taken by
   // another process) would be invisible to its orchestrator, so it exits instead.
-  let server: Server | undefined;
+  let server: Server;
   try {
     server = await startOpsServer({
       port: config.worker.port,

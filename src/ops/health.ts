@@ -6,6 +6,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { Registry } from 'prom-client';
 import type { Logger } from './logger.js';
+import { oncePerOutage } from './outage.js';
 import { withTimeout } from './timeouts.js';
 
 export interface ReadinessCheck {
@@ -49,6 +50,20 @@ export async function startOpsServer(options: OpsServerOptions): Promise<Server>
     });
   });
 
+  // The driver's text of a failing check goes to the log, not the answer (it may name hosts,
+  // users or paths): once per outage of each dependency, not at every probe.
+  const checkOutages = new Map(
+    options.checks.map(({ name }) => [
+      name,
+      oncePerOutage((error) =>
+        options.logger.warn(
+          { check: name, err: { message: error.message } },
+          'readiness check failed',
+        ),
+      ),
+    ]),
+  );
+
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/healthz') {
@@ -65,16 +80,12 @@ export async function startOpsServer(options: OpsServerOptions): Promise<Server>
         options.checks.map(async ({ name, check }) => {
           try {
             await withTimeout(check(), timeoutMs);
+            checkOutages.get(name)?.recovered();
             return { name, ok: true as const };
           } catch (error) {
-            // The driver's text stays in the log: it may name hosts, users or paths.
-            options.logger.warn(
-              {
-                check: name,
-                err: { message: error instanceof Error ? error.message : String(error) },
-              },
-              'readiness check failed',
-            );
+            checkOutages
+              .get(name)
+              ?.error(error instanceof Error ? error : new Error(String(error)));
             return { name, ok: false as const };
           }
         }),

@@ -153,7 +153,6 @@ export class InvalidInputError extends PerksError {
 export class TokenMintError extends PerksError {
   override readonly name = 'TokenMintError';
   static from(error: unknown): TokenMintError {
-    if (error instanceof TokenMintError) return error;
     if (!(error instanceof PerksError)) {
       const message = error instanceof Error ? error.message : String(error);
       return new TokenMintError(`mintToken: ${message}`, { operation: 'mintToken', cause: error });
