@@ -1,5 +1,6 @@
 /** Text blocks shared by `status` and `demo`. */
 
+import type { MintFailure } from '../jobs/mint-outage.js';
 import {
   type CountedState,
   type FailedJob,
@@ -63,6 +64,23 @@ export function datastoreBlock(s: DatastoreSummary): string {
       ['last sync finished', s.lastSyncedAt?.toISOString() ?? '-'],
     ],
   );
+}
+
+/** Delayed jobs that failed an attempt and will run again, with that attempt's error. */
+export function retryingBlock(jobs: readonly FailedJob[]): string {
+  if (jobs.length === 0) return 'retrying: none';
+  const rows = jobs.map(({ queue, job }) => [
+    `job ${queue}/${job.id ?? ''}`,
+    jobSubject(job.data),
+    job.attemptsMade,
+    (job.failedReason ?? '').slice(0, 140),
+  ]);
+  return renderTable(['retrying', 'consumer', 'attempts', 'last error'], rows);
+}
+
+/** The first line of `status` while minting fails: nothing reaches the API until it works. */
+export function mintFailureLine(failure: MintFailure): string {
+  return `perks api: TOKEN MINT FAILING since ${failure.since} (${failure.reason}: ${failure.message.slice(0, 200)}); API queues paused, next try ${failure.nextTryAt}`;
 }
 
 export function failuresBlock(

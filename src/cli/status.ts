@@ -1,15 +1,24 @@
 import { type Config, loadConfig, redactUrl } from '../config.js';
-import { failedJobs, lastReconciliation, queueCounts } from '../queues/inspect.js';
+import { readMintFailure } from '../jobs/mint-outage.js';
+import { failedJobs, lastReconciliation, queueCounts, retryingJobs } from '../queues/inspect.js';
 import type { Producer } from '../queues/producer.js';
 import { createStore } from '../store/store.js';
 import { consumerFailures, readSummary } from '../store/summary.js';
 import { type CommandSpec, parseCommandArgs } from './command.js';
 import { withProducer } from './producer-session.js';
-import { datastoreBlock, failuresBlock, queuesBlock, reconciliationLine } from './report.js';
+import {
+  datastoreBlock,
+  failuresBlock,
+  mintFailureLine,
+  queuesBlock,
+  reconciliationLine,
+  retryingBlock,
+} from './report.js';
 
 const spec: CommandSpec = {
   name: 'status',
-  summary: 'Show queue counts, the last reconciliation, the datastore totals and recent failures.',
+  summary:
+    'Show a failing token mint, queue counts, the last reconciliation, jobs waiting to retry,\nthe datastore totals and recent failures. Exits 1 while minting fails or the datastore is\nunavailable.',
   options: {},
   help: [],
 };
@@ -26,16 +35,21 @@ async function report(
 ): Promise<number> {
   const store = createStore(config.database);
   try {
-    const [counts, reconciliation, jobs] = await Promise.all([
+    const [counts, reconciliation, jobs, retrying, mintFailure] = await Promise.all([
       queueCounts(producer.queues),
       lastReconciliation(producer.queues),
       failedJobs(producer.queues, 5),
+      retryingJobs(producer.queues, 5),
+      readMintFailure(producer.connection, config.redis.queuePrefix),
     ]);
     const out = [
+      ...(mintFailure ? [mintFailureLine(mintFailure), ''] : []),
       `queues (prefix ${config.redis.queuePrefix})`,
       queuesBlock(counts),
       '',
       reconciliationLine(reconciliation),
+      '',
+      retryingBlock(retrying),
       '',
     ];
     let datastoreOk = true;
@@ -60,7 +74,7 @@ async function report(
       );
     }
     process.stdout.write(`${out.join('\n')}\n`);
-    return datastoreOk ? 0 : 1;
+    return datastoreOk && !mintFailure ? 0 : 1;
   } finally {
     await store.close();
   }

@@ -72,6 +72,7 @@ export async function run(argv: readonly string[]): Promise<number> {
       checks: [
         { name: 'redis', check: async () => void (await runtime.connection.ping()) },
         { name: 'postgres', check: () => runtime.ctx.store.ping() },
+        { name: 'perks api', check: () => runtime.mintOutage.check() },
       ],
       registry: runtime.metrics.registry,
       ...(dashboard ? { routes: dashboard } : {}),
@@ -84,6 +85,9 @@ export async function run(argv: readonly string[]): Promise<number> {
     }
     throw error;
   }
+  // Wrong credentials or a token endpoint that is down show at once (an error line, /readyz,
+  // `status`), and pause the API queues until a mint works, before any job is taken.
+  const minted = await runtime.mintOutage.probe();
   const worker = startWorker(
     runtime.ctx,
     runtime.connection,
@@ -109,6 +113,7 @@ export async function run(argv: readonly string[]): Promise<number> {
       port: typeof address === 'object' && address ? address.port : 'off',
       dashboard: dashboard ? dashboardPath : 'off',
       tracing: tracing ? 'on' : 'off',
+      perksApi: minted ? 'token minted' : 'token mint failing',
       prefix: config.redis.queuePrefix,
       enrollConcurrency: config.worker.enrollConcurrency,
       syncConcurrency: config.worker.syncConcurrency,

@@ -3,12 +3,15 @@ import type { JobMetrics, WorkerMetrics } from '../ops/metrics.js';
 import type { PerksClient } from '../perks/client.js';
 import type { Queues } from '../queues/queues.js';
 import type { Store } from '../store/store.js';
+import type { MintOutage } from './mint-outage.js';
 
 /** What every processor works with. Built once per process by `startWorker`. */
 export interface JobContext {
   client: Pick<PerksClient, 'enrollConsumer' | 'listRewardPages'>;
   store: Store;
   queues: Queues;
+  /** Pauses the API queues while the token mint fails. */
+  mintOutage: Pick<MintOutage, 'failed'>;
   logger: Logger;
   /** PERKS_CONSUMER_ID_KEY, for enrollment jobs that carry only a userId. */
   consumerIdKey: string | undefined;

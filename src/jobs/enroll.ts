@@ -58,6 +58,6 @@ export async function processEnrollment(
         at: new Date(),
       });
     }
-    return steerFailure(error, ctx.queues);
+    return steerFailure(error, ctx);
   }
 }

@@ -5,8 +5,9 @@
  * - the API throttles us (429): both API queues pause for Retry-After (`queue.rateLimit`;
  *   the limit is per token, and both queues spend the same token's budget) and the job goes
  *   back to wait without spending an attempt (RateLimitError);
- * - the token endpoint fails, whatever its status: retried like an outage, never permanent
- *   (a 400 there says nothing about this consumer, and must not fail every job for good);
+ * - the token endpoint fails, whatever its status: both API queues pause with backoff until a
+ *   mint works (MintOutage), and the job goes back to wait without spending an attempt (a 400
+ *   there says nothing about this consumer, and must not fail every job for good);
  * - anything else (5xx after the client's own retries, timeouts, Redis or Postgres away):
  *   rethrown, so BullMQ retries it with exponential backoff.
  */
@@ -21,6 +22,17 @@ import {
 import { ConsumerIdKeyMissingError } from '../queues/consumer-id.js';
 import { InvalidPayloadError } from '../queues/payloads.js';
 import type { Queues } from '../queues/queues.js';
+import type { JobContext } from './context.js';
+
+/**
+ * Back to wait without spending an attempt: the queues are paused already. BullMQ knows it by
+ * its message, RateLimitError's; `why` is for the log.
+ */
+export class BackToWait extends RateLimitError {
+  constructor(readonly why: 'throttled by the API' | 'token mint failing') {
+    super();
+  }
+}
 
 /** BullMQ refuses a zero or negative pause; `Retry-After: 0` still means "slow down". */
 const minimumPauseMs = 1000;
@@ -47,10 +59,17 @@ export async function pauseForThrottle(error: ThrottledError, queues: Queues): P
   ]);
 }
 
-export async function steerFailure(error: unknown, queues: Queues): Promise<never> {
+export async function steerFailure(
+  error: unknown,
+  ctx: Pick<JobContext, 'queues' | 'mintOutage'>,
+): Promise<never> {
   if (error instanceof ThrottledError) {
-    await pauseForThrottle(error, queues);
-    throw new RateLimitError();
+    await pauseForThrottle(error, ctx.queues);
+    throw new BackToWait('throttled by the API');
+  }
+  if (error instanceof TokenMintError) {
+    await ctx.mintOutage.failed(error);
+    throw new BackToWait('token mint failing');
   }
   if (isPermanent(error)) {
     throw new UnrecoverableError((error as Error).message);

@@ -72,7 +72,7 @@ export async function processReconciliation(
     ctx.metrics.reconciliationFinished();
     return { enqueued, batches, startedAt, finishedAt };
   } catch (error) {
-    return steerFailure(error, ctx.queues);
+    return steerFailure(error, ctx);
   }
 }
 

@@ -13,6 +13,7 @@ import { closeQueues, openQueues } from '../queues/queues.js';
 import { RedisTokenCache } from '../redis/token-cache.js';
 import { createStore } from '../store/store.js';
 import type { JobContext } from './context.js';
+import { MintOutage } from './mint-outage.js';
 import { fanOutConsumersPerJob, syncsInFlight } from './sync-rewards-batch.js';
 
 export interface Runtime {
@@ -20,6 +21,8 @@ export interface Runtime {
   connection: Redis;
   /** This process's metrics: API hooks attached, queues watched; serve `metrics.registry`. */
   metrics: Metrics;
+  /** Mints at start (`probe`), pauses the API queues while minting fails, backs /readyz. */
+  mintOutage: MintOutage;
   close(): Promise<void>;
 }
 
@@ -60,10 +63,18 @@ export function createRuntime(
     logger,
     hooks: metrics.apiHooks,
   });
+  const mintOutage = new MintOutage({
+    redis: connection,
+    prefix: config.redis.queuePrefix,
+    queues,
+    logger,
+    mint: () => client.checkCredentials(),
+  });
   const ctx: JobContext = {
     client,
     store,
     queues,
+    mintOutage,
     logger,
     consumerIdKey: config.consumerIds.key,
     reconcile: {
@@ -77,7 +88,9 @@ export function createRuntime(
     ctx,
     connection,
     metrics,
+    mintOutage,
     async close() {
+      mintOutage.close();
       // Each step is bounded: with Redis or Postgres gone, a close can wait for ever.
       await within(5000, closeQueues(queues));
       await within(5000, client.close());

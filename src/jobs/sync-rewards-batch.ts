@@ -5,14 +5,14 @@
  * - a consumer with a sync job of its own (pending or running) is left to it;
  * - a consumer that fails is handed to a job of its own, delayed as a first retry, with the
  *   usual attempts, and shows in `perks-worker failed` if it fails for good;
- * - a 429 stops the job's other syncs and pauses the queues at once; the job goes back to wait
- *   without spending an attempt, holding only the consumers not yet synced. A cancel
- *   (shutdown) leaves it the same consumers for its retry.
+ * - a 429 or a failing token mint stops the job's other syncs and pauses the queues at once;
+ *   the job goes back to wait without spending an attempt, holding only the consumers not yet
+ *   synced. A cancel (shutdown) leaves it the same consumers for its retry.
  */
 import { setMaxListeners } from 'node:events';
-import { Backoffs, type Job, type Queue, RateLimitError } from 'bullmq';
+import { Backoffs, type Job, type Queue } from 'bullmq';
 import type { WorkerConfig } from '../config.js';
-import { ThrottledError } from '../perks/errors.js';
+import { ThrottledError, TokenMintError } from '../perks/errors.js';
 import { maxConsumersPerSyncJob } from '../queues/names.js';
 import {
   type PerksJob,
@@ -24,7 +24,7 @@ import { rewardSyncJob } from '../queues/producer.js';
 import { linkSignals } from '../signals.js';
 import type { RewardPageWrite } from '../store/store.js';
 import type { JobContext } from './context.js';
-import { pauseForThrottle, steerFailure } from './failures.js';
+import { BackToWait, pauseForThrottle, steerFailure } from './failures.js';
 import { addWrites, type RewardSyncResult, syncConsumer } from './sync-rewards.js';
 
 export interface RewardSyncBatchResult {
@@ -102,7 +102,7 @@ export async function processRewardSyncBatch(
       log.info(synced, 'consumer synced');
     }
 
-    // Stopped (a 429, a cancel): what did not finish stays in this job. Otherwise each
+    // Stopped (a 429, a failing mint, a cancel): what did not finish stays in this job. Otherwise each
     // consumer that failed goes to a job of its own.
     const staying = run.stopped ? run.failed.map((f) => f.consumerId) : [];
     let handOffError: unknown;
@@ -118,12 +118,12 @@ export async function processRewardSyncBatch(
     if (staying.length > 0) {
       await narrow(job, staying, reason, log);
       if (signal?.aborted) throw signal.reason ?? run.failed[0]?.error;
-      if (run.throttled) throw new RateLimitError(); // the queues are paused already
+      if (run.paused) throw new BackToWait(run.paused); // the queues are paused already
       throw handOffError;
     }
     return result;
   } catch (error) {
-    return steerFailure(error, ctx.queues);
+    return steerFailure(error, ctx);
   }
 }
 
@@ -148,8 +148,8 @@ async function leaveToOwnJobs(
 }
 
 /**
- * Every sync at once. A 429 stops the others at once and pauses the queues now, not once the
- * slowest of them has ended; `stopped` is true after a 429 or a cancel.
+ * Every sync at once. A 429 or a failing mint stops the others at once and pauses the queues
+ * now, not once the slowest of them has ended; `stopped` is true after either, or a cancel.
  */
 async function syncAtOnce(
   consumerIds: readonly string[],
@@ -160,13 +160,14 @@ async function syncAtOnce(
   synced: RewardSyncResult[];
   failed: Failed[];
   stopped: boolean;
-  throttled?: ThrottledError;
+  paused?: BackToWait['why'];
 }> {
   const stop = new AbortController();
   const linked = linkSignals([signal, stop.signal]);
   // Each sync listens to it (one API call at a time each): up to 100.
   setMaxListeners(maxConsumersPerSyncJob + 1, linked.signal);
   let throttled: ThrottledError | undefined;
+  let paused: BackToWait['why'] | undefined;
   const settled = await Promise.allSettled(
     consumerIds.map(async (consumerId) => {
       try {
@@ -177,8 +178,13 @@ async function syncAtOnce(
           error.retryAfterMs >= (throttled?.retryAfterMs ?? 0)
         ) {
           throttled = error;
-          stop.abort('throttled by the API');
+          paused = 'throttled by the API';
+          stop.abort(paused);
           await pauseForThrottle(error, ctx.queues);
+        } else if (error instanceof TokenMintError && !paused) {
+          paused = 'token mint failing';
+          stop.abort(paused);
+          await ctx.mintOutage.failed(error);
         }
         throw error;
       }
@@ -191,7 +197,7 @@ async function syncAtOnce(
     if (outcome.status === 'fulfilled') synced.push(outcome.value);
     else failed.push({ consumerId: consumerIds[i] ?? '', error: outcome.reason });
   });
-  return { synced, failed, stopped: linked.signal.aborted, ...(throttled ? { throttled } : {}) };
+  return { synced, failed, stopped: linked.signal.aborted, ...(paused ? { paused } : {}) };
 }
 
 /** Each failed consumer to a job of its own, delayed as its first retry would be. */

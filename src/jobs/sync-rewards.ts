@@ -43,7 +43,7 @@ export async function processRewardSync(
     ctx.metrics.rewardSync(result.outcome);
     return result;
   } catch (error) {
-    return steerFailure(error, ctx.queues);
+    return steerFailure(error, ctx);
   }
 }
 

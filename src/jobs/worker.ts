@@ -21,6 +21,7 @@ import { jobNames, type QueueKind, queueNames } from '../queues/names.js';
 import type { JobName, PerksJob } from '../queues/payloads.js';
 import type { JobContext } from './context.js';
 import { processEnrollment } from './enroll.js';
+import { BackToWait } from './failures.js';
 import { processReconcileTick, processReconciliation } from './reconcile.js';
 import { processRewardSync } from './sync-rewards.js';
 import { processRewardSyncBatch } from './sync-rewards-batch.js';
@@ -107,7 +108,7 @@ export function startWorker(
     return worker;
   };
 
-  /** Times every attempt. A rate-limited one gets no BullMQ event: it is logged here. */
+  /** Times every attempt. One sent back to wait gets no BullMQ event: it is logged here. */
   const measured =
     (processor: Processor): Processor =>
     async (job, token, signal) => {
@@ -131,7 +132,7 @@ export function startWorker(
               attempt: job.attemptsMade + 1,
               durationMs: Math.round(seconds() * 1000),
             },
-            'job throttled by the API; back to waiting',
+            `job paused (${error instanceof BackToWait ? error.why : 'rate limited'}); back to waiting`,
           );
         }
         throw error;

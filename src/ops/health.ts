@@ -11,7 +11,13 @@ import { withTimeout } from './timeouts.js';
 
 export interface ReadinessCheck {
   name: string;
+  /** Resolves when ready. A NotReadyError's message is shown; any other error's is only logged. */
   check(): Promise<void>;
+}
+
+/** A readiness failure whose message is safe to answer with (no hosts, users or paths). */
+export class NotReadyError extends Error {
+  override readonly name = 'NotReadyError';
 }
 
 export interface OpsServerOptions {
@@ -81,22 +87,22 @@ export async function startOpsServer(options: OpsServerOptions): Promise<Server>
           try {
             await withTimeout(check(), timeoutMs);
             checkOutages.get(name)?.recovered();
-            return { name, ok: true as const };
+            return { name, state: 'ok' };
           } catch (error) {
             checkOutages
               .get(name)
               ?.error(error instanceof Error ? error : new Error(String(error)));
-            return { name, ok: false as const };
+            return { name, state: error instanceof NotReadyError ? error.message : 'unreachable' };
           }
         }),
       );
-      const failing = results.filter((r) => !r.ok);
+      const failing = results.filter((r) => r.state !== 'ok');
       const body = {
         status:
           failing.length === 0
             ? 'ready'
-            : `not ready: ${failing.map((f) => f.name).join(', ')} unreachable`,
-        checks: Object.fromEntries(results.map((r) => [r.name, r.ok ? 'ok' : 'unreachable'])),
+            : `not ready: ${failing.map((f) => (f.state === 'unreachable' ? `${f.name} unreachable` : `${f.name}: ${f.state}`)).join(', ')}`,
+        checks: Object.fromEntries(results.map((r) => [r.name, r.state])),
       };
       return send(res, failing.length === 0 ? 200 : 503, body);
     }

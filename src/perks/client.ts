@@ -158,6 +158,18 @@ export class PerksClient {
     };
   }
 
+  /**
+   * Mints a new access token now and shares it through the token cache: proves that the
+   * credentials and the token endpoint work. Throws TokenMintError.
+   */
+  async checkCredentials(): Promise<void> {
+    try {
+      await this.#tokens.mint();
+    } catch (error) {
+      throw TokenMintError.from(error);
+    }
+  }
+
   /** Stops token refreshes and closes the client's own pool (an injected dispatcher is left open). */
   async close(): Promise<void> {
     this.#closing.abort(new PerksError('the Perks client is closed', { operation: 'close' }));

@@ -55,6 +55,11 @@ export class TokenProvider {
     return token.accessToken;
   }
 
+  /** Mints a token now, whatever the cache holds, and keeps it for the next calls. */
+  async mint(): Promise<void> {
+    this.#memo = await this.#mintAndStore();
+  }
+
   /** After a 401: forget this token here and in the shared cache. */
   async invalidate(accessToken: string): Promise<void> {
     if (this.#memo?.accessToken === accessToken) this.#memo = undefined;

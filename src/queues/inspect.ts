@@ -45,6 +45,17 @@ export async function failedJobs(queues: Queues, limit: number): Promise<FailedJ
     .slice(0, limit);
 }
 
+/** Jobs waiting in delayed for a retry after a failed attempt, at most `limit` in all. */
+export async function retryingJobs(queues: Queues, limit: number): Promise<FailedJob[]> {
+  const perQueue = await Promise.all(
+    (Object.keys(queues) as QueueKind[]).map(async (queue) => {
+      const jobs = await queues[queue].getDelayed(0, limit - 1);
+      return jobs.filter((job) => job.failedReason).map((job) => ({ queue, job }));
+    }),
+  );
+  return perQueue.flat().slice(0, limit);
+}
+
 export interface ReconciliationView {
   jobId: string;
   state: string;

@@ -176,6 +176,8 @@ export interface Producer {
   enqueueRewardSync(payload: RewardSyncPayload): Promise<{ jobId: string }>;
   startReconciliation(): Promise<StartedReconciliation>;
   readonly queues: Queues;
+  /** Its Redis connection, shared by the queues; closed by `close`. */
+  readonly connection: Redis;
   close(): Promise<void>;
 }
 
@@ -196,6 +198,7 @@ export async function createProducer(options: ProducerOptions): Promise<Producer
   );
   return {
     queues,
+    connection,
     enqueueEnrollment: (payload) => enqueueEnrollment(queues, payload, options.consumerIdKey),
     enqueueRewardSync: async (payload) => ({
       jobId: (await enqueueRewardSync(queues, payload)).id ?? '',

@@ -78,7 +78,7 @@ describe('perks-worker work, operations server', () => {
     expect(ready.status).toBe(200);
     expect(await ready.json()).toEqual({
       status: 'ready',
-      checks: { redis: 'ok', postgres: 'ok' },
+      checks: { redis: 'ok', postgres: 'ok', 'perks api': 'ok' },
     });
 
     await producer.enqueueEnrollment({ consumerId: 'e2e-ops-1' });

@@ -4,7 +4,11 @@
  * fast and loudly, no retry storm).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { enqueueEnrollment, enqueueRewardSync } from '../../src/queues/producer.js';
+import {
+  enqueueEnrollment,
+  enqueueRewardSync,
+  enqueueRewardSyncs,
+} from '../../src/queues/producer.js';
 import { expectConsistent, sleep, waitFor } from '../support/processes.js';
 import { type Harness, startHarness } from '../support/worker-harness.js';
 
@@ -38,14 +42,14 @@ describe('tokens', () => {
     expect(await h.runtime.ctx.queues.rewardSync.getFailedCount()).toBe(0);
   }, 60_000);
 
-  it('the token endpoint down for 5 s (a minute, scaled) while the token is revoked: jobs wait, then complete', async () => {
+  it('the token endpoint down for 5 s (a minute, scaled) while the token is revoked: jobs wait without spending attempts, then complete', async () => {
     harness = await startHarness({
       sandbox: { seed: 42, latencyMs: 100 },
       perks: { retryAttempts: 2, retryMaxMs: 1000 },
       worker: { jobAttempts: 20, jobBackoffMs: 200 },
     });
     const h = harness;
-    const ids = ['tok_down_1', 'tok_down_2', 'tok_down_3'];
+    const ids = ['tok_down_1', 'tok_down_2', 'tok_down_3', 'tok_down_4', 'tok_down_5'];
     for (const id of ids) h.sandbox.state.addConsumer(id, { rewards: 1200 });
     const first = await enqueueRewardSync(h.runtime.ctx.queues, { consumerId: ids[0] ?? '' });
     await waitFor('page 1', async () =>
@@ -54,25 +58,28 @@ describe('tokens', () => {
     // The endpoint answers 503 (with and without an envelope) to every mint from now on.
     h.sandbox.faults.inject({ route: 'token', count: 1_000_000, kind: 'empty', status: 503 });
     h.sandbox.state.revokeTokens();
-    const later = [];
-    for (const id of ids.slice(1))
-      later.push(await enqueueRewardSync(h.runtime.ctx.queues, { consumerId: id }));
+    const single = await enqueueRewardSync(h.runtime.ctx.queues, { consumerId: ids[1] ?? '' });
+    // A job of several consumers: the failing mint stops all its syncs and pauses the queues.
+    await enqueueRewardSyncs(h.runtime.ctx.queues, ids.slice(2), 'manual', { consumersPerJob: 3 });
     await sleep(5000);
 
     const q = h.runtime.ctx.queues.rewardSync;
-    expect(await q.getFailedCount()).toBe(0); // waiting on backoff, not failed
-    for (const job of later) {
-      // No token, no request: nothing of these consumers can have been read yet.
-      expect(await (await q.getJob(job.id ?? ''))?.getState()).not.toBe('completed');
-    }
+    expect(await q.getFailedCount()).toBe(0);
+    expect(await q.getDelayedCount()).toBe(0); // paused in wait, not retrying on backoff
+    for (const id of ids.slice(1)) expect(await h.rewardIds(id)).toEqual([]);
     const mintsWhileDown = h.sandbox.state.counters().requests.token ?? 0;
     h.sandbox.faults.clear();
     await h.idle(60_000);
 
     await expectConsistent(h.runtime.ctx.store.pool, h.sandbox, ids);
     expect(await q.getFailedCount()).toBe(0);
-    // Backoff, not a storm: a handful of mint attempts a second at most.
-    expect(mintsWhileDown).toBeLessThan(100);
+    // The outage cost no attempt: each job completed on its first counted one.
+    const completed = await q.getCompleted();
+    expect(completed.length).toBe(3);
+    for (const job of completed) expect(job.attemptsMade, job.id).toBe(1);
+    expect((await q.getJob(single.id ?? ''))?.attemptsMade).toBe(1);
+    // Backoff, not a storm: the queues pause 1, 2 then 4 s between mints.
+    expect(mintsWhileDown).toBeLessThan(20);
   }, 90_000);
 
   it('a 403 for a missing scope fails the job at once, says so, and sends no retries', async () => {

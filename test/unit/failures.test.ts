@@ -1,6 +1,6 @@
-import { UnrecoverableError } from 'bullmq';
+import { RateLimitError, UnrecoverableError } from 'bullmq';
 import { describe, expect, it } from 'vitest';
-import { isPermanent, steerFailure } from '../../src/jobs/failures.js';
+import { BackToWait, isPermanent, steerFailure } from '../../src/jobs/failures.js';
 import {
   AuthError,
   TokenMintError,
@@ -36,12 +36,31 @@ describe('which failures are permanent', () => {
   });
 
   it('turns a permanent failure into UnrecoverableError, keeping its message', async () => {
-    const queues = {} as Queues;
+    const ctx = { queues: {} as Queues, mintOutage: { failed: async () => {} } };
     const error = new ValidationError('enrollConsumer: HTTP 400 ERR-400-00 Bad Request', {
       operation: 'enrollConsumer',
       status: 400,
     });
-    await expect(steerFailure(error, queues)).rejects.toThrow(UnrecoverableError);
-    await expect(steerFailure(error, queues)).rejects.toThrow(/ERR-400-00/);
+    await expect(steerFailure(error, ctx)).rejects.toThrow(UnrecoverableError);
+    await expect(steerFailure(error, ctx)).rejects.toThrow(/ERR-400-00/);
+  });
+
+  it('sends a job that met a failing mint back to wait, after pausing the queues', async () => {
+    const seen: TokenMintError[] = [];
+    const ctx = {
+      queues: {} as Queues,
+      mintOutage: { failed: async (error: TokenMintError) => void seen.push(error) },
+    };
+    const refused = new AuthError('mintToken: HTTP 401 ERR-401-00', {
+      operation: 'mintToken',
+      status: 401,
+      code: 'ERR-401-00',
+    });
+    const thrown = await steerFailure(TokenMintError.from(refused), ctx).catch((e: unknown) => e);
+    expect(thrown).toBeInstanceOf(BackToWait);
+    expect((thrown as BackToWait).why).toBe('token mint failing');
+    // BullMQ recognises a manual rate limit by this message alone.
+    expect((thrown as Error).message).toBe(new RateLimitError().message);
+    expect(seen.map((e) => e.code)).toEqual(['ERR-401-00']);
   });
 });

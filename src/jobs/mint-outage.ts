@@ -1,0 +1,180 @@
+/**
+ * A failing token mint is an outage of our credentials or of the token endpoint, never of one
+ * consumer, so no job spends an attempt on it:
+ * - both API queues pause (`queue.rateLimit`, seen by every replica) for 1 s, doubling with
+ *   each failed mint up to 60 s; a job that meets the failure goes back to wait;
+ * - at the end of each pause this replica mints again, and the first mint that works lifts
+ *   the pause;
+ * - the failure is kept in Redis (`<prefix>:perks:mint-failure`) while it lasts, so /readyz of
+ *   every replica and `status` show it.
+ */
+import type { Redis } from 'ioredis';
+import { z } from 'zod';
+import { NotReadyError } from '../ops/health.js';
+import type { Logger } from '../ops/logger.js';
+import { TokenMintError } from '../perks/errors.js';
+import type { Queues } from '../queues/queues.js';
+
+export interface MintFailure {
+  /** When this outage began (ISO 8601). */
+  since: string;
+  /** The failing mint's HTTP status and code, e.g. `401 ERR-401-00`, or its error name. */
+  reason: string;
+  /** The mint error's message: our own text, without secrets. */
+  message: string;
+  /** Failed mints in a row, by the replica that wrote this. */
+  failures: number;
+  /** When the pause ends and the next mint is tried (ISO 8601). */
+  nextTryAt: string;
+}
+
+const mintFailureSchema = z.object({
+  since: z.string(),
+  reason: z.string(),
+  message: z.string(),
+  failures: z.number(),
+  nextTryAt: z.string(),
+});
+
+export const mintFailureKey = (prefix: string) => `${prefix}:perks:mint-failure`;
+
+/** The failure recorded by any replica, if a mint is failing now. */
+export async function readMintFailure(
+  redis: Redis,
+  prefix: string,
+): Promise<MintFailure | undefined> {
+  const value = await redis.get(mintFailureKey(prefix));
+  if (value === null) return undefined;
+  try {
+    const parsed = mintFailureSchema.safeParse(JSON.parse(value));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** `401 ERR-401-00`, `503`, `ECONNREFUSED`: what failed, with nothing but status and code. */
+export function mintFailureReason(error: TokenMintError): string {
+  const parts = [error.status, error.code].filter((p) => p !== undefined);
+  return parts.length > 0 ? parts.join(' ') : error.name;
+}
+
+export interface MintOutageOptions {
+  redis: Redis;
+  prefix: string;
+  queues: Pick<Queues, 'enrollment' | 'rewardSync'>;
+  logger: Logger;
+  /** Mints a new token (PerksClient.checkCredentials). */
+  mint: () => Promise<void>;
+  minPauseMs?: number;
+  maxPauseMs?: number;
+}
+
+/** The record outlives its pause by this much: a replica that died mid-outage leaves no trace. */
+const recordSlackMs = 120_000;
+
+export class MintOutage {
+  readonly #options: Required<MintOutageOptions>;
+  #failures = 0;
+  #since: Date | undefined;
+  #pausedUntil = 0;
+  #timer: NodeJS.Timeout | undefined;
+  #probing: Promise<boolean> | undefined;
+  #closed = false;
+
+  constructor(options: MintOutageOptions) {
+    this.#options = { minPauseMs: 1000, maxPauseMs: 60_000, ...options };
+  }
+
+  /** Mints now. True when it worked; a failure pauses the queues as `failed` does. */
+  probe(): Promise<boolean> {
+    this.#probing ??= this.#probe().finally(() => {
+      this.#probing = undefined;
+    });
+    return this.#probing;
+  }
+
+  /**
+   * A mint failed, in a job or a probe: pause both API queues and mint again when the pause
+   * ends. Failures during a pause belong to the same round and do not lengthen it. Never
+   * throws: the job that met the failure must still go back to wait.
+   */
+  async failed(error: TokenMintError): Promise<void> {
+    const now = Date.now();
+    if (now < this.#pausedUntil) return;
+    this.#failures += 1;
+    this.#since ??= new Date(now);
+    const { minPauseMs, maxPauseMs, queues, redis, prefix, logger } = this.#options;
+    const pauseMs = Math.min(minPauseMs * 2 ** (this.#failures - 1), maxPauseMs);
+    this.#pausedUntil = now + pauseMs;
+    const failure: MintFailure = {
+      since: this.#since.toISOString(),
+      reason: mintFailureReason(error),
+      message: error.message,
+      failures: this.#failures,
+      nextTryAt: new Date(this.#pausedUntil).toISOString(),
+    };
+    const fields = { reason: failure.reason, failures: this.#failures, pauseMs };
+    if (this.#failures === 1) {
+      logger.error(
+        { ...fields, err: { name: error.name, message: error.message } },
+        'perks api: cannot mint a token; the API queues are paused until a mint works',
+      );
+    } else {
+      logger.warn(fields, 'perks api: token mint still failing');
+    }
+    await Promise.allSettled([
+      queues.enrollment.rateLimit(pauseMs),
+      queues.rewardSync.rateLimit(pauseMs),
+      redis.set(mintFailureKey(prefix), JSON.stringify(failure), 'PX', pauseMs + recordSlackMs),
+    ]);
+    if (this.#closed) return;
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => void this.probe(), pauseMs);
+    this.#timer.unref();
+  }
+
+  /** For /readyz: throws while any replica records a failing mint. */
+  async check(): Promise<void> {
+    const failure = await readMintFailure(this.#options.redis, this.#options.prefix);
+    if (failure) throw new NotReadyError(`token mint failing (${failure.reason})`);
+  }
+
+  close(): void {
+    this.#closed = true;
+    clearTimeout(this.#timer);
+  }
+
+  async #probe(): Promise<boolean> {
+    try {
+      await this.#options.mint();
+    } catch (error) {
+      await this.failed(error instanceof TokenMintError ? error : TokenMintError.from(error));
+      return false;
+    }
+    await this.#recovered();
+    return true;
+  }
+
+  async #recovered(): Promise<void> {
+    const { queues, redis, prefix, logger } = this.#options;
+    const failures = this.#failures;
+    const since = this.#since;
+    this.#failures = 0;
+    this.#since = undefined;
+    this.#pausedUntil = 0;
+    // A record of the outage, ours or another replica's (one restarted with a fixed secret
+    // finds its predecessor's): the credentials work now, so it goes, and so does the pause.
+    // With neither, a pause is a 429's, and stays.
+    const recorded = await redis.del(mintFailureKey(prefix)).catch(() => 0);
+    if (failures === 0 && recorded === 0) return;
+    await Promise.allSettled([
+      queues.enrollment.removeRateLimitKey(),
+      queues.rewardSync.removeRateLimitKey(),
+    ]);
+    logger.info(
+      { failures, downMs: since ? Date.now() - since.getTime() : undefined },
+      'perks api: token mint works again; the API queues resume',
+    );
+  }
+}

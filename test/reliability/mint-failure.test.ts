@@ -1,0 +1,115 @@
+/**
+ * A wrong client secret, met as an operator meets it: the real `work` process says so at
+ * start (an error line, /readyz, `status`), takes no job and spends no attempt while minting
+ * fails, backs its mints off, and resumes at once when restarted with the right secret.
+ */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  bin,
+  type ProcessRig,
+  sleep,
+  startProcessRig,
+  startWorkerProcess,
+  type WorkerProcess,
+  waitFor,
+} from '../support/processes.js';
+
+let rig: ProcessRig;
+const workers: WorkerProcess[] = [];
+
+beforeAll(async () => {
+  rig = await startProcessRig({ sandbox: { seed: 51, rewardsOnEnroll: 4 } });
+});
+
+afterAll(async () => {
+  for (const worker of workers) await worker.stop('SIGKILL');
+  await rig?.close();
+});
+
+function start(env: Record<string, string> = {}): WorkerProcess {
+  const worker = startWorkerProcess(rig.workerEnv(env));
+  workers.push(worker);
+  return worker;
+}
+
+/** The parsed log lines of a worker whose `msg` contains `text`. */
+function logLines(worker: WorkerProcess, text: string): Record<string, unknown>[] {
+  return worker
+    .output()
+    .split('\n')
+    .filter((line) => line.startsWith('{') && line.includes(text))
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
+async function startedPort(worker: WorkerProcess): Promise<number> {
+  return waitFor('worker started', async () => {
+    const [line] = logLines(worker, '"worker started"');
+    return line ? (line.port as number) : undefined;
+  });
+}
+
+async function status(): Promise<string> {
+  const { stdout } = await promisify(execFile)(process.execPath, [bin, 'status'], {
+    env: { PATH: process.env.PATH ?? '', ...rig.workerEnv() },
+  }).catch((error: { stdout: string }) => error);
+  return stdout;
+}
+
+describe('a token mint that fails', () => {
+  it('shows at once, pauses the jobs without spending attempts, and resumes once minting works', async () => {
+    const enrollment = await rig.producer.enqueueEnrollment({ consumerId: 'mint_enroll' });
+    rig.sandbox.state.addConsumer('mint_sync', { rewards: 3 });
+    const sync = await rig.producer.enqueueRewardSync({ consumerId: 'mint_sync' });
+
+    const wrong = start({ PERKS_CLIENT_SECRET: 'sk_sandbox_not_the_secret' });
+    const port = await startedPort(wrong);
+    const [failure] = logLines(wrong, 'cannot mint a token');
+    expect(failure).toMatchObject({ level: 50, reason: '401 ERR-401-00' });
+    expect(wrong.output()).not.toContain('sk_sandbox_not_the_secret');
+
+    const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(await ready.json()).toEqual({
+      status: 'not ready: perks api: token mint failing (401 ERR-401-00)',
+      checks: { redis: 'ok', postgres: 'ok', 'perks api': 'token mint failing (401 ERR-401-00)' },
+    });
+    const [first] = (await status()).split('\n');
+    expect(first).toMatch(/^perks api: TOKEN MINT FAILING since \S+ \(401 ERR-401-00: /);
+
+    // Mints at about 0, 1, 3 and 7 s: a doubling backoff, not a storm.
+    await sleep(5000);
+    const counters = rig.sandbox.state.counters();
+    expect(counters.requests.token).toBeGreaterThanOrEqual(2);
+    expect(counters.requests.token).toBeLessThanOrEqual(5);
+    expect(logLines(wrong, 'token mint still failing').length).toBeGreaterThanOrEqual(1);
+    // No job reached the API, and none spent an attempt.
+    expect(counters.requests.enroll ?? 0).toBe(0);
+    expect(counters.requests.listRewards ?? 0).toBe(0);
+    const { enrollment: enrollQueue, rewardSync } = rig.producer.queues;
+    for (const job of [
+      await enrollQueue.getJob(enrollment.jobId),
+      await rewardSync.getJob(sync.jobId),
+    ]) {
+      expect(await job?.getState()).toBe('waiting');
+      expect(job?.attemptsMade).toBe(0);
+    }
+    expect(await wrong.stop()).toBe(0);
+
+    // Restarted with the right secret: its first mint lifts the pause the other one left.
+    const right = start();
+    const rightPort = await startedPort(right);
+    await waitFor('both jobs completed', async () => {
+      const states = await Promise.all([
+        enrollQueue.getJobState(enrollment.jobId),
+        rewardSync.getJobState(sync.jobId),
+      ]);
+      return states.every((s) => s === 'completed') ? true : undefined;
+    });
+    expect((await enrollQueue.getJob(enrollment.jobId))?.attemptsMade).toBe(1);
+    expect((await rewardSync.getJob(sync.jobId))?.attemptsMade).toBe(1);
+    expect((await fetch(`http://127.0.0.1:${rightPort}/readyz`)).status).toBe(200);
+    expect(await status()).not.toContain('TOKEN MINT FAILING');
+  }, 60_000);
+});
