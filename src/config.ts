@@ -38,6 +38,7 @@ export type ConsumerIdConfig = GroupValues<'consumerIds'>;
 export type RedisConfig = GroupValues<'redis'>;
 export type DatabaseConfig = GroupValues<'database'>;
 export type WorkerConfig = GroupValues<'worker'>;
+export type IntakeConfig = GroupValues<'intake'>;
 export type LogConfig = GroupValues<'log'>;
 
 export interface Config {
@@ -46,6 +47,7 @@ export interface Config {
   redis: RedisConfig;
   database: DatabaseConfig;
   worker: WorkerConfig;
+  intake: IntakeConfig;
   log: LogConfig;
 }
 

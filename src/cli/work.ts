@@ -1,6 +1,7 @@
 import type { Server } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type DatabaseConfig, insecureHttpWarning, loadConfig } from '../config.js';
+import { type Intake, startIntake } from '../intake/index.js';
 import { createRuntime } from '../jobs/runtime.js';
 import { registerReconcileSchedule } from '../jobs/schedule.js';
 import { startWorker } from '../jobs/worker.js';
@@ -19,7 +20,7 @@ import { type CommandSpec, parseCommandArgs } from './command.js';
 const spec: CommandSpec = {
   name: 'work',
   summary:
-    'Run the worker: enrollment, reward sync and reconciliation jobs, until SIGTERM or SIGINT.\nRun as many replicas as you like; they share the work through Redis.',
+    'Run the worker: enrollment, reward sync and reconciliation jobs, and the signup intake\n(HTTP, outbox table, RabbitMQ) that is configured, until SIGTERM or SIGINT.\nRun as many replicas as you like; they share the work through Redis.',
   options: {
     'skip-migrate': { type: 'boolean' },
   },
@@ -35,7 +36,15 @@ export async function run(argv: readonly string[]): Promise<number> {
   const args = parseCommandArgs(spec, argv);
   if (!args) return 0;
   const { values } = args;
-  const config = loadConfig(['perks', 'consumerIds', 'redis', 'database', 'worker', 'log']);
+  const config = loadConfig([
+    'perks',
+    'consumerIds',
+    'redis',
+    'database',
+    'worker',
+    'intake',
+    'log',
+  ]);
   const logger = createLogger(config.log, { pid: process.pid });
   const keyWarning = consumerIdKeyWarning(config.consumerIds.key);
   if (keyWarning) logger.warn(keyWarning);
@@ -61,10 +70,12 @@ export async function run(argv: readonly string[]): Promise<number> {
         password: config.worker.dashboardPassword,
       })
     : undefined;
-  // Before any job is taken: a replica whose health endpoints cannot listen (PORT taken by
-  // another process) would be invisible to its orchestrator, so it exits instead.
+  // Before any job is taken: a replica whose health endpoints or intake cannot listen (PORT or
+  // INTAKE_PORT taken by another process) would be invisible or deaf, so it exits instead.
   let server: Server;
+  let intake: Intake | undefined;
   try {
+    intake = await startIntake(config, runtime, logger);
     server = await startOpsServer({
       port: config.worker.port,
       host: config.worker.opsHost,
@@ -73,11 +84,13 @@ export async function run(argv: readonly string[]): Promise<number> {
         { name: 'redis', check: async () => void (await runtime.connection.ping()) },
         { name: 'postgres', check: () => runtime.ctx.store.ping() },
         { name: 'perks api', check: () => runtime.mintOutage.check() },
+        ...intake.checks,
       ],
       registry: runtime.metrics.registry,
       ...(dashboard ? { routes: dashboard } : {}),
     });
   } catch (error) {
+    await intake?.close();
     await runtime.close();
     if (tracing) await within(5000, tracing.shutdown());
     if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') {
@@ -114,6 +127,7 @@ export async function run(argv: readonly string[]): Promise<number> {
       dashboard: dashboard ? dashboardPath : 'off',
       tracing: tracing ? 'on' : 'off',
       perksApi: minted ? 'token minted' : 'token mint failing',
+      intake: intake.summary,
       prefix: config.redis.queuePrefix,
       enrollConcurrency: config.worker.enrollConcurrency,
       syncConcurrency: config.worker.syncConcurrency,
@@ -126,6 +140,8 @@ export async function run(argv: readonly string[]): Promise<number> {
     { signal, timeoutMs: config.worker.shutdownTimeoutMs },
     'shutting down: finishing active jobs',
   );
+  // Intake first: nothing new is taken while the jobs in hand finish.
+  await intake.close();
   const { timedOut } = await worker.close(config.worker.shutdownTimeoutMs);
   await closeServer(server);
   await runtime.close();

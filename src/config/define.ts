@@ -4,7 +4,14 @@
  */
 import { z } from 'zod';
 
-export type ConfigGroup = 'perks' | 'consumerIds' | 'redis' | 'database' | 'worker' | 'log';
+export type ConfigGroup =
+  | 'perks'
+  | 'consumerIds'
+  | 'redis'
+  | 'database'
+  | 'worker'
+  | 'intake'
+  | 'log';
 
 export interface VariableSpec<
   G extends ConfigGroup = ConfigGroup,

@@ -7,12 +7,14 @@
 import { apiVariables } from './api.js';
 import { connectionVariables } from './connections.js';
 import type { VariableSpec } from './define.js';
+import { intakeVariables } from './intake.js';
 import { workerVariables } from './worker.js';
 
 export const variables = {
   ...apiVariables,
   ...connectionVariables,
   ...workerVariables,
+  ...intakeVariables,
 } as const satisfies Record<string, VariableSpec>;
 
 export type Variables = typeof variables;

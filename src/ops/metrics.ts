@@ -49,6 +49,15 @@ export interface WorkerMetrics {
   jobFailed(queue: string, reason: FailureReason, final: boolean): void;
 }
 
+export type IntakeSource = 'http' | 'outbox' | 'amqp';
+/** accepted: a job was added; duplicate: one was already pending; rejected: invalid input. */
+export type IntakeOutcome = 'accepted' | 'duplicate' | 'rejected';
+
+/** What the intake paths record: signups and sync requests received, per source and outcome. */
+export interface IntakeMetrics {
+  intake(source: IntakeSource, outcome: IntakeOutcome, count?: number): void;
+}
+
 /** The PerksClient hooks, fed into API metrics. */
 export interface ApiMetricsHooks {
   onRequest(event: { operation: string; status: number | undefined; durationMs: number }): void;
@@ -56,7 +65,7 @@ export interface ApiMetricsHooks {
   onRetry(event: { operation: string; delayMs: number }): void;
 }
 
-export interface Metrics extends JobMetrics, WorkerMetrics {
+export interface Metrics extends JobMetrics, WorkerMetrics, IntakeMetrics {
   readonly registry: Registry;
   readonly apiHooks: ApiMetricsHooks;
   /** Read the depth of these queues at every scrape (one getJobCounts each). */
@@ -180,6 +189,17 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     registers,
   });
 
+  const intakeEvents = new Counter({
+    name: 'perks_worker_intake_events_total',
+    help: 'Signups and sync requests received by the intake, per source (http, outbox, amqp) and outcome (accepted, duplicate: one was already pending, rejected: invalid).',
+    labelNames: ['source', 'outcome'] as const,
+    registers,
+  });
+  for (const source of ['http', 'outbox', 'amqp']) {
+    for (const outcome of ['accepted', 'duplicate', 'rejected'])
+      intakeEvents.inc({ source, outcome }, 0);
+  }
+
   let watched: readonly CountableQueue[] = [];
   new Gauge({
     name: 'perks_worker_queue_jobs',
@@ -247,6 +267,9 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     },
     rewardSync(outcome) {
       rewardSyncs.inc({ outcome });
+    },
+    intake(source, outcome, count = 1) {
+      intakeEvents.inc({ source, outcome }, count);
     },
     reconciliationProgress(enqueued) {
       reconcileEnqueued.set(enqueued);

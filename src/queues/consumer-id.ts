@@ -4,10 +4,11 @@ import { isConsumerId } from '../perks/schemas.js';
 /** Thrown when a user id needs the HMAC key and none is configured. */
 export class ConsumerIdKeyMissingError extends Error {
   override readonly name = 'ConsumerIdKeyMissingError';
+  /** The problem without the field's name, for lists that name it apart. */
+  static readonly problem =
+    'this user id is not a valid consumer id (2-100 of [a-zA-Z0-9_-]), so it must be derived, and PERKS_CONSUMER_ID_KEY is not set';
   constructor(readonly field: string) {
-    super(
-      `${field}: this user id is not a valid consumer id (2-100 of [a-zA-Z0-9_-]), so it must be derived, and PERKS_CONSUMER_ID_KEY is not set`,
-    );
+    super(`${field}: ${ConsumerIdKeyMissingError.problem}`);
   }
 }
 

@@ -11,12 +11,12 @@ import { consentSchema, consumerIdSchema } from '../perks/schemas.js';
 import { jobNames, maxConsumersPerSyncJob } from './names.js';
 
 /** The client's own customer id: any non-empty string of sane length. */
-const userIdSchema = z
+export const userIdSchema = z
   .string({ error: 'must be a string' })
   .min(1, { error: 'must not be empty' })
   .max(256, { error: 'must be at most 256 characters' });
 
-const consentsSchema = z.array(consentSchema).max(16).optional();
+export const consentsSchema = z.array(consentSchema).max(16).optional();
 
 export const enrollmentPayloadSchema = z
   .strictObject({

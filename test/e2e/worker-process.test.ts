@@ -95,21 +95,25 @@ describe('perks-worker work', () => {
     }
   }, 60_000);
 
-  it('exits 1 with one line when PORT is taken, before taking any job', async () => {
+  it.each([
+    ['PORT', {}],
+    ['INTAKE_PORT', { INTAKE_TOKEN: 'a-token-of-at-least-24-characters' }],
+  ])('exits 1 with one line when %s is taken, before taking any job', async (variable, extra) => {
     const taken = createServer();
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
     const port = (taken.address() as AddressInfo).port;
     try {
-      sandbox.state.addConsumer('port_1', { rewards: 3 });
-      const { jobId } = await producer.enqueueRewardSync({ consumerId: 'port_1' });
-      const worker = startWorkerProcess(rig.workerEnv({ PORT: String(port) }));
+      const consumerId = `port_${variable.toLowerCase()}`;
+      sandbox.state.addConsumer(consumerId, { rewards: 3 });
+      const { jobId } = await producer.enqueueRewardSync({ consumerId });
+      const worker = startWorkerProcess(rig.workerEnv({ ...extra, [variable]: String(port) }));
       expect(await worker.exited, worker.output()).toBe(1);
       const lines = worker
         .output()
         .split('\n')
         .filter((line) => line.startsWith('perks-worker:'));
       expect(lines).toEqual([
-        `perks-worker: PORT ${port} is already in use; give each replica on a host its own PORT`,
+        `perks-worker: ${variable} ${port} is already in use; give each replica on a host its own ${variable}`,
       ]);
       const state = await (await producer.queues.rewardSync.getJob(jobId))?.getState();
       expect(['waiting', 'prioritized']).toContain(state);

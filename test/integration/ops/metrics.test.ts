@@ -159,7 +159,17 @@ describe('/metrics', () => {
       ),
     );
     expect([...labelNames].sort()).toEqual(
-      ['le', 'operation', 'outcome', 'queue', 'reason', 'result', 'state', 'status_class'].sort(),
+      [
+        'le',
+        'operation',
+        'outcome',
+        'queue',
+        'reason',
+        'result',
+        'source',
+        'state',
+        'status_class',
+      ].sort(),
     );
     expect(text).not.toContain('ops-alpha');
   });

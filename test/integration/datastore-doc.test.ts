@@ -1,20 +1,24 @@
-/** The README's datastore contract lists every table and column the migrations create. */
+/**
+ * docs/datastore.md lists every table and column the migrations create, and the README names
+ * every table.
+ */
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
+const doc = readFileSync(new URL('../../docs/datastore.md', import.meta.url), 'utf8');
 const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
 
-/** The README section of one table: from its heading to the next heading. */
+/** The section of one table in docs/datastore.md: from its heading to the next heading. */
 function section(table: string): string {
-  const start = readme.indexOf(`### \`perks.${table}\``);
+  const start = doc.indexOf(`### \`perks.${table}\``);
   if (start < 0) return '';
-  const next = readme.indexOf('\n#', start + 1);
-  return readme.slice(start, next < 0 ? undefined : next);
+  const next = doc.indexOf('\n#', start + 1);
+  return doc.slice(start, next < 0 ? undefined : next);
 }
 
-describe('README datastore contract', () => {
+describe('datastore contract', () => {
   let db: TestDatabase;
   let columns: { table: string; column: string }[] = [];
   beforeAll(async () => {
@@ -36,5 +40,10 @@ describe('README datastore contract', () => {
       ({ table, column }) => !new RegExp(`^\\| \`${column}\` +\\|`, 'm').test(section(table)),
     );
     expect(undocumented).toEqual([]);
+  });
+
+  it('names every table in the README', () => {
+    const tables = [...new Set(columns.map((c) => c.table))];
+    expect(tables.filter((table) => !readme.includes(`| \`perks.${table}\` |`))).toEqual([]);
   });
 });

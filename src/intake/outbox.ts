@@ -1,0 +1,268 @@
+/**
+ * The outbox drain: turns the rows your services add to <schema>.signup_outbox (with
+ * enqueue_enrollment(), inside their own signup transactions) into enrollment jobs.
+ *
+ * One batch is one transaction: claim waiting rows `for update skip locked`, enqueue the
+ * valid ones while they are locked, mark every row processed (with its job id, or with the
+ * error naming the field), commit. Hence:
+ * - replicas share the rows, none waiting for another, and no row is marked twice;
+ * - each row is enqueued at least once: when Redis refuses, or the process dies before the
+ *   commit, the rows stay waiting and the next pass enqueues them again, which the queue's
+ *   deduplication by consumer id absorbs while the first job is pending (a later one meets
+ *   409 upstream, already_enrolled): one enrollment either way.
+ *
+ * A pass runs on a NOTIFY from the insert trigger (outbox-listener.ts) or every `pollMs`,
+ * whichever comes first, and never two at once in one process; it repeats while batches come
+ * back full. A failed pass is logged once per outage and retried after a backoff, in which
+ * notifications are ignored so that a burst of signups cannot make it spin.
+ */
+import type pg from 'pg';
+import type { Logger } from '../ops/logger.js';
+import type { IntakeMetrics } from '../ops/metrics.js';
+import { oncePerOutage } from '../ops/outage.js';
+import { withTimeout } from '../ops/timeouts.js';
+import type { Queues } from '../queues/queues.js';
+import { assertSchemaName, quoteIdentifier } from '../store/identifier.js';
+import {
+  claimWaitingSignups,
+  deleteProcessedSignups,
+  markSignupsProcessed,
+  type OutboxOutcome,
+  type OutboxRow,
+} from '../store/outbox.js';
+import { createWakeup, listenForSignups } from './outbox-listener.js';
+import { type AcceptedSignup, checkSignup, enqueueSignups, type Signup } from './signups.js';
+
+export interface OutboxOptions {
+  /** Pool the batches run on, a transaction each (fine through PgBouncer's transaction pooling). */
+  pool: pg.Pool;
+  /** postgres:// URL of the LISTEN session, a connection of its own (see `listen`). */
+  databaseUrl: string;
+  /** Schema holding signup_outbox (DATABASE_SCHEMA). */
+  schema: string;
+  /** Queues on a fail-fast producer connection: a pass learns at once that Redis is away. */
+  queues: Queues;
+  /** PERKS_CONSUMER_ID_KEY: rows whose user id needs it are refused while it is unset. */
+  consumerIdKey: string | undefined;
+  /** Longest wait between two passes when no notification comes (OUTBOX_POLL_MS, default 1000). */
+  pollMs: number;
+  /** Processed rows older than this many days are deleted (OUTBOX_RETENTION_DAYS, default 7). */
+  retentionDays: number;
+  logger: Logger;
+  metrics: IntakeMetrics;
+  /** Rows claimed per transaction. Default 500. */
+  batchSize?: number;
+  /**
+   * Default true: LISTEN for the insert trigger's NOTIFY. false: polling alone (behind
+   * PgBouncer's transaction pooling, where LISTEN does not work).
+   */
+  listen?: boolean;
+}
+
+export interface OutboxDrain {
+  /** Drains until no row is waiting (after any pass in progress); returns the rows processed. */
+  drainNow(): Promise<number>;
+  /** Stops polling and listening; waits for a pass in progress (up to 10 s on a silent Redis). */
+  close(): Promise<void>;
+}
+
+const defaultBatchSize = 500;
+/** How long a batch may wait for Redis before it is rolled back and retried. */
+const enqueueTimeoutMs = 10_000;
+const maxBackoffMs = 10_000;
+/** Rows deleted per statement: a long retention backlog is deleted a batch per pass. */
+const retentionBatchSize = 1000;
+const retentionIntervalMs = 10 * 60_000;
+
+export function startOutboxDrain(options: OutboxOptions): OutboxDrain {
+  const { pool, pollMs, retentionDays, logger } = options;
+  const drainer: Drainer = {
+    ...options,
+    schema: quoteIdentifier(assertSchemaName(options.schema)),
+    batchSize: options.batchSize ?? defaultBatchSize,
+  };
+  const closing = new AbortController();
+  const wakeup = createWakeup();
+  const outage = oncePerOutage((error) =>
+    logger.warn(
+      { err: { message: error.message } },
+      'outbox drain failed; the rows wait for the next pass',
+    ),
+  );
+
+  let queue: Promise<unknown> = Promise.resolve();
+  /** Runs `work` after every pass already started: never two at once in this process. */
+  const exclusively = <T>(work: () => Promise<T>): Promise<T> => {
+    const result = queue.then(work);
+    queue = result.catch(() => undefined);
+    return result;
+  };
+
+  const drainUntilEmpty = async (): Promise<number> => {
+    let total = 0;
+    for (;;) {
+      const processed = await drainBatch(drainer);
+      total += processed;
+      if (processed < drainer.batchSize || closing.signal.aborted) return total;
+    }
+  };
+
+  let retentionDueAt = 0;
+  const deleteExpired = async (): Promise<void> => {
+    if (Date.now() < retentionDueAt) return;
+    const deleted = await deleteProcessedSignups(pool, drainer.schema, {
+      retentionDays,
+      limit: retentionBatchSize,
+    });
+    if (deleted > 0) logger.info({ deleted, retentionDays }, 'old outbox rows deleted');
+    // A full batch means more are due: the next pass deletes another one.
+    retentionDueAt = deleted === retentionBatchSize ? 0 : Date.now() + retentionIntervalMs;
+  };
+
+  const run = async () => {
+    let failures = 0;
+    while (!closing.signal.aborted) {
+      try {
+        await exclusively(async () => {
+          await deleteExpired();
+          await drainUntilEmpty();
+        });
+        if (failures > 0) logger.info('outbox drain recovered');
+        failures = 0;
+        outage.recovered();
+      } catch (error) {
+        failures++;
+        if (!closing.signal.aborted) {
+          outage.error(error instanceof Error ? error : new Error(String(error)));
+        }
+      }
+      if (failures === 0) await wakeup.wait(pollMs, { wakeable: true }, closing.signal);
+      else {
+        const backoff = Math.min(pollMs * 2 ** (failures - 1), Math.max(pollMs, maxBackoffMs));
+        await wakeup.wait(backoff, { wakeable: false }, closing.signal);
+      }
+    }
+  };
+
+  const running = run();
+  const listener =
+    options.listen === false
+      ? undefined
+      : listenForSignups({
+          databaseUrl: options.databaseUrl,
+          schema: options.schema,
+          onSignup: wakeup.wake,
+          logger,
+        });
+
+  return {
+    drainNow: () => exclusively(drainUntilEmpty),
+    async close() {
+      closing.abort(new Error('outbox drain closed'));
+      await Promise.all([running, listener?.close()]);
+    },
+  };
+}
+
+/** What one batch needs; `schema` is quoted. */
+type Drainer = Pick<OutboxOptions, 'pool' | 'queues' | 'consumerIdKey' | 'logger' | 'metrics'> & {
+  schema: string;
+  batchSize: number;
+};
+
+/**
+ * One batch in one transaction: claim, check, enqueue the valid rows while they are locked,
+ * mark every row, commit. Returns the rows claimed. Rolls back and rejects when Redis or
+ * PostgreSQL does, or Redis is silent for enqueueTimeoutMs: the rows stay waiting.
+ */
+async function drainBatch(d: Drainer): Promise<number> {
+  const startedAt = Date.now();
+  const client = await d.pool.connect();
+  let broken: Error | undefined;
+  // The pool does not listen to a connection it has lent: one lost mid-batch would throw an
+  // unhandled 'error' (the query in flight rejects as well).
+  const onError = (error: Error) => {
+    broken = error;
+  };
+  client.on('error', onError);
+  try {
+    await client.query('begin');
+    const rows = await claimWaitingSignups(client, d.schema, d.batchSize);
+    const { valid, refused } = checkRows(rows, d.consumerIdKey);
+    const accepted = await withTimeout(
+      enqueueSignups(
+        d.queues,
+        valid.map((v) => v.signup),
+      ),
+      enqueueTimeoutMs,
+    );
+    // enqueueSignups answers one entry per signup, in the order given.
+    const enqueued = valid.map(({ id }, i): OutboxOutcome => {
+      const job = accepted[i];
+      if (!job) throw new Error(`no job for outbox row ${id}`);
+      return { id, jobId: job.jobId };
+    });
+    await markSignupsProcessed(client, d.schema, [...enqueued, ...refused]);
+    await client.query('commit');
+    if (rows.length > 0) reportBatch(d, { rows, accepted, refused, startedAt });
+    return rows.length;
+  } catch (error) {
+    await client.query('rollback').catch((e: unknown) => {
+      broken = e instanceof Error ? e : new Error(String(e));
+    });
+    throw error;
+  } finally {
+    client.off('error', onError);
+    // A lost connection, or one whose rollback failed, is discarded, not lent again.
+    client.release(broken);
+  }
+}
+
+/** Metrics and one log line for a committed batch; the refused rows' ids at warn. */
+function reportBatch(
+  d: Drainer,
+  batch: {
+    rows: readonly OutboxRow[];
+    accepted: readonly AcceptedSignup[];
+    refused: readonly OutboxOutcome[];
+    startedAt: number;
+  },
+): void {
+  const duplicate = batch.accepted.filter((a) => a.duplicate).length;
+  const accepted = batch.accepted.length - duplicate;
+  const rejected = batch.refused.length;
+  d.metrics.intake('outbox', 'accepted', accepted);
+  d.metrics.intake('outbox', 'duplicate', duplicate);
+  d.metrics.intake('outbox', 'rejected', rejected);
+  d.logger.info(
+    {
+      rows: batch.rows.length,
+      accepted,
+      duplicate,
+      rejected,
+      durationMs: Date.now() - batch.startedAt,
+    },
+    'outbox batch enqueued',
+  );
+  if (rejected > 0) {
+    d.logger.warn({ ids: batch.refused.map((r) => r.id) }, 'outbox rows refused; see their error');
+  }
+}
+
+/** Checks each claimed row as a signup: the valid ones to enqueue, the others refused. */
+function checkRows(
+  rows: readonly OutboxRow[],
+  consumerIdKey: string | undefined,
+): { valid: { id: string; signup: Signup }[]; refused: OutboxOutcome[] } {
+  const valid: { id: string; signup: Signup }[] = [];
+  const refused: OutboxOutcome[] = [];
+  for (const { id, ...wire } of rows) {
+    const checked = checkSignup(wire, consumerIdKey);
+    if (checked.ok) valid.push({ id, signup: checked.value });
+    else {
+      const error = checked.problems.map((p) => `${p.field}: ${p.message}`).join('; ');
+      refused.push({ id, error });
+    }
+  }
+  return { valid, refused };
+}

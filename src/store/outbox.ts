@@ -1,0 +1,87 @@
+/**
+ * Reads and writes of <schema>.signup_outbox (migration 000004), for the outbox drain
+ * (intake/outbox.ts). Claiming and marking take the caller's client: they belong to one
+ * transaction, which holds the claimed rows locked until it ends.
+ */
+import type pg from 'pg';
+
+/** The NOTIFY channel of the outbox's insert trigger; the payload is the schema name. */
+export const signupOutboxChannel = 'perks_signup_outbox';
+
+/** `error` is for humans; a row refused for a runaway value keeps a bounded message. */
+const maxErrorLength = 2000;
+
+export interface OutboxRow {
+  /** bigint, as node-postgres returns it. */
+  id: string;
+  user_id: string;
+  extra_consents: string[] | null;
+  removed_consents: string[] | null;
+}
+
+/** How one claimed row ends: enqueued as `jobId`, or refused for `error`. */
+export type OutboxOutcome = { id: string; jobId: string } | { id: string; error: string };
+
+/**
+ * Locks up to `limit` waiting rows, oldest first, skipping those another transaction holds:
+ * replicas draining at once each take different rows, and none waits for another.
+ */
+export async function claimWaitingSignups(
+  client: pg.ClientBase,
+  schema: string,
+  limit: number,
+): Promise<OutboxRow[]> {
+  const { rows } = await client.query<OutboxRow>(
+    `select id, user_id, extra_consents, removed_consents
+       from ${schema}.signup_outbox
+      where processed_at is null
+      order by id
+      limit $1
+        for update skip locked`,
+    [limit],
+  );
+  return rows;
+}
+
+/** Marks claimed rows processed, each with its job id or its error, in one statement. */
+export async function markSignupsProcessed(
+  client: pg.ClientBase,
+  schema: string,
+  outcomes: readonly OutboxOutcome[],
+): Promise<void> {
+  if (outcomes.length === 0) return;
+  await client.query(
+    `update ${schema}.signup_outbox as o
+        set processed_at = now(), job_id = m.job_id, error = m.error
+       from unnest($1::bigint[], $2::text[], $3::text[]) as m(id, job_id, error)
+      where o.id = m.id`,
+    [
+      outcomes.map((o) => o.id),
+      outcomes.map((o) => ('jobId' in o ? o.jobId : null)),
+      outcomes.map((o) => ('error' in o ? o.error.slice(0, maxErrorLength) : null)),
+    ],
+  );
+}
+
+/**
+ * Deletes up to `limit` rows processed more than `retentionDays` ago, oldest first; returns
+ * how many. Waiting rows are never deleted, however old. Rows another replica is deleting are
+ * skipped rather than waited for.
+ */
+export async function deleteProcessedSignups(
+  pool: pg.Pool,
+  schema: string,
+  input: { retentionDays: number; limit: number },
+): Promise<number> {
+  const { rowCount } = await pool.query(
+    `delete from ${schema}.signup_outbox
+      where id in (
+        select id from ${schema}.signup_outbox
+         where processed_at < now() - make_interval(days => $1)
+         order by processed_at
+         limit $2
+           for update skip locked)`,
+    [input.retentionDays, input.limit],
+  );
+  return rowCount ?? 0;
+}
