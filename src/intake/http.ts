@@ -168,7 +168,7 @@ export async function startHttpIntake(options: HttpIntakeOptions): Promise<HttpI
     metrics.intake('http', 'rejected', items);
     const first = problems[0];
     return reply.code(400).send({
-      error: `invalid request, nothing was accepted: ${problems.length} problem(s), the first at item ${first?.index}: ${first?.field} ${first?.message}`,
+      error: `invalid request, nothing was accepted: ${problems.length} problem(s), the first in item ${first?.index}, ${first?.field}: ${first?.message}`,
       errors: problems,
     });
   }

@@ -12,7 +12,7 @@ import { jobNames, maxConsumersPerSyncJob } from './names.js';
 
 /** The client's own customer id: any non-empty string of sane length. */
 export const userIdSchema = z
-  .string({ error: 'must be a string' })
+  .string({ error: (issue) => (issue.input === undefined ? 'is required' : 'must be a string') })
   .min(1, { error: 'must not be empty' })
   .max(256, { error: 'must be at most 256 characters' });
 

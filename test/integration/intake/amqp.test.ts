@@ -201,7 +201,7 @@ describe('RabbitMQ intake', () => {
       'body: is not JSON',
       'colour: is not a known field',
       expect.stringMatching(/^extra_consents\[1\]: Invalid option: expected one of "BASIC"\|/),
-      'user_id: must be a string',
+      'user_id: is required',
       'user_id: this user id is not a valid consumer id (2-100 of [a-zA-Z0-9_-]), so it must be derived, and PERKS_CONSUMER_ID_KEY is not set',
     ]);
     const badConsent = dead.find((d) => d.reason.startsWith('extra_consents'));
