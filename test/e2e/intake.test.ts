@@ -68,10 +68,15 @@ function start(): WorkerProcess {
   return worker;
 }
 
-async function started(worker: WorkerProcess): Promise<void> {
-  await waitFor('worker started', () =>
-    worker.output().includes('"worker started"') ? true : undefined,
-  );
+/** Resolves with the ops port once the worker logged 'worker started'. */
+async function started(worker: WorkerProcess): Promise<number> {
+  return waitFor('worker started', () => {
+    const line = worker
+      .output()
+      .split('\n')
+      .find((l) => l.includes('"worker started"'));
+    return line ? (JSON.parse(line) as { port: number }).port : undefined;
+  });
 }
 
 /** Posts until a 202, as a client whose calls may meet a restarting worker would. */
@@ -98,7 +103,9 @@ describe('signups through HTTP, the outbox and RabbitMQ, across a SIGKILL', () =
     const unique = http.length + outbox.length + amqp.length;
 
     const first = start();
-    await started(first);
+    const opsPort = await started(first);
+    const ready = await fetch(`http://127.0.0.1:${opsPort}/readyz`);
+    expect(await ready.json()).toMatchObject({ status: 'ready', checks: { rabbitmq: 'ok' } });
     const db = new pg.Client(rig.db.url);
     await db.connect();
     const signups = new pg.Pool({ connectionString: rig.db.url, max: 4 });
