@@ -6,18 +6,33 @@ import { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import type { Redis } from 'ioredis';
 import type pg from 'pg';
+import { type RewardEventType, rewardEventTypes } from '../src/config/events.js';
+import { variables } from '../src/config.js';
 
 export interface BenchEnvironment {
   redisUrl: string;
   /** A database the bench connects to in order to create (and drop) its own. */
   adminDatabaseUrl: string;
+  /**
+   * The reward events the worker and the bare loop record: BENCH_EVENT_TYPES, read as
+   * EVENT_TYPES (`none` or a comma list); default all four, as EVENT_TYPES.
+   */
+  eventTypes: RewardEventType[];
 }
 
 export function readBenchEnvironment(env: NodeJS.ProcessEnv = process.env): BenchEnvironment {
   return {
     redisUrl: env.REDIS_URL?.trim() || 'redis://127.0.0.1:6379',
     adminDatabaseUrl: env.DATABASE_URL?.trim() || 'postgres://postgres@127.0.0.1:5432/postgres',
+    eventTypes: benchEventTypes(env.BENCH_EVENT_TYPES?.trim() || rewardEventTypes.join(',')),
   };
+}
+
+function benchEventTypes(value: string): RewardEventType[] {
+  const parsed = variables.EVENT_TYPES.schema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  const message = parsed.error.issues[0]?.message ?? 'bad value';
+  throw new Error(`BENCH_EVENT_TYPES is invalid: ${message}, got ${JSON.stringify(value)}`);
 }
 
 export interface MachineDescription {

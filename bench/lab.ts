@@ -128,7 +128,7 @@ export async function dropSchema(run: BenchRun, schema: string): Promise<void> {
  * The settings of a default deployment, read from config.ts's defaults (an empty
  * environment), so the bench measures what a user runs. port 0: no health server.
  */
-const defaults = loadConfig(['worker', 'database'], {});
+const defaults = loadConfig(['worker', 'database', 'events'], {});
 export const defaultWorker: WorkerConfig = { ...defaults.worker, port: 0 };
 export const defaultPoolSize = defaults.database.poolSize;
 export const defaultConnections = Number(variables.PERKS_CONNECTIONS.default);
@@ -207,6 +207,8 @@ export async function startLab(run: BenchRun, options: LabOptions): Promise<Lab>
         poolSize: options.poolSize ?? defaultPoolSize,
       },
       worker: { ...defaultWorker, ...options.worker },
+      // BENCH_EVENT_TYPES (env.ts): the same runs with and without the reward events.
+      events: { ...defaults.events, types: run.env.eventTypes },
     };
     const runtime = createRuntime(config, benchLogger());
     started.runtime = runtime;

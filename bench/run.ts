@@ -134,7 +134,7 @@ async function main(argv: readonly string[]): Promise<number> {
     const machine = await describeMachine(run.admin, run.redis);
     const mode = options.quick ? 'quick' : 'full';
     process.stdout.write(
-      `perks-worker bench (${mode}) on ${machine.cpu}, ${machine.cores} cores, Node ${machine.node}, Redis ${machine.redis}, PostgreSQL ${machine.postgres}; load ${machine.loadAtStart}, ${machine.otherTestProcesses} other vitest processes\n\n`,
+      `perks-worker bench (${mode}) on ${machine.cpu}, ${machine.cores} cores, Node ${machine.node}, Redis ${machine.redis}, PostgreSQL ${machine.postgres}; load ${machine.loadAtStart}, ${machine.otherTestProcesses} other vitest processes; reward events: ${run.env.eventTypes.join(',') || 'none'}\n\n`,
     );
     const ctx: BenchContext = {
       run,

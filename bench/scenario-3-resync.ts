@@ -41,7 +41,10 @@ async function statementWal(
 ): Promise<{ newRow: number; unchangedRow: number }> {
   const schema = 'bench_s3_wal';
   await createSchema(run, schema);
-  const store = createStore({ url: run.databaseUrl, schema, poolSize: 1 });
+  const store = createStore(
+    { url: run.databaseUrl, schema, poolSize: 1 },
+    { eventTypes: run.env.eventTypes },
+  );
   let newRow = Number.POSITIVE_INFINITY;
   let unchangedRow = Number.POSITIVE_INFINITY;
   try {

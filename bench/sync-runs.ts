@@ -133,7 +133,7 @@ export async function bareLoop(
   await createSchema(run, schema);
   const store = createStore(
     { url: run.databaseUrl, schema, poolSize: options.poolSize ?? defaultPoolSize },
-    { writers: syncsInFlight() },
+    { writers: syncsInFlight(), eventTypes: run.env.eventTypes },
   );
   try {
     // Open the connections first, as a running worker has them open.

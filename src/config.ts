@@ -39,6 +39,7 @@ export type RedisConfig = GroupValues<'redis'>;
 export type DatabaseConfig = GroupValues<'database'>;
 export type WorkerConfig = GroupValues<'worker'>;
 export type IntakeConfig = GroupValues<'intake'>;
+export type EventsConfig = GroupValues<'events'>;
 export type LogConfig = GroupValues<'log'>;
 
 export interface Config {
@@ -48,6 +49,7 @@ export interface Config {
   database: DatabaseConfig;
   worker: WorkerConfig;
   intake: IntakeConfig;
+  events: EventsConfig;
   log: LogConfig;
 }
 
@@ -111,6 +113,30 @@ export function loadConfig<G extends ConfigGroup>(
       variable: 'PERKS_BASE_URL',
       problem: `is invalid: must be https:// (plain http would send the client secret in clear; it is accepted for a loopback host, or with PERKS_INSECURE_HTTP=allow), got ${JSON.stringify(redactUrl(perks.baseUrl))}`,
       example: variables.PERKS_BASE_URL.example,
+    });
+  }
+  const events = config.events;
+  if (events && typeof events.webhookUrl === 'string' && insecure(events.webhookUrl)) {
+    problems.push({
+      variable: 'WEBHOOK_URL',
+      problem: `is invalid: must be https:// unless its host is loopback (events would travel in clear), got ${JSON.stringify(redactUrl(events.webhookUrl))}`,
+      example: variables.WEBHOOK_URL.example,
+    });
+  }
+  const named = new Set(problems.map((p) => p.variable));
+  if (
+    events &&
+    !named.has('WEBHOOK_URL') &&
+    !named.has('WEBHOOK_SECRET') &&
+    (events.webhookUrl === undefined) !== (events.webhookSecret === undefined)
+  ) {
+    const [set, unset] = events.webhookUrl
+      ? ['WEBHOOK_URL', 'WEBHOOK_SECRET']
+      : ['WEBHOOK_SECRET', 'WEBHOOK_URL'];
+    problems.push({
+      variable: unset,
+      problem: `is not set, and ${set} is: webhooks need both`,
+      example: variables[unset as 'WEBHOOK_URL'].example,
     });
   }
   if (perks) {

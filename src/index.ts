@@ -40,6 +40,10 @@ const commands: Record<string, { summary: string; load: () => Promise<CommandMod
     summary: 'list failed jobs, or retry them with --retry',
     load: () => import('./cli/failed.js'),
   },
+  events: {
+    summary: 'list reward events and their webhook delivery, or replay them',
+    load: () => import('./cli/events.js'),
+  },
   sandbox: {
     summary: 'run the Perks API sandbox (simulator)',
     load: () => import('./cli/sandbox.js'),

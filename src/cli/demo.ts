@@ -44,7 +44,7 @@ export async function run(argv: readonly string[]): Promise<number> {
   const { values } = args;
   const customers = wholeNumberOption(spec, values.customers, '--customers', 1, 100_000) ?? 200;
   const seed = wholeNumberOption(spec, values.seed, '--seed', 1, 1_000_000) ?? 7;
-  const base = loadConfig(['redis', 'database', 'worker', 'log']);
+  const base = loadConfig(['redis', 'database', 'worker', 'events', 'log']);
   // The worker's own lines (retries, pages) would drown the progress: shown with --verbose.
   const logger = createLogger({
     level: values.verbose ? base.log.level : 'error',
@@ -88,6 +88,7 @@ export async function run(argv: readonly string[]): Promise<number> {
     redis: { url: base.redis.url, queuePrefix: prefix },
     database: { ...base.database, schema },
     worker: { ...base.worker, jobBackoffMs: 200, rateLimitPerSecond: undefined },
+    events: base.events,
   };
   const runtime = createRuntime(config, logger);
   try {

@@ -8,6 +8,7 @@ import {
   type ReconciliationView,
 } from '../queues/inspect.js';
 import { type QueueKind, queueNames } from '../queues/names.js';
+import type { DeliveryLag } from '../store/event-deliveries.js';
 import type { ConsumerFailure, DatastoreSummary } from '../store/summary.js';
 import { renderTable } from './table.js';
 
@@ -97,4 +98,13 @@ export function failuresBlock(
     ...consumers.map((c) => ['consumer last_error', c.consumerId, c.lastError.slice(0, 140)]),
   ];
   return renderTable(['failure', 'consumer', 'reason'], rows);
+}
+
+/** One line on how far webhook delivery is behind, for `events` and `status`. */
+export function lagLine(lag: DeliveryLag): string {
+  const failed =
+    lag.failed > 0 ? `; ${lag.failed} event(s) failed (perks-worker events --failed)` : '';
+  if (!lag.oldest) return `webhook delivery: up to date${failed}`;
+  const seconds = Math.round((Date.now() - lag.oldest.createdAt.getTime()) / 1000);
+  return `webhook delivery: ${lag.consumers} consumer(s) waiting, oldest undelivered evt_${lag.oldest.id} recorded ${seconds} s ago${failed}`;
 }

@@ -2,6 +2,8 @@ import { type Config, loadConfig, redactUrl } from '../config.js';
 import { readMintFailure } from '../jobs/mint-outage.js';
 import { failedJobs, lastReconciliation, queueCounts, retryingJobs } from '../queues/inspect.js';
 import type { Producer } from '../queues/producer.js';
+import { deliveryLag } from '../store/event-deliveries.js';
+import { quoteIdentifier } from '../store/identifier.js';
 import { createStore } from '../store/store.js';
 import { consumerFailures, readSummary } from '../store/summary.js';
 import { type CommandSpec, parseCommandArgs } from './command.js';
@@ -9,6 +11,7 @@ import { withProducer } from './producer-session.js';
 import {
   datastoreBlock,
   failuresBlock,
+  lagLine,
   mintFailureLine,
   queuesBlock,
   reconciliationLine,
@@ -18,7 +21,7 @@ import {
 const spec: CommandSpec = {
   name: 'status',
   summary:
-    'Show a failing token mint, queue counts, the last reconciliation, jobs waiting to retry,\nthe datastore totals and recent failures. Exits 1 while minting fails or the datastore is\nunavailable.',
+    'Show a failing token mint, queue counts, the last reconciliation, jobs waiting to retry,\nthe datastore totals, the webhook delivery lag and recent failures. Exits 1 while minting fails or the datastore is\nunavailable.',
   options: {},
   help: [],
 };
@@ -54,11 +57,12 @@ async function report(
     ];
     let datastoreOk = true;
     try {
-      const [summary, consumers] = await Promise.all([
+      const [summary, consumers, lag] = await Promise.all([
         readSummary(store.pool, config.database.schema),
         consumerFailures(store.pool, config.database.schema, 5),
+        deliveryLag(store.pool, quoteIdentifier(config.database.schema)),
       ]);
-      out.push(datastoreBlock(summary), '', failuresBlock(jobs, consumers));
+      out.push(datastoreBlock(summary), '', lagLine(lag), '', failuresBlock(jobs, consumers));
     } catch (error) {
       // The queues are still worth showing when the datastore is not.
       datastoreOk = false;

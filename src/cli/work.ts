@@ -1,6 +1,7 @@
 import type { Server } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type DatabaseConfig, insecureHttpWarning, loadConfig } from '../config.js';
+import { startWebhooks } from '../events/index.js';
 import { type Intake, startIntake } from '../intake/index.js';
 import { createRuntime } from '../jobs/runtime.js';
 import { registerReconcileSchedule } from '../jobs/schedule.js';
@@ -43,6 +44,7 @@ export async function run(argv: readonly string[]): Promise<number> {
     'database',
     'worker',
     'intake',
+    'events',
     'log',
   ]);
   const logger = createLogger(config.log, { pid: process.pid });
@@ -108,6 +110,7 @@ export async function run(argv: readonly string[]): Promise<number> {
     config.worker,
     tracing ? { telemetry: tracing.telemetry } : {},
   );
+  const webhooks = startWebhooks(config, runtime, logger);
   registerReconcileSchedule(
     runtime.ctx.queues,
     runtime.connection,
@@ -128,6 +131,7 @@ export async function run(argv: readonly string[]): Promise<number> {
       tracing: tracing ? 'on' : 'off',
       perksApi: minted ? 'token minted' : 'token mint failing',
       intake: intake.summary,
+      webhooks: webhooks ? new URL(config.events.webhookUrl ?? '').host : 'off',
       prefix: config.redis.queuePrefix,
       enrollConcurrency: config.worker.enrollConcurrency,
       syncConcurrency: config.worker.syncConcurrency,
@@ -142,6 +146,7 @@ export async function run(argv: readonly string[]): Promise<number> {
   );
   // Intake first: nothing new is taken while the jobs in hand finish.
   await intake.close();
+  await webhooks?.close();
   const { timedOut } = await worker.close(config.worker.shutdownTimeoutMs);
   await closeServer(server);
   await runtime.close();

@@ -11,6 +11,7 @@ export type ConfigGroup =
   | 'database'
   | 'worker'
   | 'intake'
+  | 'events'
   | 'log';
 
 export interface VariableSpec<

@@ -7,6 +7,7 @@
 import { apiVariables } from './api.js';
 import { connectionVariables } from './connections.js';
 import type { VariableSpec } from './define.js';
+import { eventsVariables } from './events.js';
 import { intakeVariables } from './intake.js';
 import { workerVariables } from './worker.js';
 
@@ -15,6 +16,7 @@ export const variables = {
   ...connectionVariables,
   ...workerVariables,
   ...intakeVariables,
+  ...eventsVariables,
 } as const satisfies Record<string, VariableSpec>;
 
 export type Variables = typeof variables;

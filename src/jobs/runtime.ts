@@ -26,7 +26,10 @@ export interface Runtime {
   close(): Promise<void>;
 }
 
-export type RuntimeConfig = Pick<Config, 'perks' | 'consumerIds' | 'redis' | 'database' | 'worker'>;
+export type RuntimeConfig = Pick<
+  Config,
+  'perks' | 'consumerIds' | 'redis' | 'database' | 'worker' | 'events'
+>;
 
 export interface RuntimeOptions {
   /** Default: a new registry with Node's default metrics. */
@@ -42,6 +45,7 @@ export function createRuntime(
   const store = createStore(config.database, {
     logger,
     writers: syncsInFlight(config.worker),
+    eventTypes: config.events.types,
   });
   const queues = openQueues(connection, config.redis.queuePrefix, config.worker, logger);
   const metrics = options.metrics ?? createMetrics();

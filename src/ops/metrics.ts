@@ -8,71 +8,22 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { withTimeout } from './timeouts.js';
 
-/** Why a job attempt did not complete, as a bounded label. */
-export const failureReasons = ['unrecoverable', 'rate_limited', 'error'] as const;
-export type FailureReason = (typeof failureReasons)[number];
+export type {
+  ApiMetricsHooks,
+  CountableQueue,
+  FailureReason,
+  IntakeMetrics,
+  IntakeOutcome,
+  IntakeSource,
+  JobMetrics,
+  Metrics,
+  RewardSyncOutcome,
+  WebhookMetrics,
+  WorkerMetrics,
+} from './metric-types.js';
+export { failureReasons } from './metric-types.js';
 
-/** Whatever can count its jobs by state: a BullMQ Queue. Kept structural so ops needs no queue code. */
-export interface CountableQueue {
-  readonly name: string;
-  getJobCounts(...types: string[]): Promise<Record<string, number>>;
-}
-
-export type RewardSyncOutcome = 'synced' | 'not_enrolled' | 'retried_alone';
-
-/** What processors record, through JobContext: domain facts, not job mechanics. */
-export interface JobMetrics {
-  /** One reward page written to Postgres, with what the write did. */
-  rewardPageWritten(written: {
-    inserted: number;
-    updated: number;
-    unchanged: number;
-    statusChanges: number;
-  }): void;
-  enrollment(outcome: 'created' | 'already_enrolled'): void;
-  /**
-   * One consumer's sync ended: `synced`, `not_enrolled`, or `retried_alone` (it failed inside
-   * a job of several consumers and was handed to a job of its own).
-   */
-  rewardSync(outcome: RewardSyncOutcome): void;
-  /** Consumers enqueued so far by the running reconciliation. */
-  reconciliationProgress(enqueued: number): void;
-  reconciliationFinished(): void;
-}
-
-/** What the worker assembly records around every job attempt. */
-export interface WorkerMetrics {
-  /** Every attempt's duration; a rate-limited one also counts as retried (BullMQ emits no event). */
-  jobAttempt(queue: string, outcome: 'completed' | FailureReason, durationSeconds: number): void;
-  jobCompleted(queue: string): void;
-  /** A job attempt failed; `final` when no attempt is left (or it was unrecoverable). */
-  jobFailed(queue: string, reason: FailureReason, final: boolean): void;
-}
-
-export type IntakeSource = 'http' | 'outbox' | 'amqp';
-/** accepted: a job was added; duplicate: one was already pending; rejected: invalid input. */
-export type IntakeOutcome = 'accepted' | 'duplicate' | 'rejected';
-
-/** What the intake paths record: signups and sync requests received, per source and outcome. */
-export interface IntakeMetrics {
-  intake(source: IntakeSource, outcome: IntakeOutcome, count?: number): void;
-}
-
-/** The PerksClient hooks, fed into API metrics. */
-export interface ApiMetricsHooks {
-  onRequest(event: { operation: string; status: number | undefined; durationMs: number }): void;
-  onTokenMinted(): void;
-  onRetry(event: { operation: string; delayMs: number }): void;
-}
-
-export interface Metrics extends JobMetrics, WorkerMetrics, IntakeMetrics {
-  readonly registry: Registry;
-  readonly apiHooks: ApiMetricsHooks;
-  /** Read the depth of these queues at every scrape (one getJobCounts each). */
-  watchQueues(queues: readonly CountableQueue[]): void;
-  /** The text exposition, as served on /metrics. */
-  scrape(): Promise<string>;
-}
+import type { CountableQueue, Metrics } from './metric-types.js';
 
 export interface MetricsOptions {
   /** Node's default metrics (process_*, nodejs_*). Default true. */
@@ -200,6 +151,27 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       intakeEvents.inc({ source, outcome }, 0);
   }
 
+  const webhookDeliveries = new Counter({
+    name: 'perks_worker_webhook_deliveries_total',
+    help: 'Reward events POSTed to WEBHOOK_URL, per outcome: delivered (2xx), retried (refused or no answer; tried again with backoff), failed (given up after WEBHOOK_MAX_AGE_HOURS).',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
+  let readDeliveryLag: (() => Promise<number>) | undefined;
+  new Gauge({
+    name: 'perks_worker_webhook_oldest_undelivered_seconds',
+    help: 'Age of the oldest reward event not yet delivered to WEBHOOK_URL (0 when none), read from PostgreSQL at scrape time; absent without webhooks.',
+    registers,
+    async collect() {
+      if (!readDeliveryLag) return;
+      try {
+        this.set(await withTimeout(readDeliveryLag(), queueDepthTimeoutMs));
+      } catch {
+        this.reset(); // PostgreSQL away or slow: left out of this scrape
+      }
+    },
+  });
+
   let watched: readonly CountableQueue[] = [];
   new Gauge({
     name: 'perks_worker_queue_jobs',
@@ -267,6 +239,14 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     },
     rewardSync(outcome) {
       rewardSyncs.inc({ outcome });
+    },
+    webhookDelivery(outcome) {
+      webhookDeliveries.inc({ outcome });
+    },
+    watchDeliveryLag(read) {
+      readDeliveryLag = read;
+      for (const outcome of ['delivered', 'retried', 'failed'])
+        webhookDeliveries.inc({ outcome }, 0);
     },
     intake(source, outcome, count = 1) {
       intakeEvents.inc({ source, outcome }, count);

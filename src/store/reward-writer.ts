@@ -21,6 +21,7 @@
  * every page of the statement: each job retries.
  */
 import type pg from 'pg';
+import type { RewardEventType } from '../config/events.js';
 import { errorCode } from './errors.js';
 import {
   isEmptyWrite,
@@ -107,6 +108,7 @@ export class RewardWriter {
   readonly #pool: pg.Pool;
   readonly #sql: string;
   readonly #limits: RewardWriterLimits;
+  readonly #eventTypes: readonly RewardEventType[];
   #queue: Pending[] = [];
   #running = 0;
   /** Consumers with a small page in a running statement. */
@@ -114,10 +116,17 @@ export class RewardWriter {
   /** Statements run and pages they wrote, since the start (pages / statements: the batching). */
   readonly totals = { statements: 0, pages: 0 };
 
-  constructor(pool: pg.Pool, schemaSql: string, limits: RewardWriterLimits) {
+  /** `eventTypes`: the reward events every statement records (none when empty). */
+  constructor(
+    pool: pg.Pool,
+    schemaSql: string,
+    limits: RewardWriterLimits,
+    eventTypes: readonly RewardEventType[],
+  ) {
     this.#pool = pool;
     this.#sql = rewardWriteSql(schemaSql);
     this.#limits = limits;
+    this.#eventTypes = eventTypes;
   }
 
   /** Writes one page (and the end of its sync, given `finish`); see the module's comment. */
@@ -192,11 +201,11 @@ export class RewardWriter {
     this.totals.statements += 1;
     this.totals.pages += pages.length;
     try {
-      return await writeRewardPages(this.#pool, this.#sql, pages);
+      return await writeRewardPages(this.#pool, this.#sql, pages, this.#eventTypes);
     } catch (error) {
       if (!dataException(error) || !pages.some((page) => page.asSent)) throw error;
       this.totals.statements += 1;
-      return writeRewardPages(this.#pool, this.#sql, pages.map(reserialized));
+      return writeRewardPages(this.#pool, this.#sql, pages.map(reserialized), this.#eventTypes);
     }
   }
 

@@ -1,15 +1,17 @@
 /**
- * Writes of <schema>.rewards and <schema>.reward_status_changes.
+ * Writes of <schema>.rewards, <schema>.reward_status_changes and <schema>.reward_events.
  *
  * Pages are written by ONE statement (one round trip, one implicit transaction) for one page
  * or several (reward-writer.ts coalesces the small pages of concurrent syncs): the rewards
  * travel as a single jsonb parameter holding each reward's `raw` item once, the columns are
  * read from it in SQL, and data-modifying CTEs create the consumer rows when missing, upsert
- * the rewards and record the status changes. The last page of a sync also ends it (missing
- * rewards, last_synced_at) in the same statement. The statement is a function of the schema
- * (migrations/000002_write_reward_pages.sql); see rewardWriteSql.
+ * the rewards and record the status changes and the reward events. The last page of a sync
+ * also ends it (missing rewards, last_synced_at) in the same statement. The statement is a
+ * function of the schema (migrations/000002_write_reward_pages.sql, with the events since
+ * 000005_reward_events.sql); see rewardWriteSql.
  */
 import type pg from 'pg';
+import type { RewardEventType } from '../config/events.js';
 import { StoreInputError } from './errors.js';
 import type { RewardPageWrite, RewardRecord } from './types.js';
 
@@ -21,11 +23,12 @@ const amountPattern = /^(?!^[-+.]*$)[+-]?0*\d*\.?\d*$/;
  * sync, in one call of the schema's write_reward_pages function (one round trip, one plan kept
  * per session, one commit; see reward-writer.ts for who is written together). The statement,
  * its parameters and its rules (stale-write guard, locks, missing rewards) are in the
- * migration that creates it, 000002_write_reward_pages.sql.
+ * migration 000002_write_reward_pages.sql; its events ($4: the types to record) in
+ * 000005_reward_events.sql.
  */
 export function rewardWriteSql(s: string): string {
   return `select p, inserted, updated, status_changes, marked_missing
-  from ${s}.write_reward_pages($1::jsonb, $2::jsonb, $3::uuid[])`;
+  from ${s}.write_reward_pages($1::jsonb, $2::jsonb, $3::uuid[], $4::text[])`;
 }
 
 export interface WriteRewardPageInput {
@@ -120,13 +123,15 @@ export const isEmptyWrite = (page: PreparedPage) =>
   page.ids.length === 0 && page.finish === undefined;
 
 /**
- * Writes `pages` (distinct consumers, distinct reward ids) with one statement; returns each
- * page's counts, in order. All or nothing: a failure fails every page of the statement.
+ * Writes `pages` (distinct consumers, distinct reward ids) with one statement, recording the
+ * reward events of `eventTypes`; returns each page's counts, in order. All or nothing: a
+ * failure fails every page of the statement, its events with it.
  */
 export async function writeRewardPages(
   pool: pg.Pool,
   sql: string,
   pages: readonly PreparedPage[],
+  eventTypes: readonly RewardEventType[],
 ): Promise<RewardPageResult[]> {
   assertDisjoint(pages);
   const withItems = pages.filter((page) => page.ids.length > 0);
@@ -155,7 +160,7 @@ export async function writeRewardPages(
     updated: number;
     status_changes: number;
     marked_missing: number;
-  }>(sql, [itemsJson, pagesJson, uuidArrayParameter(notMissing)]);
+  }>(sql, [itemsJson, pagesJson, uuidArrayParameter(notMissing), eventTypes]);
   const byPage = new Map(rows.map((row) => [row.p, row]));
   return pages.map((page, p) => {
     const counts = byPage.get(p);

@@ -5,6 +5,7 @@
  * SQL text, is validated and quoted once here.
  */
 import pg from 'pg';
+import { type RewardEventType, rewardEventTypes } from '../config/events.js';
 import type { Logger } from '../ops/logger.js';
 import * as consumers from './consumers.js';
 import { assertSchemaName, quoteIdentifier } from './identifier.js';
@@ -32,7 +33,8 @@ export interface Store {
   /**
    * Writes one API page of a consumer's rewards in one statement (one transaction), which may
    * also write the small pages of other syncs (reward-writer.ts); given `finish` (the last
-   * page of a sync), the end of the sync too (see rewards.ts).
+   * page of a sync), the end of the sync too (see rewards.ts). The reward events of the
+   * changes are written by the same statement.
    */
   writeRewardPage(input: WriteRewardPageInput): Promise<RewardPageResult>;
   recordEnrollment(input: consumers.RecordEnrollmentInput): Promise<void>;
@@ -57,6 +59,11 @@ export interface StoreOptions {
    * (`syncsInFlight`). Sizes the statements of small pages (reward-writer.ts).
    */
   writers?: number;
+  /**
+   * The reward events recorded in reward_events by every write (EVENT_TYPES); empty: none.
+   * Default: all four.
+   */
+  eventTypes?: readonly RewardEventType[];
 }
 
 export function createStore(config: StoreConfig, options: StoreOptions = {}): Store {
@@ -78,7 +85,12 @@ export function createStore(config: StoreConfig, options: StoreOptions = {}): St
   pool.on('error', (error) => {
     options.logger?.warn({ err: error }, 'idle PostgreSQL connection lost');
   });
-  const writer = new RewardWriter(pool, s, defaultWriterLimits(config.poolSize, options.writers));
+  const writer = new RewardWriter(
+    pool,
+    s,
+    defaultWriterLimits(config.poolSize, options.writers),
+    options.eventTypes ?? rewardEventTypes,
+  );
 
   return {
     pool,

@@ -4,6 +4,7 @@
  */
 import type { Telemetry } from 'bullmq';
 import { type Logger, pino } from 'pino';
+import { rewardEventTypes } from '../../src/config/events.js';
 import type { Config } from '../../src/config.js';
 import { createRuntime, type Runtime, type RuntimeConfig } from '../../src/jobs/runtime.js';
 import { type RunningWorker, startWorker } from '../../src/jobs/worker.js';
@@ -30,6 +31,8 @@ export interface HarnessOptions {
   sandbox?: SandboxOptions;
   perks?: Partial<Config['perks']>;
   worker?: Partial<Config['worker']>;
+  /** Default: every event type recorded, no webhook. */
+  events?: Partial<Config['events']>;
   /** Default: silent (TEST_LOG_LEVEL to see it). */
   logger?: Logger;
   /** BullMQ telemetry for the workers (tracing tests). */
@@ -73,6 +76,13 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       opsHost: '127.0.0.1',
       dashboardUser: 'admin',
       ...options.worker,
+    },
+    events: {
+      types: [...rewardEventTypes],
+      webhookTimeoutMs: 10_000,
+      webhookMaxAgeHours: 72,
+      webhookConcurrency: 16,
+      ...options.events,
     },
   };
   const logger = options.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });

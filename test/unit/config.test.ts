@@ -174,12 +174,12 @@ describe('loadConfig', () => {
     ).toMatch(/^PERKS_CLIENT_SECRET_FILE: is invalid: cannot read .* \(ENOENT\)$/);
   });
 
-  it('is documented: the README configuration table is the one the definitions render', () => {
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+  it('is documented: docs/configuration.md holds the table the definitions render', () => {
+    const doc = readFileSync(new URL('../../docs/configuration.md', import.meta.url), 'utf8');
     const table = /<!-- config-table:start -->\n([\s\S]*?)\n<!-- config-table:end -->/.exec(
-      readme,
+      doc,
     )?.[1];
-    // On a difference: `npm run docs` rewrites the README's table from src/config/.
+    // On a difference: `npm run docs` rewrites the table from src/config/.
     expect(table).toBe(configTable());
     for (const name of Object.keys(variables)) expect(table).toContain(`| \`${name}\` |`);
   });
@@ -198,5 +198,64 @@ describe('loadConfig', () => {
     );
     expect(consumerIdKeyWarning('k'.repeat(16))).toBeUndefined();
     expect(consumerIdKeyWarning(undefined)).toBeUndefined();
+  });
+
+  it('turns the intake on only with a token of 24 characters or more, never echoing it', () => {
+    expect(loadConfig(['intake'], {}).intake).toEqual({
+      port: 9465,
+      host: '0.0.0.0',
+      outbox: true,
+      outboxPollMs: 1000,
+      outboxRetentionDays: 7,
+      amqpQueue: 'perks.signups',
+      amqpPrefetch: 100,
+    });
+    const problems = problemsOf(() =>
+      loadConfig(['intake'], {
+        INTAKE_TOKEN: 'short-secret',
+        OUTBOX: 'maybe',
+        INTAKE_AMQP_URL: 'http://u:pw@h',
+      }),
+    );
+    expect(problems).toEqual([
+      'INTAKE_TOKEN: is invalid: must be at least 24 characters',
+      'OUTBOX: is invalid: must be on or off, got "maybe"',
+      'INTAKE_AMQP_URL: is invalid: must be an amqp:// or amqps:// URL, got "http://u:***@h"',
+    ]);
+  });
+
+  it('records every event type by default, `none` or a list, and names a wrong one', () => {
+    expect(loadConfig(['events'], {}).events.types).toEqual([
+      'reward.created',
+      'reward.status_changed',
+      'reward.missing',
+      'reward.restored',
+    ]);
+    expect(loadConfig(['events'], { EVENT_TYPES: 'none' }).events.types).toEqual([]);
+    expect(
+      loadConfig(['events'], { EVENT_TYPES: 'reward.missing, reward.restored' }).events.types,
+    ).toEqual(['reward.missing', 'reward.restored']);
+    expect(problemsOf(() => loadConfig(['events'], { EVENT_TYPES: 'reward.paid' }))[0]).toMatch(
+      /^EVENT_TYPES: is invalid: must be `none` or a comma list of reward.created, /,
+    );
+  });
+
+  it('needs WEBHOOK_URL and WEBHOOK_SECRET together, https unless loopback', () => {
+    const secret = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+    expect(
+      loadConfig(['events'], { WEBHOOK_URL: 'http://127.0.0.1:8080/hook', WEBHOOK_SECRET: secret })
+        .events.webhookUrl,
+    ).toBe('http://127.0.0.1:8080/hook');
+    expect(
+      problemsOf(() => loadConfig(['events'], { WEBHOOK_URL: 'https://h.example/x' })),
+    ).toEqual(['WEBHOOK_SECRET: is not set, and WEBHOOK_URL is: webhooks need both']);
+    const problems = problemsOf(() =>
+      loadConfig(['events'], { WEBHOOK_URL: 'http://hooks.example/x', WEBHOOK_SECRET: 'whsec_!!' }),
+    );
+    expect(problems).toHaveLength(2);
+    expect(problems[0]).toBe('WEBHOOK_SECRET: is invalid: must be whsec_ followed by base64');
+    expect(problems[1]).toMatch(
+      /^WEBHOOK_URL: is invalid: must be https:\/\/ unless its host is loopback/,
+    );
   });
 });

@@ -64,6 +64,10 @@ describe('migrate', () => {
     );
     expect(tables.map((t) => t.table_name)).toEqual([
       'consumers',
+      'reward_event_cursors',
+      'reward_event_failures',
+      'reward_event_pending',
+      'reward_events',
       'reward_status_changes',
       'rewards',
       'schema_migrations',
@@ -104,8 +108,8 @@ describe('migrate', () => {
          where table_schema like 'perks%' group by 1 order by 1`,
       );
       expect(rows).toEqual([
-        { table_schema: 'perks', n: 5 },
-        { table_schema: 'perks_alt', n: 5 },
+        { table_schema: 'perks', n: 9 },
+        { table_schema: 'perks_alt', n: 9 },
       ]);
     } finally {
       await db.drop();
@@ -207,12 +211,12 @@ describe('perks-worker migrate', () => {
     const first = capture();
     expect(await run([])).toBe(0);
     expect(first.out.join('')).toBe(
-      `created database ${name}\napplied 000001_init.sql\napplied 000002_write_reward_pages.sql\napplied 000003_not_enrolled_race.sql\napplied 000004_signup_outbox.sql\nschema perks is at 000004 (4 migrations)\n`,
+      `created database ${name}\napplied 000001_init.sql\napplied 000002_write_reward_pages.sql\napplied 000003_not_enrolled_race.sql\napplied 000004_signup_outbox.sql\napplied 000005_reward_events.sql\nschema perks is at 000005 (5 migrations)\n`,
     );
     vi.restoreAllMocks();
     const second = capture();
     expect(await run([])).toBe(0);
-    expect(second.out.join('')).toBe('schema perks is at 000004 (4 migrations)\n');
+    expect(second.out.join('')).toBe('schema perks is at 000005 (5 migrations)\n');
   });
 
   it('says in one line that the server cannot be reached, and exits 1', async () => {

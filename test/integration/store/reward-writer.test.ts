@@ -3,6 +3,7 @@
  * statement, yet each page gets its own counts, its own sync end and its own failure.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rewardEventTypes } from '../../../src/config/events.js';
 import { migrate } from '../../../src/store/migrate.js';
 import { preparePage } from '../../../src/store/rewards.js';
 import { createStore, type RewardRecord, type Store } from '../../../src/store/store.js';
@@ -250,7 +251,7 @@ describe('RewardWriter', () => {
     await migrate({ databaseUrl: db.url, schema: 'perks_plan' });
     const { rows: fn } = await store.pool.query<{ src: string; config: string[] }>(
       `select prosrc as src, proconfig as config from pg_proc
-       where oid = 'perks_plan.write_reward_pages(jsonb, jsonb, uuid[])'::regprocedure`,
+       where oid = 'perks_plan.write_reward_pages(jsonb, jsonb, uuid[], text[])'::regprocedure`,
     );
     expect(fn[0]?.config).toEqual(
       expect.arrayContaining([
@@ -271,12 +272,12 @@ describe('RewardWriter', () => {
       await client.query('set local search_path to perks_plan');
       await client.query('set local plan_cache_mode = force_generic_plan');
       await client.query('set local enable_seqscan = off');
-      await client.query(`prepare write_plan(jsonb, jsonb, uuid[]) as ${body}`);
+      await client.query(`prepare write_plan(jsonb, jsonb, uuid[], text[]) as ${body}`);
       // EXPLAIN EXECUTE takes literals, not bind parameters.
       const literal = (text: string) => client.escapeLiteral(text);
       const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
         `explain (format json) execute write_plan(${literal(`[${page.entryJson}]`)}, ${literal(pages)},
-           ${literal(`{${page.ids.join(',')}}`)})`,
+           ${literal(`{${page.ids.join(',')}}`)}, ${literal(`{${rewardEventTypes.join(',')}}`)})`,
       );
       const plan = rows[0]?.['QUERY PLAN'][0].Plan;
       expect(plan).toBeDefined();

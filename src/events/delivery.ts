@@ -1,0 +1,191 @@
+/**
+ * Webhook delivery of the reward_events feed, on a BullMQ queue of its own (`webhooks`):
+ * - a dispatcher in each replica polls the consumers marked pending (in the events' own
+ *   transaction) and adds one `deliver-events` job per consumer, deduplicated by consumer:
+ *   at most one job per consumer is pending or running, so replicas never deliver one
+ *   consumer's events in parallel or out of order;
+ * - that job POSTs the consumer's undelivered events one at a time in feed order, moving the
+ *   consumer's cursor past each one a 2xx answered. A refusal fails the attempt: BullMQ retries
+ *   it with exponential backoff (1 s doubling to 5 min), while other consumers' jobs go on.
+ * - an event still refused WEBHOOK_MAX_AGE_HOURS after its first refusal is recorded failed and
+ *   skipped. Delivery is at least once: a crash after a POST and before its cursor moves sends
+ *   that event again (receivers deduplicate on `webhook-id`).
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type Job, type Queue, Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type pg from 'pg';
+import type { Logger } from '../ops/logger.js';
+import type { WebhookMetrics } from '../ops/metrics.js';
+import { oncePerOutage } from '../ops/outage.js';
+import {
+  advanceCursor,
+  clearPendingIfDone,
+  dispatchPending,
+  recordFailure,
+  undeliveredEvents,
+} from '../store/event-deliveries.js';
+import type { WebhookSender } from './webhook.js';
+
+export const webhookQueueName = 'webhooks';
+export const deliverJobName = 'deliver-events';
+
+/** What a delivery job carries; `failing` is the head event refused so far, and since when. */
+export interface DeliveryJobData {
+  consumerId: string;
+  failing?: { eventId: string; since: number };
+}
+
+export interface DeliveryContext {
+  pool: pg.Pool;
+  /** Quoted schema name. */
+  schema: string;
+  sender: Pick<WebhookSender, 'send'>;
+  maxAgeMs: number;
+  logger: Logger;
+  metrics: WebhookMetrics;
+}
+
+/** Events read per query; a job goes on until the consumer has none left. */
+const eventsPerRead = 100;
+
+/** Delays between attempts of a delivery job: 1 s doubling to 5 min, with jitter. */
+export function deliveryBackoff(attemptsMade: number): number {
+  const base = Math.min(1000 * 2 ** Math.max(attemptsMade - 1, 0), 5 * 60_000);
+  return Math.round(base * (0.8 + Math.random() * 0.4));
+}
+
+/** Delivers the consumer's undelivered events in order; throws on the first refusal. */
+export async function deliverConsumerEvents(
+  job: Job<DeliveryJobData>,
+  ctx: DeliveryContext,
+  signal?: AbortSignal,
+): Promise<{ delivered: number; failed: number }> {
+  const { consumerId } = job.data;
+  let delivered = 0;
+  let failed = 0;
+  for (;;) {
+    const events = await undeliveredEvents(ctx.pool, ctx.schema, consumerId, eventsPerRead);
+    if (events.length === 0) break;
+    for (const event of events) {
+      try {
+        await ctx.sender.send(event, signal);
+      } catch (error) {
+        const failing =
+          job.data.failing?.eventId === event.id
+            ? job.data.failing
+            : { eventId: event.id, since: Date.now() };
+        if (Date.now() - failing.since < ctx.maxAgeMs) {
+          await job.updateData({ consumerId, failing });
+          ctx.metrics.webhookDelivery('retried');
+          throw error;
+        }
+        // Refused for WEBHOOK_MAX_AGE_HOURS: given up, so that the next events can go.
+        await recordFailure(ctx.pool, ctx.schema, event, {
+          attempts: job.attemptsMade + 1,
+          lastError: (error as Error).message,
+        });
+        ctx.metrics.webhookDelivery('failed');
+        ctx.logger.error(
+          {
+            consumerId,
+            eventId: event.id,
+            type: event.type,
+            err: { message: (error as Error).message },
+          },
+          'webhook delivery given up; the event is marked failed',
+        );
+        failed += 1;
+        continue;
+      }
+      await advanceCursor(ctx.pool, ctx.schema, consumerId, event.id);
+      ctx.metrics.webhookDelivery('delivered');
+      delivered += 1;
+    }
+    if (job.data.failing) await job.updateData({ consumerId });
+  }
+  await clearPendingIfDone(ctx.pool, ctx.schema, consumerId);
+  return { delivered, failed };
+}
+
+export interface WebhookDeliveryOptions extends DeliveryContext {
+  connection: Redis;
+  prefix: string;
+  queue: Queue<DeliveryJobData>;
+  concurrency: number;
+  /** How often the dispatcher looks for consumers with new events. Default 500 ms. */
+  pollMs?: number;
+}
+
+/** Starts the delivery worker and this replica's dispatcher; `close` stops both. */
+export function startWebhookDelivery(options: WebhookDeliveryOptions): {
+  close(): Promise<void>;
+} {
+  const { logger } = options;
+  const worker = new Worker<DeliveryJobData>(
+    webhookQueueName,
+    (job, _token, signal) => deliverConsumerEvents(job, options, signal),
+    {
+      connection: options.connection,
+      prefix: options.prefix,
+      concurrency: options.concurrency,
+      settings: { backoffStrategy: (attemptsMade: number) => deliveryBackoff(attemptsMade) },
+    },
+  );
+  const workerOutage = oncePerOutage((error) =>
+    logger.error({ err: { message: error.message } }, 'webhook worker error'),
+  );
+  worker.on('error', workerOutage.error);
+  worker.on('failed', (job, error) => {
+    if (!job) return;
+    logger.warn(
+      {
+        consumerId: job.data.consumerId,
+        attempt: job.attemptsMade,
+        err: { message: error.message },
+      },
+      'webhook delivery refused; will retry',
+    );
+  });
+
+  const closing = new AbortController();
+  const dispatchOutage = oncePerOutage((error) =>
+    logger.warn({ err: { message: error.message } }, 'webhook dispatch failed; retrying'),
+  );
+  const dispatch = async (consumerIds: string[]) => {
+    await options.queue.addBulk(
+      consumerIds.map((consumerId) => ({
+        name: deliverJobName,
+        data: { consumerId },
+        opts: {
+          deduplication: { id: consumerId, keepLastIfActive: true },
+          // Retried until delivered or given up by age (WEBHOOK_MAX_AGE_HOURS), never by count.
+          attempts: 1_000_000,
+          backoff: { type: 'custom' },
+          removeOnComplete: { count: 1000 },
+          removeOnFail: { count: 10_000 },
+        },
+      })),
+    );
+  };
+  const loop = (async () => {
+    const pollMs = options.pollMs ?? 500;
+    while (!closing.signal.aborted) {
+      try {
+        while ((await dispatchPending(options.pool, options.schema, 1000, dispatch)) === 1000) {}
+        dispatchOutage.recovered();
+      } catch (error) {
+        dispatchOutage.error(error instanceof Error ? error : new Error(String(error)));
+      }
+      await sleep(pollMs, undefined, { signal: closing.signal }).catch(() => {});
+    }
+  })();
+
+  return {
+    async close() {
+      closing.abort();
+      await loop;
+      await worker.close();
+    },
+  };
+}

@@ -1,0 +1,104 @@
+/**
+ * One webhook delivery: the event as JSON, signed per the Standard Webhooks specification
+ * (`webhook-id`, `webhook-timestamp`, `webhook-signature: v1,<base64 HMAC-SHA256 of
+ * id.timestamp.body>`, by the `standardwebhooks` package), POSTed once. A 2xx answer is a
+ * delivery; any other answer, or none within the timeout, is a DeliveryError to retry.
+ */
+import { Webhook } from 'standardwebhooks';
+import { Pool } from 'undici';
+import type { FeedEvent } from '../store/event-deliveries.js';
+
+export class DeliveryError extends Error {
+  override readonly name = 'DeliveryError';
+}
+
+export interface WebhookSenderOptions {
+  url: string;
+  /** `whsec_` + base64. */
+  secret: string;
+  timeoutMs: number;
+  connections: number;
+}
+
+/**
+ * The body of an event's delivery: the feed row, with the consumer (and your user id, when
+ * known) in `data` beside the feed's own data. Its `id` is also the `webhook-id`, the same on
+ * every retry, for the receiver to deduplicate on.
+ */
+export function webhookBody(
+  event: Pick<FeedEvent, 'id' | 'type' | 'created_at' | 'data' | 'consumer_id' | 'user_id'>,
+) {
+  return {
+    id: `evt_${event.id}`,
+    type: event.type,
+    created_at: event.created_at.toISOString(),
+    data: { consumer_id: event.consumer_id, user_id: event.user_id, ...event.data },
+  };
+}
+
+/** A receiver's answer is quoted in errors this far at most. */
+const maxQuotedBody = 200;
+
+export class WebhookSender {
+  readonly #url: URL;
+  readonly #signer: Webhook;
+  readonly #timeoutMs: number;
+  readonly #pool: Pool;
+
+  constructor(options: WebhookSenderOptions) {
+    this.#url = new URL(options.url);
+    this.#signer = new Webhook(options.secret);
+    this.#timeoutMs = options.timeoutMs;
+    this.#pool = new Pool(this.#url.origin, { connections: options.connections });
+  }
+
+  /** POSTs one event. Resolves on a 2xx; rejects with a DeliveryError otherwise. */
+  async send(event: FeedEvent, signal?: AbortSignal): Promise<void> {
+    const body = webhookBody(event);
+    const payload = JSON.stringify(body);
+    const now = new Date();
+    const headers = {
+      'content-type': 'application/json',
+      'user-agent': 'perks-worker',
+      'webhook-id': body.id,
+      'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
+      'webhook-signature': this.#signer.sign(body.id, now, payload),
+    };
+    let response: Awaited<ReturnType<Pool['request']>>;
+    try {
+      response = await this.#pool.request({
+        method: 'POST',
+        path: `${this.#url.pathname}${this.#url.search}`,
+        headers,
+        body: payload,
+        headersTimeout: this.#timeoutMs,
+        bodyTimeout: this.#timeoutMs,
+        ...(signal ? { signal } : {}),
+      });
+    } catch (error) {
+      const code = (error as { code?: string }).code ?? (error as Error).name;
+      throw new DeliveryError(`no answer from the webhook receiver (${code})`);
+    }
+    const text = await snippet(response.body).catch(() => '');
+    if (response.statusCode >= 200 && response.statusCode < 300) return;
+    const quoted = text.replace(/\s+/g, ' ').trim().slice(0, maxQuotedBody);
+    throw new DeliveryError(
+      `the webhook receiver answered ${response.statusCode}${quoted ? `: ${quoted}` : ''}`,
+    );
+  }
+
+  close(): Promise<void> {
+    return this.#pool.close();
+  }
+}
+
+/** The start of a body, for an error message; the rest is left unread (the stream is dropped). */
+async function snippet(body: AsyncIterable<Buffer> & { destroy(): unknown }): Promise<string> {
+  let text = '';
+  for await (const chunk of body) {
+    text += chunk.toString('utf8');
+    if (text.length >= maxQuotedBody) break;
+  }
+  body.destroy();
+  return text;
+}

@@ -1,0 +1,278 @@
+/**
+ * Webhook delivery state over the reward_events feed (migration 000005), the worker's own:
+ * - reward_event_pending: consumers with events not yet delivered, marked by write_reward_pages
+ *   in the events' own transaction (so a committed event always has its mark);
+ * - reward_event_cursors: per consumer, the last event id delivered or given up (events are
+ *   delivered in id order, one consumer at a time, so one number says what is done);
+ * - reward_event_failures: events given up after WEBHOOK_MAX_AGE_HOURS.
+ * `schema` is quoted (identifier.ts).
+ */
+import type pg from 'pg';
+
+export interface FeedEvent {
+  /** bigint, as node-postgres returns it. */
+  id: string;
+  type: string;
+  consumer_id: string;
+  user_id: string | null;
+  reward_id: string;
+  data: Record<string, unknown>;
+  created_at: Date;
+}
+
+/** A dispatcher's mark is taken again after this long: a delivery job lost with Redis is not. */
+const redispatchAfter = '10 minutes';
+
+/**
+ * Claims up to `limit` consumers whose events are waiting for a delivery job, and calls
+ * `dispatch` with them while they are locked; marks them dispatched only if it resolves.
+ * Replicas claim different consumers (skip locked). Returns how many were claimed.
+ */
+export async function dispatchPending(
+  pool: pg.Pool,
+  schema: string,
+  limit: number,
+  dispatch: (consumerIds: string[]) => Promise<void>,
+): Promise<number> {
+  const client = await pool.connect();
+  try {
+    await client.query('begin');
+    const { rows } = await client.query<{ consumer_id: string }>(
+      `select consumer_id from ${schema}.reward_event_pending
+        where dispatched_at is null or dispatched_at < now() - interval '${redispatchAfter}'
+        order by consumer_id
+        limit $1
+          for update skip locked`,
+      [limit],
+    );
+    const ids = rows.map((r) => r.consumer_id);
+    if (ids.length > 0) {
+      await dispatch(ids);
+      await client.query(
+        `update ${schema}.reward_event_pending set dispatched_at = now()
+          where consumer_id = any($1::text[])`,
+        [ids],
+      );
+    }
+    await client.query('commit');
+    return ids.length;
+  } catch (error) {
+    await client.query('rollback').catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+/** The next undelivered events of a consumer, in feed order. */
+export async function undeliveredEvents(
+  pool: pg.Pool,
+  schema: string,
+  consumerId: string,
+  limit: number,
+): Promise<FeedEvent[]> {
+  const { rows } = await pool.query<FeedEvent>(
+    `select e.id, e.type, e.consumer_id, e.user_id, e.reward_id, e.data, e.created_at
+       from ${schema}.reward_events e
+      where e.consumer_id = $1
+        and e.id > coalesce((select c.delivered_through from ${schema}.reward_event_cursors c
+                              where c.consumer_id = $1), 0)
+      order by e.id
+      limit $2`,
+    [consumerId, limit],
+  );
+  return rows;
+}
+
+/** Records an event delivered (or given up): the consumer's cursor moves past it. */
+export async function advanceCursor(
+  pool: pg.Pool,
+  schema: string,
+  consumerId: string,
+  eventId: string,
+): Promise<void> {
+  await pool.query(
+    `insert into ${schema}.reward_event_cursors as c (consumer_id, delivered_through)
+     values ($1, $2)
+     on conflict (consumer_id) do update
+       set delivered_through = greatest(c.delivered_through, excluded.delivered_through),
+           updated_at = now()`,
+    [consumerId, eventId],
+  );
+}
+
+/** Gives an event up: recorded as failed, and the cursor moves past it, in one transaction. */
+export async function recordFailure(
+  pool: pg.Pool,
+  schema: string,
+  event: Pick<FeedEvent, 'id' | 'consumer_id'>,
+  failure: { attempts: number; lastError: string },
+): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('begin');
+    await client.query(
+      `insert into ${schema}.reward_event_failures (event_id, consumer_id, attempts, last_error)
+       values ($1, $2, $3, $4)
+       on conflict (event_id) do update
+         set failed_at = now(), attempts = excluded.attempts, last_error = excluded.last_error`,
+      [event.id, event.consumer_id, failure.attempts, failure.lastError.slice(0, 2000)],
+    );
+    await client.query(
+      `insert into ${schema}.reward_event_cursors as c (consumer_id, delivered_through)
+       values ($1, $2)
+       on conflict (consumer_id) do update
+         set delivered_through = greatest(c.delivered_through, excluded.delivered_through),
+             updated_at = now()`,
+      [event.consumer_id, event.id],
+    );
+    await client.query('commit');
+  } catch (error) {
+    await client.query('rollback').catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+/**
+ * Drops the consumer's pending mark once nothing is left to deliver. A write that records an
+ * event sets dispatched_at back to null in the same transaction: such a mark is never
+ * dropped here, even when this statement's snapshot is older than that event.
+ */
+export async function clearPendingIfDone(
+  pool: pg.Pool,
+  schema: string,
+  consumerId: string,
+): Promise<void> {
+  await pool.query(
+    `delete from ${schema}.reward_event_pending p
+      where p.consumer_id = $1
+        and p.dispatched_at is not null
+        and not exists (
+          select 1 from ${schema}.reward_events e
+           where e.consumer_id = $1
+             and e.id > coalesce((select c.delivered_through from ${schema}.reward_event_cursors c
+                                   where c.consumer_id = $1), 0))`,
+    [consumerId],
+  );
+}
+
+export interface DeliveryLag {
+  /** Consumers with events not yet delivered. */
+  consumers: number;
+  /** The oldest undelivered event, if any. */
+  oldest?: { id: string; createdAt: Date };
+  /** Events given up for good. */
+  failed: number;
+}
+
+/** How far delivery is behind: one index probe per consumer with undelivered events. */
+export async function deliveryLag(pool: pg.Pool, schema: string): Promise<DeliveryLag> {
+  const { rows } = await pool.query<{
+    consumers: number;
+    oldest_id: string | null;
+    oldest_at: Date | null;
+    failed: number;
+  }>(
+    `select (select count(*)::int from ${schema}.reward_event_pending) as consumers,
+            o.id as oldest_id, o.created_at as oldest_at,
+            (select count(*)::int from ${schema}.reward_event_failures) as failed
+       from (select null) one
+       left join lateral (
+         select e.id, e.created_at
+           from ${schema}.reward_event_pending p
+           cross join lateral (
+             select e.id, e.created_at from ${schema}.reward_events e
+              where e.consumer_id = p.consumer_id
+                and e.id > coalesce((select c.delivered_through
+                                       from ${schema}.reward_event_cursors c
+                                      where c.consumer_id = p.consumer_id), 0)
+              order by e.id limit 1) e
+          order by e.id limit 1) o on true`,
+  );
+  const row = rows[0];
+  return {
+    consumers: row?.consumers ?? 0,
+    failed: row?.failed ?? 0,
+    ...(row?.oldest_id && row.oldest_at
+      ? { oldest: { id: row.oldest_id, createdAt: row.oldest_at } }
+      : {}),
+  };
+}
+
+export interface DeliveryRow {
+  id: string;
+  type: string;
+  consumer_id: string;
+  created_at: Date;
+  state: 'delivered' | 'pending' | 'failed';
+  failed_at: Date | null;
+  attempts: number | null;
+  last_error: string | null;
+}
+
+/** The latest events with their delivery state, newest first; only the failed ones with `failed`. */
+export async function listDeliveries(
+  pool: pg.Pool,
+  schema: string,
+  options: { failed: boolean; limit: number },
+): Promise<DeliveryRow[]> {
+  const { rows } = await pool.query<DeliveryRow>(
+    options.failed
+      ? `select e.id, e.type, e.consumer_id, e.created_at, 'failed' as state,
+                f.failed_at, f.attempts, f.last_error
+           from ${schema}.reward_event_failures f
+           join ${schema}.reward_events e on e.id = f.event_id
+          order by f.event_id desc limit $1`
+      : `select e.id, e.type, e.consumer_id, e.created_at,
+                case when f.event_id is not null then 'failed'
+                     when e.id <= coalesce(c.delivered_through, 0) then 'delivered'
+                     else 'pending' end as state,
+                f.failed_at, f.attempts, f.last_error
+           from (select * from ${schema}.reward_events order by id desc limit $1) e
+           left join ${schema}.reward_event_cursors c on c.consumer_id = e.consumer_id
+           left join ${schema}.reward_event_failures f on f.event_id = e.id
+          order by e.id desc`,
+    [options.limit],
+  );
+  return rows;
+}
+
+/**
+ * Delivers again every event from `fromId` on: each consumer's cursor goes back before it,
+ * its failures are forgotten, and the consumers are marked pending. Returns the consumers.
+ */
+export async function replayFrom(pool: pg.Pool, schema: string, fromId: string): Promise<number> {
+  const client = await pool.connect();
+  try {
+    await client.query('begin');
+    const { rows } = await client.query<{ consumer_id: string }>(
+      `select distinct consumer_id from ${schema}.reward_events where id >= $1`,
+      [fromId],
+    );
+    const ids = rows.map((r) => r.consumer_id);
+    await client.query(
+      `update ${schema}.reward_event_cursors
+          set delivered_through = least(delivered_through, $1::bigint - 1), updated_at = now()
+        where consumer_id = any($2::text[])`,
+      [fromId, ids],
+    );
+    await client.query(`delete from ${schema}.reward_event_failures where event_id >= $1`, [
+      fromId,
+    ]);
+    await client.query(
+      `insert into ${schema}.reward_event_pending (consumer_id)
+       select unnest($1::text[])
+       on conflict (consumer_id) do update set dispatched_at = null`,
+      [ids],
+    );
+    await client.query('commit');
+    return ids.length;
+  } catch (error) {
+    await client.query('rollback').catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}

@@ -1,0 +1,234 @@
+/**
+ * Reward events delivered as signed webhooks, end to end: the sandbox, the worker writing the
+ * feed, and the delivery to a receiver that checks each signature by the Standard Webhooks
+ * specification. Figures as the issue states them: 50 consumers × 20 rewards, 30 changes.
+ */
+
+import { Queue } from 'bullmq';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  type DeliveryJobData,
+  deliverJobName,
+  startWebhookDelivery,
+  webhookQueueName,
+} from '../../src/events/delivery.js';
+import { startWebhooks, type Webhooks } from '../../src/events/index.js';
+import { WebhookSender } from '../../src/events/webhook.js';
+import { enqueueRewardSync, startReconciliation } from '../../src/queues/producer.js';
+import { listDeliveries, replayFrom } from '../../src/store/event-deliveries.js';
+import { sleep, waitFor } from '../support/processes.js';
+import {
+  idsByConsumer,
+  startWebhookReceiver,
+  type WebhookReceiver,
+} from '../support/webhook-receiver.js';
+import { type Harness, startHarness } from '../support/worker-harness.js';
+
+const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
+
+let harness: Harness;
+let receiver: WebhookReceiver;
+let webhooks: Webhooks | undefined;
+
+beforeAll(async () => {
+  receiver = await startWebhookReceiver();
+  harness = await startHarness({ sandbox: { seed: 81 } });
+  webhooks = startWebhooks(
+    {
+      ...harness.config,
+      events: {
+        ...harness.config.events,
+        webhookUrl: receiver.url,
+        webhookSecret: receiver.secret,
+        webhookTimeoutMs: 2000,
+      },
+    },
+    harness.runtime,
+    logger,
+  );
+});
+
+afterAll(async () => {
+  await webhooks?.close();
+  await harness?.close();
+  await receiver?.close();
+});
+
+async function syncAll(ids: readonly string[]): Promise<void> {
+  for (const consumerId of ids) await enqueueRewardSync(harness.runtime.ctx.queues, { consumerId });
+  await harness.idle(60_000);
+}
+
+async function delivered(count: number, timeoutMs = 60_000): Promise<void> {
+  await waitFor(
+    `${count} deliveries`,
+    () => (receiver.accepted.length >= count ? true : undefined),
+    timeoutMs,
+    100,
+  );
+}
+
+const consumers = Array.from({ length: 50 }, (_, i) => `wh_${String(i).padStart(2, '0')}`);
+
+describe('reward events as signed webhooks', () => {
+  it('delivers a first sync of 50 consumers × 20 rewards as 1,000 reward.created, each signed', async () => {
+    for (const id of consumers) harness.sandbox.state.addConsumer(id, { rewards: 20 });
+    await syncAll(consumers);
+    await delivered(1000);
+    await sleep(500);
+    const all = receiver.accepted;
+    expect(all).toHaveLength(1000);
+    expect(all.every((d) => d.valid)).toBe(true);
+    expect(new Set(all.map((d) => d.id)).size).toBe(1000);
+    expect(new Set(all.map((d) => d.body.type))).toEqual(new Set(['reward.created']));
+    // In feed order per consumer.
+    for (const [consumer, ids] of idsByConsumer(all)) {
+      expect(ids, consumer).toEqual([...ids].sort((a, b) => a - b));
+    }
+    const sample = all[0]?.body;
+    expect(sample).toMatchObject({
+      id: expect.stringMatching(/^evt_\d+$/),
+      created_at: expect.any(String),
+      data: {
+        consumer_id: expect.stringMatching(/^wh_/),
+        reward: {
+          id: expect.any(String),
+          amount: expect.stringMatching(/^-?\d+(\.\d+)?$/),
+          type: expect.any(String),
+          status: expect.any(String),
+          consumer_status: expect.any(String),
+          created_at: expect.any(String),
+        },
+      },
+    });
+    expect(sample?.id).toBe(all[0]?.id);
+    expect(await harness.runtime.metrics.scrape()).toMatch(
+      /perks_worker_webhook_deliveries_total\{outcome="delivered"\} 1000/,
+    );
+  }, 120_000);
+
+  it('turns 30 status changes and a reconciliation into 30 reward.status_changed with the previous status', async () => {
+    const before = receiver.accepted.length;
+    const changed = new Map<string, string>();
+    for (const id of consumers.slice(0, 30)) {
+      const reward = (harness.sandbox.state.rewardsOf(id) as { id: string; status: string }[]).find(
+        (r) => r.status === 'VALIDATED',
+      );
+      if (!reward) continue;
+      harness.sandbox.state.setRewardStatus(id, reward.id, 'PAID_IN');
+      changed.set(reward.id, reward.status);
+      if (changed.size === 30) break;
+    }
+    expect(changed.size).toBe(30);
+    await startReconciliation(harness.runtime.ctx.queues);
+    await harness.idle(60_000);
+    await delivered(before + 30);
+    await sleep(1000);
+    const fresh = receiver.accepted.slice(before);
+    expect(fresh).toHaveLength(30);
+    for (const d of fresh) {
+      expect(d.valid).toBe(true);
+      expect(d.body.type).toBe('reward.status_changed');
+      const reward = d.body.data.reward as { id: string; status: string };
+      expect(d.body.data.previous_status).toBe(changed.get(reward.id));
+      expect(reward.status).toBe('PAID_IN');
+    }
+  }, 120_000);
+
+  it('sends nothing for a re-sync of unchanged data', async () => {
+    const before = receiver.accepted.length;
+    await syncAll(consumers);
+    await sleep(1500);
+    expect(receiver.accepted.length).toBe(before);
+  }, 60_000);
+
+  it('loses nothing while the receiver answers 500, and keeps each consumer in order', async () => {
+    const before = receiver.accepted.length;
+    const more = Array.from({ length: 10 }, (_, i) => `wh_down_${i}`);
+    for (const id of more) harness.sandbox.state.addConsumer(id, { rewards: 5 });
+    receiver.refuseWith = 500;
+    await syncAll(more);
+    await sleep(5000);
+    expect(receiver.accepted.length).toBe(before);
+    expect(receiver.refused).toBeGreaterThanOrEqual(10);
+    receiver.refuseWith = undefined;
+    await delivered(before + 50);
+    const fresh = receiver.accepted.slice(before);
+    expect(new Set(fresh.map((d) => d.id)).size).toBe(50);
+    for (const [consumer, ids] of idsByConsumer(fresh)) {
+      expect(ids, consumer).toEqual([...ids].sort((a, b) => a - b));
+    }
+    // Waiting jobs were retried with backoff, not given up.
+    const failedJobs = await harness.runtime.ctx.store.pool.query(
+      'select count(*)::int as n from perks.reward_event_failures',
+    );
+    expect(failedJobs.rows[0]?.n).toBe(0);
+    expect(deliverJobName).toBe('deliver-events');
+  }, 90_000);
+
+  it('lists deliveries, and replays from an event id in order', async () => {
+    const schema = '"perks"';
+    const pool = harness.runtime.ctx.store.pool;
+    const latest = await listDeliveries(pool, schema, { failed: false, limit: 5 });
+    expect(latest).toHaveLength(5);
+    expect(latest.every((row) => row.state === 'delivered')).toBe(true);
+    const from = latest[4]?.id ?? '0';
+    const consumersAgain = await replayFrom(pool, schema, from);
+    expect(consumersAgain).toBeGreaterThanOrEqual(1);
+    const before = receiver.accepted.length;
+    await delivered(before + 5);
+    const again = receiver.accepted.slice(before).map((d) => Number(d.id.slice(4)));
+    expect(again.every((id) => id >= Number(from))).toBe(true);
+  }, 60_000);
+
+  it('gives an event up once refused for longer than the max age, and lists it as failed', async () => {
+    await webhooks?.close();
+    webhooks = undefined;
+    const queue = new Queue<DeliveryJobData>(webhookQueueName, {
+      connection: harness.runtime.connection,
+      prefix: harness.prefix,
+    });
+    const delivery = startWebhookDelivery({
+      pool: harness.runtime.ctx.store.pool,
+      schema: '"perks"',
+      sender: new WebhookSender({
+        url: receiver.url,
+        secret: receiver.secret,
+        timeoutMs: 1000,
+        connections: 2,
+      }),
+      maxAgeMs: 1500,
+      logger,
+      metrics: harness.runtime.metrics,
+      connection: harness.runtime.connection,
+      prefix: harness.prefix,
+      queue,
+      concurrency: 2,
+    });
+    try {
+      receiver.refuseWith = 503;
+      harness.sandbox.state.addConsumer('wh_gone', { rewards: 2 });
+      await syncAll(['wh_gone']);
+      const pool = harness.runtime.ctx.store.pool;
+      const failed = await waitFor(
+        'two events given up',
+        async () => {
+          const rows = await listDeliveries(pool, '"perks"', { failed: true, limit: 10 });
+          return rows.length === 2 ? rows : undefined;
+        },
+        30_000,
+        200,
+      );
+      expect(failed.map((r) => r.consumer_id)).toEqual(['wh_gone', 'wh_gone']);
+      expect(failed[0]?.last_error).toMatch(/answered 503/);
+      expect(await harness.runtime.metrics.scrape()).toMatch(
+        /perks_worker_webhook_deliveries_total\{outcome="failed"\} 2/,
+      );
+    } finally {
+      receiver.refuseWith = undefined;
+      await delivery.close();
+      await queue.close();
+    }
+  }, 60_000);
+});
