@@ -22,6 +22,7 @@ const commandNames = [
   'reconcile',
   'status',
   'failed',
+  'events',
   'sandbox',
   'demo',
 ];
@@ -109,5 +110,14 @@ describe('perks-worker CLI', () => {
       expect(status, name).toBe(0);
       expect(stdout).toMatch(new RegExp(`^Usage: perks-worker ${name}`));
     }
+  });
+
+  it('refuses events replay without a valid --from, naming it', () => {
+    const missing = run(['events', 'replay']);
+    expect(missing.status).toBe(2);
+    expect(missing.stderr).toMatch(/events replay: --from <event id> is required/);
+    const bad = run(['events', 'replay', '--from', 'yesterday']);
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toMatch(/--from must be a whole number/);
   });
 });
