@@ -123,6 +123,19 @@ export function loadConfig<G extends ConfigGroup>(
       example: variables.WEBHOOK_URL.example,
     });
   }
+  const redis = config.redis;
+  if (
+    redis &&
+    Array.isArray(redis.clusterNodes) &&
+    typeof redis.queuePrefix === 'string' &&
+    !/^\{[^{}]+\}/.test(redis.queuePrefix)
+  ) {
+    problems.push({
+      variable: 'QUEUE_PREFIX',
+      problem: `is invalid: with REDIS_CLUSTER_NODES it must start with a hash tag such as {perks}, so that every key of a queue lands in one slot (BullMQ's scripts touch several keys at once), got ${JSON.stringify(redis.queuePrefix)}`,
+      example: '{perks}',
+    });
+  }
   const named = new Set(problems.map((p) => p.variable));
   if (
     events &&

@@ -11,6 +11,35 @@ export const connectionVariables = {
     example: 'redis://127.0.0.1:6379',
     description: 'Redis holding the BullMQ queues (`redis://` or `rediss://`).',
   }),
+  REDIS_CLUSTER_NODES: variable({
+    group: 'redis',
+    key: 'clusterNodes',
+    schema: z
+      .string()
+      .transform((value) =>
+        value
+          .split(',')
+          .map((node) => node.trim())
+          .filter(Boolean),
+      )
+      .pipe(
+        z
+          .array(
+            z
+              .string()
+              .regex(/^[A-Za-z0-9.-]+:\d{1,5}$/, { error: 'must be a comma list of host:port' })
+              .transform((node) => {
+                const at = node.lastIndexOf(':');
+                return { host: node.slice(0, at), port: Number(node.slice(at + 1)) };
+              }),
+          )
+          .min(1, { error: 'must be a comma list of host:port' }),
+      )
+      .optional(),
+    example: '10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379',
+    description:
+      'Redis Cluster seed nodes: every connection becomes an ioredis Cluster (REDIS_URL then gives only the user, password and TLS). `QUEUE_PREFIX` must be hash-tagged, e.g. `{perks}`.',
+  }),
   QUEUE_PREFIX: variable({
     group: 'redis',
     key: 'queuePrefix',
@@ -29,6 +58,14 @@ export const connectionVariables = {
     example: 'postgres://postgres@127.0.0.1:5432/perks',
     description:
       'PostgreSQL datastore the rewards are written to (created by `migrate` if missing).',
+  }),
+  DATABASE_DIRECT_URL: variable({
+    group: 'database',
+    key: 'directUrl',
+    schema: z.url({ protocol: /^postgres(ql)?$/, error: 'must be a postgres:// URL' }).optional(),
+    example: 'postgres://postgres@10.0.0.5:5432/perks',
+    description:
+      "A direct connection to PostgreSQL, not through PgBouncer, for what needs a session: the migrations' advisory lock and the outbox's LISTEN. Unset: `DATABASE_URL`.",
   }),
   DATABASE_SCHEMA: variable({
     group: 'database',
