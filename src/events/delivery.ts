@@ -13,7 +13,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Job, type Queue, Worker } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../queues/connection.js';
 import type pg from 'pg';
 import type { Logger } from '../ops/logger.js';
 import type { WebhookMetrics } from '../ops/metrics.js';
@@ -109,10 +109,12 @@ export async function deliverConsumerEvents(
 }
 
 export interface WebhookDeliveryOptions extends DeliveryContext {
-  connection: Redis;
+  connection: RedisClient;
   prefix: string;
   queue: Queue<DeliveryJobData>;
   concurrency: number;
+  /** JOB_LOCK_MS: a dead replica's delivery job goes to another after about this long. */
+  lockMs: number;
   /** How often the dispatcher looks for consumers with new events. Default 500 ms. */
   pollMs?: number;
 }
@@ -129,6 +131,8 @@ export function startWebhookDelivery(options: WebhookDeliveryOptions): {
       connection: options.connection,
       prefix: options.prefix,
       concurrency: options.concurrency,
+      lockDuration: options.lockMs,
+      stalledInterval: options.lockMs,
       settings: { backoffStrategy: (attemptsMade: number) => deliveryBackoff(attemptsMade) },
     },
   );

@@ -17,7 +17,7 @@ export interface Webhooks {
 }
 
 export function startWebhooks(
-  config: Pick<Config, 'events' | 'redis' | 'database'>,
+  config: Pick<Config, 'events' | 'redis' | 'database' | 'worker'>,
   runtime: Pick<Runtime, 'connection' | 'metrics' | 'ctx'>,
   logger: Logger,
 ): Webhooks | undefined {
@@ -47,6 +47,7 @@ export function startWebhooks(
     prefix: config.redis.queuePrefix,
     queue,
     concurrency: config.events.webhookConcurrency,
+    lockMs: config.worker.jobLockMs,
   });
   runtime.metrics.watchDeliveryLag(async () => {
     const lag = await deliveryLag(pool, schema);

@@ -205,6 +205,7 @@ describe('reward events as signed webhooks', () => {
       prefix: harness.prefix,
       queue,
       concurrency: 2,
+      lockMs: 30_000,
     });
     try {
       receiver.refuseWith = 503;

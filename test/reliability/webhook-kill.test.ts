@@ -53,18 +53,25 @@ describe('webhook delivery across a SIGKILL', () => {
       () => (receiver.accepted.length >= 100 ? true : undefined),
       60_000,
       20,
-    );
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}\nworker output:\n${first.output().slice(-3000)}`);
+    });
     await first.stop('SIGKILL');
     const atKill = receiver.accepted.length;
     expect(atKill).toBeLessThan(600);
 
-    start();
+    const second = start();
     await waitFor(
       'all 600 events delivered',
       () => (new Set(receiver.accepted.map((d) => d.id)).size >= 600 ? true : undefined),
       90_000,
       200,
-    );
+    ).catch((error: Error) => {
+      const got = new Set(receiver.accepted.map((d) => d.id)).size;
+      throw new Error(
+        `${error.message} (${got} delivered)\nworker output:\n${second.output().slice(-3000)}`,
+      );
+    });
     expect(receiver.accepted.every((d) => d.valid)).toBe(true);
     const ids = new Set(receiver.accepted.map((d) => d.id));
     expect(ids.size).toBe(600);
