@@ -167,6 +167,24 @@ describe('reward events as signed webhooks', () => {
     expect(deliverJobName).toBe('deliver-events');
   }, 90_000);
 
+  it('goes on with other consumers while the endpoint answers one of them slowly', async () => {
+    const before = receiver.accepted.length;
+    const slow = 'wh_slow';
+    const others = Array.from({ length: 5 }, (_, i) => `wh_fast_${i}`);
+    for (const id of [slow, ...others]) harness.sandbox.state.addConsumer(id, { rewards: 3 });
+    receiver.slow = { consumerId: slow, ms: 1500 };
+    try {
+      await syncAll([slow, ...others]);
+      await delivered(before + 15, 20_000);
+      const fresh = receiver.accepted.slice(before, before + 15);
+      // The 15 events of the fast consumers all arrived before the slow one's three did.
+      expect(fresh.every((d) => d.body.data.consumer_id !== slow)).toBe(true);
+      await delivered(before + 18, 20_000);
+    } finally {
+      receiver.slow = undefined;
+    }
+  }, 60_000);
+
   it('lists deliveries, and replays from an event id in order', async () => {
     const schema = '"perks"';
     const pool = harness.runtime.ctx.store.pool;

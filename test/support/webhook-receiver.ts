@@ -23,6 +23,8 @@ export interface WebhookReceiver {
   refused: number;
   /** Answer this status (e.g. 500) instead of 204 until set back to undefined. */
   refuseWith: number | undefined;
+  /** Hold the answers to this consumer's events this long (a slow endpoint for it). */
+  slow: { consumerId: string; ms: number } | undefined;
   close(): Promise<void>;
 }
 
@@ -35,6 +37,7 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
     accepted: [],
     refused: 0,
     refuseWith: undefined,
+    slow: undefined,
     close: async () => {},
   };
   const server: Server = createServer((req, res) => {
@@ -59,8 +62,13 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
             version === 'v1' && given.length === expected.length && timingSafeEqual(given, expected)
           );
         });
-      receiver.accepted.push({ id, timestamp: Number(timestamp), body: JSON.parse(raw), valid });
-      res.writeHead(204).end();
+      const body = JSON.parse(raw) as Delivery['body'];
+      const { slow } = receiver;
+      const hold = slow && slow.consumerId === body.data.consumer_id ? slow.ms : 0;
+      setTimeout(() => {
+        receiver.accepted.push({ id, timestamp: Number(timestamp), body, valid });
+        res.writeHead(204).end();
+      }, hold);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
