@@ -8,7 +8,7 @@
  * one JSON line (`{"soak": ...}`). Exits 1 when data is lost or the observer's RSS grew.
  *
  * Off in CI. Needs REDIS_URL and DATABASE_URL (a user that may CREATE DATABASE); uses its
- * own database and queue prefix and removes both at the end. Run `npm run build` first
+ * own database and queue prefix and removes both at the end. Run `npm run build:bench` first
  * (the npm script does).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
