@@ -60,7 +60,11 @@ export async function run(argv: readonly string[]): Promise<number> {
   say(`  redis ${redact(base.redis.url)}, queue prefix ${prefix} (reset)`);
 
   await resetSchema(base.database.url, schema);
-  const migrated = await migrate({ databaseUrl: base.database.url, schema, logger });
+  const migrated = await migrate({
+    databaseUrl: base.database.directUrl ?? base.database.url,
+    schema,
+    logger,
+  });
   say(
     `1. migrated: ${migrated.databaseCreated ? 'database created, ' : ''}${migrated.applied.length} migration(s) applied, schema at ${migrated.current}`,
   );
@@ -85,7 +89,7 @@ export async function run(argv: readonly string[]): Promise<number> {
       connections: 16,
     },
     consumerIds: { key: demoConsumerIdKey },
-    redis: { url: base.redis.url, queuePrefix: prefix },
+    redis: { ...base.redis, queuePrefix: prefix },
     database: { ...base.database, schema },
     worker: { ...base.worker, jobBackoffMs: 200, rateLimitPerSecond: undefined },
     events: base.events,

@@ -28,10 +28,12 @@ export async function run(argv: readonly string[]): Promise<number> {
   const logger = createLogger(config.log, { command: 'migrate' });
   const quiet = config.log.level === 'info' ? logger.child({}, { level: 'warn' }) : logger;
   const schema = config.database.schema;
+  // Direct when given: only there can a missing database be created (src/store/migrate.ts).
+  const databaseUrl = config.database.directUrl ?? config.database.url;
 
   let result: Awaited<ReturnType<typeof migrate>>;
   try {
-    result = await migrate({ databaseUrl: config.database.url, schema, logger: quiet });
+    result = await migrate({ databaseUrl, schema, logger: quiet });
   } catch (error) {
     if (
       error instanceof DatabaseUnreachableError ||
@@ -45,7 +47,7 @@ export async function run(argv: readonly string[]): Promise<number> {
   }
 
   const lines: string[] = [];
-  if (result.databaseCreated) lines.push(`created database ${databaseName(config.database.url)}`);
+  if (result.databaseCreated) lines.push(`created database ${databaseName(databaseUrl)}`);
   for (const file of result.applied) lines.push(`applied ${file}`);
   const { count } = result;
   lines.push(

@@ -9,6 +9,7 @@ export async function withProducer<T>(fn: (producer: Producer) => Promise<T>): P
   const logger = createLogger(config.log);
   const producer = await createProducer({
     redisUrl: config.redis.url,
+    clusterNodes: config.redis.clusterNodes,
     queuePrefix: config.redis.queuePrefix,
     consumerIdKey: config.consumerIds.key,
     jobPolicy: config.worker,

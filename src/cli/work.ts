@@ -13,6 +13,7 @@ import { createLogger } from '../ops/logger.js';
 import { shutdownSignal } from '../ops/shutdown.js';
 import { within } from '../ops/timeouts.js';
 import { startTracing, type Tracing } from '../ops/tracing.js';
+import { pingQueueStore } from '../queues/connection.js';
 import { consumerIdKeyWarning } from '../queues/consumer-id.js';
 import { MigrationChecksumError, MigrationFileError } from '../store/errors.js';
 import { migrate } from '../store/migrate.js';
@@ -83,7 +84,10 @@ export async function run(argv: readonly string[]): Promise<number> {
       host: config.worker.opsHost,
       logger,
       checks: [
-        { name: 'redis', check: async () => void (await runtime.connection.ping()) },
+        {
+          name: 'redis',
+          check: () => pingQueueStore(runtime.connection, config.redis.queuePrefix),
+        },
         { name: 'postgres', check: () => runtime.ctx.store.ping() },
         { name: 'perks api', check: () => runtime.mintOutage.check() },
         ...intake.checks,
@@ -163,7 +167,11 @@ async function migrateWithRetry(database: DatabaseConfig, logger: Logger) {
   const deadline = Date.now() + migrateDeadlineMs;
   for (let attempt = 1; ; attempt++) {
     try {
-      return await migrate({ databaseUrl: database.url, schema: database.schema, logger });
+      return await migrate({
+        databaseUrl: database.directUrl ?? database.url,
+        schema: database.schema,
+        logger,
+      });
     } catch (error) {
       const permanent =
         error instanceof MigrationChecksumError || error instanceof MigrationFileError;

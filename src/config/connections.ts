@@ -65,7 +65,7 @@ export const connectionVariables = {
     schema: z.url({ protocol: /^postgres(ql)?$/, error: 'must be a postgres:// URL' }).optional(),
     example: 'postgres://postgres@10.0.0.5:5432/perks',
     description:
-      "A direct connection to PostgreSQL, not through PgBouncer, for what needs a session: the migrations' advisory lock and the outbox's LISTEN. Unset: `DATABASE_URL`.",
+      "A direct connection to PostgreSQL, not through PgBouncer: the outbox's LISTEN, which needs a session, and the migrations use it (only a direct connection creates a missing database). The rest works through transaction pooling. Unset: `DATABASE_URL`.",
   }),
   DATABASE_SCHEMA: variable({
     group: 'database',

@@ -13,11 +13,11 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Job, type Queue, Worker } from 'bullmq';
-import type { RedisClient } from '../queues/connection.js';
 import type pg from 'pg';
 import type { Logger } from '../ops/logger.js';
 import type { WebhookMetrics } from '../ops/metrics.js';
 import { oncePerOutage } from '../ops/outage.js';
+import type { RedisClient } from '../queues/connection.js';
 import {
   advanceCursor,
   clearPendingIfDone,

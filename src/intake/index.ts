@@ -31,7 +31,7 @@ export async function startIntake(
   logger: Logger,
 ): Promise<Intake> {
   const { intake } = config;
-  const connection = createRedisConnection(config.redis.url, 'producer', logger);
+  const connection = createRedisConnection(config.redis, 'producer', logger);
   const queues = openQueues(connection, config.redis.queuePrefix, config.worker, logger);
   const common = {
     queues,
@@ -64,7 +64,9 @@ export async function startIntake(
       const outbox = startOutboxDrain({
         ...common,
         pool: runtime.ctx.store.pool,
-        databaseUrl: config.database.url,
+        // LISTEN needs a session: DATABASE_DIRECT_URL when set (DATABASE_URL may be PgBouncer's
+        // transaction pooling, where it hears nothing and the drain's polling alone serves).
+        databaseUrl: config.database.directUrl ?? config.database.url,
         schema: config.database.schema,
         pollMs: intake.outboxPollMs,
         retentionDays: intake.outboxRetentionDays,

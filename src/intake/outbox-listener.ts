@@ -1,8 +1,10 @@
 /**
- * The outbox drain's wake-up: a session of its own LISTENing on the outbox channel. It is only
- * a shortcut, since the drain polls anyway: without it (PgBouncer's transaction pooling, where
- * LISTEN does not work, or PostgreSQL away) signups wait for the next poll, none is lost. So a
- * failure is logged once per outage, and the session reconnects with backoff, for ever.
+ * The outbox drain's wake-up: a session of its own LISTENing on the outbox channel, on
+ * DATABASE_DIRECT_URL when set. It is only a shortcut, since the drain polls anyway: without it
+ * (PostgreSQL away, or PgBouncer's transaction pooling, where LISTEN succeeds but its server
+ * connection goes back to the pool and the notifications are dropped) signups wait for the next
+ * poll, none is lost. So a failure is logged once per outage, and the session reconnects with
+ * backoff, for ever.
  */
 import pg from 'pg';
 import type { Logger } from '../ops/logger.js';

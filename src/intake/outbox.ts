@@ -36,7 +36,11 @@ import { type AcceptedSignup, checkSignup, enqueueSignups, type Signup } from '.
 export interface OutboxOptions {
   /** Pool the batches run on, a transaction each (fine through PgBouncer's transaction pooling). */
   pool: pg.Pool;
-  /** postgres:// URL of the LISTEN session, a connection of its own (see `listen`). */
+  /**
+   * postgres:// URL of the LISTEN session, a connection of its own (see `listen`): a direct
+   * one (DATABASE_DIRECT_URL), since through PgBouncer's transaction pooling LISTEN succeeds
+   * but hears nothing.
+   */
   databaseUrl: string;
   /** Schema holding signup_outbox (DATABASE_SCHEMA). */
   schema: string;

@@ -8,11 +8,11 @@
  * - the failure is kept in Redis (`<prefix>:perks:mint-failure`) while it lasts, so /readyz of
  *   every replica and `status` show it.
  */
-import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { NotReadyError } from '../ops/health.js';
 import type { Logger } from '../ops/logger.js';
 import { TokenMintError } from '../perks/errors.js';
+import type { RedisClient } from '../queues/connection.js';
 import type { Queues } from '../queues/queues.js';
 
 export interface MintFailure {
@@ -40,7 +40,7 @@ export const mintFailureKey = (prefix: string) => `${prefix}:perks:mint-failure`
 
 /** The failure recorded by any replica, if a mint is failing now. */
 export async function readMintFailure(
-  redis: Redis,
+  redis: RedisClient,
   prefix: string,
 ): Promise<MintFailure | undefined> {
   const value = await redis.get(mintFailureKey(prefix));
@@ -60,7 +60,7 @@ export function mintFailureReason(error: TokenMintError): string {
 }
 
 export interface MintOutageOptions {
-  redis: Redis;
+  redis: RedisClient;
   prefix: string;
   queues: Pick<Queues, 'enrollment' | 'rewardSync'>;
   logger: Logger;

@@ -2,13 +2,12 @@
  * Assembles what a worker process runs on: the API client, the store, the Redis connection
  * and the queues. `work` and `demo` both start from here; closing releases all of it.
  */
-import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import type { Logger } from '../ops/logger.js';
 import { createMetrics, type Metrics } from '../ops/metrics.js';
 import { within } from '../ops/timeouts.js';
 import { PerksClient } from '../perks/client.js';
-import { createRedisConnection } from '../queues/connection.js';
+import { createRedisConnection, type RedisClient } from '../queues/connection.js';
 import { closeQueues, openQueues } from '../queues/queues.js';
 import { RedisTokenCache } from '../redis/token-cache.js';
 import { createStore } from '../store/store.js';
@@ -18,7 +17,7 @@ import { fanOutConsumersPerJob, syncsInFlight } from './sync-rewards-batch.js';
 
 export interface Runtime {
   ctx: JobContext;
-  connection: Redis;
+  connection: RedisClient;
   /** This process's metrics: API hooks attached, queues watched; serve `metrics.registry`. */
   metrics: Metrics;
   /** Mints at start (`probe`), pauses the API queues while minting fails, backs /readyz. */
@@ -41,7 +40,7 @@ export function createRuntime(
   logger: Logger,
   options: RuntimeOptions = {},
 ): Runtime {
-  const connection = createRedisConnection(config.redis.url, 'worker', logger);
+  const connection = createRedisConnection(config.redis, 'worker', logger);
   const store = createStore(config.database, {
     logger,
     writers: syncsInFlight(config.worker),

@@ -1,5 +1,5 @@
-import type { Redis } from 'ioredis';
 import type { Logger } from '../ops/logger.js';
+import type { RedisClient } from '../queues/connection.js';
 import { jobNames, reconcileSchedulerId } from '../queues/names.js';
 import type { Queues } from '../queues/queues.js';
 import { acquireRedisLock } from '../redis/lock.js';
@@ -11,7 +11,7 @@ import { acquireRedisLock } from '../redis/lock.js';
  */
 export async function registerReconcileSchedule(
   queues: Queues,
-  redis: Redis,
+  redis: RedisClient,
   prefix: string,
   cron: string,
   logger: Logger,

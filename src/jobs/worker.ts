@@ -12,11 +12,11 @@ import {
   Worker,
   type WorkerOptions,
 } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { WorkerConfig } from '../config.js';
 import type { FailureReason } from '../ops/metrics.js';
 import { oncePerOutage } from '../ops/outage.js';
 import { within } from '../ops/timeouts.js';
+import type { RedisClient } from '../queues/connection.js';
 import { jobNames, type QueueKind, queueNames } from '../queues/names.js';
 import type { JobName, PerksJob } from '../queues/payloads.js';
 import type { JobContext } from './context.js';
@@ -45,7 +45,7 @@ const unboundedRate = 1_000_000;
 
 export function startWorker(
   ctx: JobContext,
-  connection: Redis,
+  connection: RedisClient,
   prefix: string,
   config: Pick<
     WorkerConfig,

@@ -1,5 +1,15 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from '../ops/logger.js';
+
+/** A connection to a single Redis or to a Redis Cluster: every command we use works on both. */
+export type RedisClient = Redis | Cluster;
+
+/** `url` alone, or a cluster's seed nodes with the user, password and TLS (rediss) of `url`. */
+export interface RedisTarget {
+  url: string;
+  /** REDIS_CLUSTER_NODES. The queue prefix must then be hash-tagged (`{perks}`). */
+  clusterNodes?: readonly { host: string; port: number }[] | undefined;
+}
 
 /**
  * - `worker`: blocking commands and retries forever while Redis is away (BullMQ requires
@@ -9,52 +19,89 @@ import type { Logger } from '../ops/logger.js';
  */
 export type ConnectionRole = 'worker' | 'producer';
 
+// Reconnect with a capped backoff instead of ioredis' unbounded growth.
+const reconnectDelay = (times: number) => Math.min(times * 200, 5000);
+
 export function createRedisConnection(
-  url: string,
+  target: RedisTarget,
   role: ConnectionRole,
   logger?: Logger,
   overrides: RedisOptions = {},
-): Redis {
+): RedisClient {
   const options: RedisOptions =
     role === 'worker'
       ? { maxRetriesPerRequest: null, enableReadyCheck: true }
       : { maxRetriesPerRequest: 1, enableOfflineQueue: false, connectTimeout: 5000 };
-  const redis = new Redis(url, {
-    ...options,
-    // Reconnect with a capped backoff instead of ioredis' unbounded growth.
-    retryStrategy: (times) => Math.min(times * 200, 5000),
-    ...overrides,
-  });
+  const redis = target.clusterNodes
+    ? new Cluster(
+        [...target.clusterNodes],
+        clusterOptions(target.url, role, { ...options, ...overrides }),
+      )
+    : new Redis(target.url, { ...options, retryStrategy: reconnectDelay, ...overrides });
   watchErrors(redis, role, logger);
   return redis;
 }
 
 /**
- * An unhandled 'error' event would crash the process. Log the first error of an outage and
- * the recovery, not every reconnect attempt.
+ * A master that stops answering is first a connection error, then MOVED to it or CLUSTERDOWN
+ * until it is back or a replica takes its slots; ioredis retries each every 100 ms. A worker's
+ * command keeps retrying, as on a single Redis; a producer's gives up after ioredis' 16 tries.
  */
-function watchErrors(redis: Redis, role: ConnectionRole, logger?: Logger): void {
-  let down = false;
+function clusterOptions(url: string, role: ConnectionRole, options: RedisOptions): ClusterOptions {
+  const { username, password, protocol } = new URL(url);
+  const tls = protocol === 'rediss:';
+  return {
+    redisOptions: {
+      ...options,
+      ...(username ? { username: decodeURIComponent(username) } : {}),
+      ...(password ? { password: decodeURIComponent(password) } : {}),
+      ...(tls ? { tls: {} } : {}),
+    },
+    clusterRetryStrategy: reconnectDelay,
+    ...(role === 'worker'
+      ? { maxRedirections: Number.POSITIVE_INFINITY }
+      : { enableOfflineQueue: false }),
+    // TLS checks the certificate against the node's host name, not an address resolved from it
+    // (ElastiCache's configuration endpoint).
+    ...(tls ? { dnsLookup: (address, lookup) => lookup(null, address) } : {}),
+  };
+}
+
+/**
+ * An unhandled 'error' event would crash the process. Log the first error of an outage and
+ * the recovery, not every reconnect attempt. A cluster stays ready while one of its masters is
+ * away: that master's lost and restored connection are what to report.
+ */
+function watchErrors(redis: RedisClient, role: ConnectionRole, logger?: Logger): void {
   let everReady = false;
-  redis.on('error', (error: Error) => {
+  const down = new Set<string>();
+  const lost = (node: string, error: Error) => {
     // A producer that never connected reports that to its caller (see `connected`).
-    if (down || (role === 'producer' && !everReady)) return;
-    down = true;
-    logger?.warn({ err: { message: error.message }, role }, 'redis connection lost; retrying');
-  });
-  redis.on('ready', () => {
+    if (down.has(node) || (role === 'producer' && !everReady)) return;
+    down.add(node);
+    const fields = { err: { message: error.message }, role, ...(node ? { node } : {}) };
+    logger?.warn(fields, 'redis connection lost; retrying');
+  };
+  const ready = (node: string) => {
     everReady = true;
-    if (!down) return;
-    down = false;
-    logger?.info({ role }, 'redis connection restored');
-  });
+    if (down.delete(node))
+      logger?.info({ role, ...(node ? { node } : {}) }, 'redis connection restored');
+  };
+  redis.on('error', (error: Error) => lost('', error));
+  redis.on('ready', () => ready(''));
+  if (redis instanceof Cluster) {
+    redis.on('node error', (error: Error, node: string) => lost(node, error));
+    redis.on('+node', (node: Redis) =>
+      node.once('ready', () => ready(`${node.options.host}:${node.options.port}`)),
+    );
+  }
 }
 
 /**
  * Resolves when the connection is ready. Rejects at the first connection error, or after
  * `timeoutMs`: a producer must fail fast rather than wait for Redis to come back.
  */
-export async function connected(redis: Redis, timeoutMs = 5000): Promise<void> {
+export async function connected(redis: RedisClient, timeoutMs = 5000): Promise<void> {
   if (redis.status === 'ready') return;
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(
@@ -75,12 +122,26 @@ export async function connected(redis: Redis, timeoutMs = 5000): Promise<void> {
   });
 }
 
-/** Deletes every key under `prefix` (`<prefix>:*`), a batch of SCAN at a time. */
-export async function deletePrefix(redis: Redis, prefix: string): Promise<void> {
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-    if (keys.length > 0) await redis.unlink(...keys);
-    cursor = next;
-  } while (cursor !== '0');
+/** Deletes every key under `prefix` (`<prefix>:*`), a batch of SCAN at a time, on every master. */
+export async function deletePrefix(redis: RedisClient, prefix: string): Promise<void> {
+  // A cluster knows its masters once it is ready.
+  if (redis instanceof Cluster) await connected(redis);
+  for (const node of redis instanceof Cluster ? redis.nodes('master') : [redis]) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+      // One key a command (sent together): the keys of a prefix without a hash tag lie in
+      // several slots, and a cluster refuses a command across slots.
+      await Promise.all(keys.map((key) => node.unlink(key)));
+      cursor = next;
+    } while (cursor !== '0');
+  }
+}
+
+/**
+ * For /readyz: answers when the Redis holding the queues' keys does. On a cluster a PING goes to
+ * any master; a read of a key under the prefix goes to the one holding the prefix's slot.
+ */
+export async function pingQueueStore(redis: RedisClient, prefix: string): Promise<void> {
+  await redis.exists(`${prefix}:ready-probe`);
 }

@@ -8,9 +8,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Job } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { Logger } from '../ops/logger.js';
-import { connected, createRedisConnection } from './connection.js';
+import { connected, createRedisConnection, type RedisClient } from './connection.js';
 import { deriveConsumerId } from './consumer-id.js';
 import {
   enrollmentDeduplicationId,
@@ -162,7 +161,10 @@ export async function startReconciliation(
 }
 
 export interface ProducerOptions {
+  /** REDIS_URL of the worker; with `clusterNodes`, only its user, password and TLS are used. */
   redisUrl: string;
+  /** REDIS_CLUSTER_NODES of the worker: its Redis Cluster's seed nodes. Default: none. */
+  clusterNodes?: readonly { host: string; port: number }[];
   /** QUEUE_PREFIX of the worker. Default `perks`. */
   queuePrefix?: string;
   /** PERKS_CONSUMER_ID_KEY of the worker; needed only for user ids that are not consumer ids. */
@@ -177,13 +179,17 @@ export interface Producer {
   startReconciliation(): Promise<StartedReconciliation>;
   readonly queues: Queues;
   /** Its Redis connection, shared by the queues; closed by `close`. */
-  readonly connection: Redis;
+  readonly connection: RedisClient;
   close(): Promise<void>;
 }
 
 /** A fail-fast producer: rejects at once when Redis is unreachable rather than queueing in memory. */
 export async function createProducer(options: ProducerOptions): Promise<Producer> {
-  const connection: Redis = createRedisConnection(options.redisUrl, 'producer', options.logger);
+  const connection = createRedisConnection(
+    { url: options.redisUrl, clusterNodes: options.clusterNodes },
+    'producer',
+    options.logger,
+  );
   try {
     await connected(connection);
   } catch (error) {

@@ -1,8 +1,8 @@
 import { type DefaultJobOptions, Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { WorkerConfig } from '../config.js';
 import type { Logger } from '../ops/logger.js';
 import { oncePerOutage } from '../ops/outage.js';
+import type { RedisClient } from './connection.js';
 import { type QueueKind, queueNames } from './names.js';
 
 /** What jobs carry by default, whoever enqueues them (our CLI, the worker, a client service). */
@@ -35,7 +35,7 @@ export type Queues = Record<QueueKind, Queue>;
  * first of an outage instead.
  */
 export function openQueues(
-  connection: Redis,
+  connection: RedisClient,
   prefix: string,
   policy: JobPolicy,
   logger?: Logger,

@@ -3,7 +3,7 @@
  * that outlived the expiry must not delete the lock another process has taken since).
  */
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../queues/connection.js';
 
 const deleteIfValueIs = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -15,7 +15,7 @@ export interface RedisLock {
 
 /** The lock, or undefined when another holder has it. */
 export async function acquireRedisLock(
-  redis: Redis,
+  redis: RedisClient,
   key: string,
   ttlMs: number,
 ): Promise<RedisLock | undefined> {

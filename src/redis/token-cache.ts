@@ -7,13 +7,13 @@
  * Keep one key per API client: two programs or environments sharing a prefix must pass
  * different `name`s (the client id is a good one; it is not a secret).
  */
-import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { CachedToken, TokenCache, TokenLock } from '../perks/token-cache.js';
+import type { RedisClient } from '../queues/connection.js';
 import { acquireRedisLock } from './lock.js';
 
 export interface RedisTokenCacheOptions {
-  redis: Redis;
+  redis: RedisClient;
   /** Key prefix, e.g. the queue prefix `perks` (or `{perks}` on Redis Cluster). */
   prefix: string;
   /** Distinguishes API clients sharing a prefix. Default 'default'. */
@@ -36,7 +36,7 @@ if ok and decoded.accessToken == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0`;
 
 export class RedisTokenCache implements TokenCache {
-  readonly #redis: Redis;
+  readonly #redis: RedisClient;
   readonly #tokenKey: string;
   readonly #lockKey: string;
 

@@ -6,9 +6,14 @@
  * `set local search_path to "<schema>"`, so one file serves any DATABASE_SCHEMA and the
  * checksum does not depend on it. The name is validated and quoted (identifier.ts).
  *
- * Replicas starting together are safe: everything after the connection happens under a
- * session advisory lock keyed by the schema, so the second replica waits, then finds nothing
- * left to apply. Two processes racing to CREATE DATABASE both succeed (42P04 / 23505).
+ * Replicas starting together are safe: every transaction first takes a transaction-scoped
+ * advisory lock keyed by the schema, then reads what is applied, so the second replica waits
+ * and finds nothing left to do. Transaction-scoped, not a session lock: through PgBouncer's
+ * transaction pooling each transaction may run on another server connection, where a session
+ * lock would be taken on one, released (or not) on another, and shared by whichever client
+ * gets that connection next. A transaction stays on one server connection, so this works
+ * through PgBouncer and directly alike. Creating a missing database needs a direct connection
+ * (see migrate()); two processes racing to CREATE DATABASE both succeed (42P04 / 23505).
  */
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
@@ -23,7 +28,10 @@ import {
 import { assertSchemaName, quoteIdentifier } from './identifier.js';
 
 export interface MigrateOptions {
-  /** postgres:// URL of the datastore; its database is created when missing. */
+  /**
+   * postgres:// URL of the datastore (DATABASE_DIRECT_URL, else DATABASE_URL); its database is
+   * created when missing, if the URL is a direct one.
+   */
   databaseUrl: string;
   /** Schema holding the tables (created when missing). */
   schema: string;
@@ -87,6 +95,9 @@ export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
   try {
     client = await connect(options.databaseUrl);
   } catch (error) {
+    // Through PgBouncer a missing database is refused with 08P01, like any refusal of its own,
+    // and stays unreachable there for server_login_retry after it is created: it is created
+    // on a direct connection only (DATABASE_DIRECT_URL), and reported unreachable here.
     if (errorCode(error) !== pgErrors.invalidCatalogName) throw unreachable(target, error);
     databaseCreated = await createDatabase(options.databaseUrl, target.database);
     if (databaseCreated) options.logger?.info({ database: target.database }, 'created database');
@@ -96,21 +107,10 @@ export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
   }
 
   try {
-    await client.query('select pg_advisory_lock(hashtext($1), hashtext($2))', [
-      lockNamespace,
-      schema,
-    ]);
-    try {
-      const applied = await applyPending(client, schema, files, options.logger);
-      const current = await currentVersion(client, schema);
-      const count = files.filter((f) => f.version <= current).length;
-      return { databaseCreated, applied, current, count };
-    } finally {
-      await client.query('select pg_advisory_unlock(hashtext($1), hashtext($2))', [
-        lockNamespace,
-        schema,
-      ]);
-    }
+    const applied = await applyPending(client, schema, files, options.logger);
+    const current = await currentVersion(client, schema);
+    const count = files.filter((f) => f.version <= current).length;
+    return { databaseCreated, applied, current, count };
   } finally {
     await client.end();
   }
@@ -142,7 +142,8 @@ async function applyPending(
   logger: Logger | undefined,
 ): Promise<string[]> {
   const q = quoteIdentifier(schema);
-  await inTransaction(client, async () => {
+  const appliedChecksums = await inTransaction(client, async () => {
+    await lockMigrations(client, schema);
     await client.query(`create schema if not exists ${q}`);
     await client.query(`create table if not exists ${q}.schema_migrations (
       version text primary key,
@@ -158,21 +159,18 @@ async function applyPending(
       comment on column ${q}.schema_migrations.applied_at is 'When the migration was applied.';
       comment on column ${q}.schema_migrations.checksum is 'sha256 of the file; the statements of an applied file must never change.';
     `);
+    const { rows } = await client.query<{ version: string; checksum: string }>(
+      `select version, checksum from ${q}.schema_migrations order by version`,
+    );
+    return new Map(rows.map((r) => [r.version, r.checksum]));
   });
 
-  const { rows } = await client.query<{ version: string; checksum: string }>(
-    `select version, checksum from ${q}.schema_migrations order by version`,
-  );
-  const appliedChecksums = new Map(rows.map((r) => [r.version, r.checksum]));
   for (const file of files) {
     const appliedChecksum = appliedChecksums.get(file.version);
-    if (appliedChecksum === undefined || appliedChecksum === file.checksum) continue;
-    if (!sameStatementsAs(file, appliedChecksum)) {
-      throw new MigrationChecksumError(file.file, appliedChecksum, file.checksum);
-    }
+    if (appliedChecksum !== undefined) assertUnchanged(file, appliedChecksum);
   }
   const known = new Set(files.map((f) => f.version));
-  const unknown = rows.filter((r) => !known.has(r.version)).map((r) => r.version);
+  const unknown = [...appliedChecksums.keys()].filter((version) => !known.has(version));
   if (unknown.length > 0) {
     // A newer release migrated this schema (rolling deploy or rollback). Migrations only add,
     // so this older code keeps working: warn rather than crash-loop the replica.
@@ -182,18 +180,43 @@ async function applyPending(
   const applied: string[] = [];
   for (const file of files) {
     if (appliedChecksums.has(file.version)) continue;
-    await inTransaction(client, async () => {
+    const appliedHere = await inTransaction(client, async () => {
+      await lockMigrations(client, schema);
+      // Another replica may have applied it while this one waited for the lock.
+      const { rows } = await client.query<{ checksum: string }>(
+        `select checksum from ${q}.schema_migrations where version = $1`,
+        [file.version],
+      );
+      if (rows[0]) {
+        assertUnchanged(file, rows[0].checksum);
+        return false;
+      }
       await client.query(`set local search_path to ${q}`);
       await client.query(file.sql);
       await client.query(
         `insert into ${q}.schema_migrations (version, name, checksum) values ($1, $2, $3)`,
         [file.version, file.name, file.checksum],
       );
+      return true;
     });
+    if (!appliedHere) continue;
     logger?.info({ schema, migration: file.file }, 'applied migration');
     applied.push(file.file);
   }
   return applied;
+}
+
+/** Held until the caller's transaction ends (see the top of this file). */
+async function lockMigrations(client: pg.Client, schema: string): Promise<void> {
+  await client.query('select pg_advisory_xact_lock(hashtext($1), hashtext($2))', [
+    lockNamespace,
+    schema,
+  ]);
+}
+
+function assertUnchanged(file: MigrationFile, appliedChecksum: string): void {
+  if (appliedChecksum === file.checksum || sameStatementsAs(file, appliedChecksum)) return;
+  throw new MigrationChecksumError(file.file, appliedChecksum, file.checksum);
 }
 
 async function currentVersion(client: pg.Client, schema: string): Promise<string> {
@@ -203,11 +226,12 @@ async function currentVersion(client: pg.Client, schema: string): Promise<string
   return rows[0]?.version ?? '';
 }
 
-async function inTransaction(client: pg.Client, work: () => Promise<void>): Promise<void> {
+async function inTransaction<T>(client: pg.Client, work: () => Promise<T>): Promise<T> {
   await client.query('begin');
   try {
-    await work();
+    const result = await work();
     await client.query('commit');
+    return result;
   } catch (error) {
     await client.query('rollback').catch(() => undefined);
     throw error;

@@ -148,13 +148,16 @@ export interface ProcessRig {
 export async function startProcessRig(options: {
   sandbox: SandboxOptions;
   jobPolicy?: JobPolicy;
+  /** On this Redis Cluster (REDIS_CLUSTER_NODES), under a hash-tagged prefix. */
+  clusterNodes?: readonly { host: string; port: number }[];
 }): Promise<ProcessRig> {
-  const queues = testQueuePrefix();
+  const queues = testQueuePrefix(options.clusterNodes);
   const db = await createTestDatabase();
   const sandbox = await startSandbox(options.sandbox);
   const producer = await createProducer({
     redisUrl: queues.redisUrl,
     queuePrefix: queues.prefix,
+    ...(queues.clusterNodes ? { clusterNodes: queues.clusterNodes } : {}),
     ...(options.jobPolicy ? { jobPolicy: options.jobPolicy } : {}),
   });
   const store = createStore({ url: db.url, schema: 'perks', poolSize: 2 });
@@ -168,6 +171,9 @@ export async function startProcessRig(options: {
       ...sandboxApiEnv(sandbox),
       REDIS_URL: queues.redisUrl,
       QUEUE_PREFIX: queues.prefix,
+      ...(queues.clusterNodes
+        ? { REDIS_CLUSTER_NODES: queues.clusterNodes.map((n) => `${n.host}:${n.port}`).join(',') }
+        : {}),
       DATABASE_URL: db.url,
       ...overrides,
     }),

@@ -258,4 +258,27 @@ describe('loadConfig', () => {
       /^WEBHOOK_URL: is invalid: must be https:\/\/ unless its host is loopback/,
     );
   });
+
+  it('reads REDIS_CLUSTER_NODES, and then refuses a QUEUE_PREFIX without a hash tag, saying why', () => {
+    const REDIS_CLUSTER_NODES = '10.0.0.1:6379, redis-2.internal:7000';
+    expect(loadConfig(['redis'], { REDIS_CLUSTER_NODES, QUEUE_PREFIX: '{perks}' }).redis).toEqual({
+      url: 'redis://127.0.0.1:6379',
+      queuePrefix: '{perks}',
+      clusterNodes: [
+        { host: '10.0.0.1', port: 6379 },
+        { host: 'redis-2.internal', port: 7000 },
+      ],
+    });
+    const problems = problemsOf(() =>
+      loadConfig(['redis'], { REDIS_CLUSTER_NODES, QUEUE_PREFIX: 'perks' }),
+    );
+    expect(problems).toEqual([
+      expect.stringMatching(
+        /^QUEUE_PREFIX: is invalid: with REDIS_CLUSTER_NODES it must start with a hash tag such as \{perks\}, so that every key of a queue lands in one slot/,
+      ),
+    ]);
+    // The default prefix is refused too: a cluster needs one chosen.
+    expect(problemsOf(() => loadConfig(['redis'], { REDIS_CLUSTER_NODES }))).toHaveLength(1);
+    expect(loadConfig(['redis'], { QUEUE_PREFIX: 'perks' }).redis.clusterNodes).toBeUndefined();
+  });
 });

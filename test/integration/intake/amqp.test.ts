@@ -5,7 +5,6 @@
  * connection from the broker's side, as a broker shutting down does.
  */
 import { Writable } from 'node:stream';
-import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { Connection, type Publisher } from 'rabbitmq-client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -17,7 +16,11 @@ import {
   startAmqpIntake,
 } from '../../../src/intake/amqp.js';
 import type { IntakeMetrics, IntakeOutcome } from '../../../src/ops/metrics.js';
-import { connected, createRedisConnection } from '../../../src/queues/connection.js';
+import {
+  connected,
+  createRedisConnection,
+  type RedisClient,
+} from '../../../src/queues/connection.js';
 import { deriveConsumerId } from '../../../src/queues/consumer-id.js';
 import { closeQueues, openQueues, type Queues } from '../../../src/queues/queues.js';
 import { sleep, waitFor } from '../../support/processes.js';
@@ -32,7 +35,7 @@ import { startTcpProxy, type TcpProxy, targetOf } from '../../support/tcp-proxy.
 import { type Harness, startHarness, testConsumerIdKey } from '../../support/worker-harness.js';
 
 let h: Harness;
-let redis: Redis;
+let redis: RedisClient;
 let queues: Queues;
 let broker: Connection;
 let publisher: Publisher;
@@ -43,7 +46,7 @@ let intake: AmqpIntake | undefined;
 beforeAll(async () => {
   await ensureBroker();
   h = await startHarness({ worker: { enrollConcurrency: 32, syncConcurrency: 32 } });
-  redis = createRedisConnection(h.config.redis.url, 'producer');
+  redis = createRedisConnection(h.config.redis, 'producer');
   await connected(redis);
   queues = openQueues(redis, h.prefix, h.config.worker);
   broker = new Connection({ url: amqpUrl, connectionName: 'amqp intake test publisher' });
@@ -115,7 +118,7 @@ async function readyCount(queue: string): Promise<number> {
 }
 
 /** Queues of their own whose enrollment adds first run `before`: to count them, or slow them. */
-function queuesWith(connection: Redis, before: () => unknown): Queues {
+function queuesWith(connection: RedisClient, before: () => unknown): Queues {
   const own = openQueues(connection, h.prefix, h.config.worker);
   cleanups.push(() => closeQueues(own));
   const add = own.enrollment.add.bind(own.enrollment);
@@ -253,7 +256,7 @@ describe('RabbitMQ intake', () => {
   it('while Redis is unreachable, messages stay unacked and are requeued with backoff; all are enrolled once it is back', async () => {
     const queue = await newQueue();
     const proxy = await startTcpProxy(targetOf(h.config.redis.url));
-    const proxied = createRedisConnection(proxy.urlFor(h.config.redis.url), 'producer');
+    const proxied = createRedisConnection({ url: proxy.urlFor(h.config.redis.url) }, 'producer');
     await connected(proxied);
     cleanups.push(async () => {
       proxied.disconnect();

@@ -3,13 +3,12 @@
  * signup service in any language sees, answer by answer, and that 1,000 enrollments with
  * duplicates enroll each consumer exactly once upstream.
  */
-import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type HttpIntake, startHttpIntake } from '../../../src/intake/http.js';
 import { createMetrics, type Metrics } from '../../../src/ops/metrics.js';
 import { within } from '../../../src/ops/timeouts.js';
-import { createRedisConnection } from '../../../src/queues/connection.js';
+import { createRedisConnection, type RedisClient } from '../../../src/queues/connection.js';
 import {
   closeQueues,
   defaultJobPolicy,
@@ -22,7 +21,7 @@ const token = 'intake-test-token-0123456789abcdef';
 const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
 
 let harness: Harness;
-let connection: Redis;
+let connection: RedisClient;
 let queues: Queues;
 let metrics: Metrics;
 let intake: HttpIntake;
@@ -31,7 +30,7 @@ let base = '';
 beforeAll(async () => {
   harness = await startHarness({ sandbox: { seed: 61 } });
   // The intake's own fail-fast connection, as `work` opens it.
-  connection = createRedisConnection(harness.config.redis.url, 'producer', logger);
+  connection = createRedisConnection(harness.config.redis, 'producer', logger);
   queues = openQueues(connection, harness.prefix, defaultJobPolicy, logger);
   metrics = createMetrics({ defaultMetrics: false });
   intake = await startHttpIntake({
@@ -202,7 +201,7 @@ describe('HTTP intake', () => {
   }, 90_000);
 
   it('answers 503 while Redis is unreachable, and claims nothing', async () => {
-    const dead = createRedisConnection('redis://127.0.0.1:1', 'producer', logger);
+    const dead = createRedisConnection({ url: 'redis://127.0.0.1:1' }, 'producer', logger);
     const deadQueues = openQueues(dead, harness.prefix, defaultJobPolicy, logger);
     const down = await startHttpIntake({
       port: 0,

@@ -63,7 +63,7 @@ async function startRig(
   options: Partial<OutboxOptions> & { redisUrl?: string; prefix?: string } = {},
 ): Promise<Rig> {
   const { redisUrl = h.config.redis.url, prefix = h.prefix, ...overrides } = options;
-  const connection = createRedisConnection(redisUrl, 'producer');
+  const connection = createRedisConnection({ url: redisUrl }, 'producer');
   await connected(connection);
   const queues = openQueues(connection, prefix, defaultJobPolicy);
   const drainPool = new pg.Pool({ connectionString: h.db.url, max: 2 });
