@@ -20,6 +20,25 @@ export interface FeedEvent {
   created_at: Date;
 }
 
+/** Runs `work` in one transaction on a connection of the pool; rolls back when it throws. */
+async function inTransaction<T>(
+  pool: pg.Pool,
+  work: (client: pg.PoolClient) => Promise<T>,
+): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('begin');
+    const result = await work(client);
+    await client.query('commit');
+    return result;
+  } catch (error) {
+    await client.query('rollback').catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
 /** A dispatcher's mark is taken again after this long: a delivery job lost with Redis is not. */
 const redispatchAfter = '10 minutes';
 
@@ -34,9 +53,7 @@ export async function dispatchPending(
   limit: number,
   dispatch: (consumerIds: string[]) => Promise<void>,
 ): Promise<number> {
-  const client = await pool.connect();
-  try {
-    await client.query('begin');
+  return inTransaction(pool, async (client) => {
     const { rows } = await client.query<{ consumer_id: string }>(
       `select consumer_id from ${schema}.reward_event_pending
         where dispatched_at is null or dispatched_at < now() - interval '${redispatchAfter}'
@@ -54,14 +71,8 @@ export async function dispatchPending(
         [ids],
       );
     }
-    await client.query('commit');
     return ids.length;
-  } catch (error) {
-    await client.query('rollback').catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 /** The next undelivered events of a consumer, in feed order. */
@@ -86,12 +97,12 @@ export async function undeliveredEvents(
 
 /** Records an event delivered (or given up): the consumer's cursor moves past it. */
 export async function advanceCursor(
-  pool: pg.Pool,
+  db: pg.Pool | pg.PoolClient,
   schema: string,
   consumerId: string,
   eventId: string,
 ): Promise<void> {
-  await pool.query(
+  await db.query(
     `insert into ${schema}.reward_event_cursors as c (consumer_id, delivered_through)
      values ($1, $2)
      on conflict (consumer_id) do update
@@ -108,9 +119,7 @@ export async function recordFailure(
   event: Pick<FeedEvent, 'id' | 'consumer_id'>,
   failure: { attempts: number; lastError: string },
 ): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query('begin');
+  await inTransaction(pool, async (client) => {
     await client.query(
       `insert into ${schema}.reward_event_failures (event_id, consumer_id, attempts, last_error)
        values ($1, $2, $3, $4)
@@ -118,21 +127,8 @@ export async function recordFailure(
          set failed_at = now(), attempts = excluded.attempts, last_error = excluded.last_error`,
       [event.id, event.consumer_id, failure.attempts, failure.lastError.slice(0, 2000)],
     );
-    await client.query(
-      `insert into ${schema}.reward_event_cursors as c (consumer_id, delivered_through)
-       values ($1, $2)
-       on conflict (consumer_id) do update
-         set delivered_through = greatest(c.delivered_through, excluded.delivered_through),
-             updated_at = now()`,
-      [event.consumer_id, event.id],
-    );
-    await client.query('commit');
-  } catch (error) {
-    await client.query('rollback').catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
+    await advanceCursor(client, schema, event.consumer_id, event.id);
+  });
 }
 
 /**
@@ -244,9 +240,7 @@ export async function listDeliveries(
  * its failures are forgotten, and the consumers are marked pending. Returns the consumers.
  */
 export async function replayFrom(pool: pg.Pool, schema: string, fromId: string): Promise<number> {
-  const client = await pool.connect();
-  try {
-    await client.query('begin');
+  return inTransaction(pool, async (client) => {
     const { rows } = await client.query<{ consumer_id: string }>(
       `select distinct consumer_id from ${schema}.reward_events where id >= $1`,
       [fromId],
@@ -267,12 +261,6 @@ export async function replayFrom(pool: pg.Pool, schema: string, fromId: string):
        on conflict (consumer_id) do update set dispatched_at = null`,
       [ids],
     );
-    await client.query('commit');
     return ids.length;
-  } catch (error) {
-    await client.query('rollback').catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }
