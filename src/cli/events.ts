@@ -33,7 +33,7 @@ export async function run(argv: readonly string[]): Promise<number> {
   const args = parseCommandArgs(listSpec, argv);
   if (!args) return 0;
   const limit = wholeNumberOption(listSpec, args.values.limit, '--limit', 1, 10_000) ?? 20;
-  const { database } = loadConfig(['database']);
+  const { database, events } = loadConfig(['database', 'events']);
   const store = createStore(database);
   try {
     const schema = quoteIdentifier(database.schema);
@@ -55,7 +55,7 @@ export async function run(argv: readonly string[]): Promise<number> {
       ]),
     );
     const lines = [rows.length > 0 ? table : args.values.failed ? 'no failed events' : 'no events'];
-    lines.push('', lagLine(lag));
+    lines.push('', lagLine(lag, events.webhookUrl !== undefined));
     process.stdout.write(`${lines.join('\n')}\n`);
     return 0;
   } finally {

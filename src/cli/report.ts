@@ -101,7 +101,8 @@ export function failuresBlock(
 }
 
 /** One line on how far webhook delivery is behind, for `events` and `status`. */
-export function lagLine(lag: DeliveryLag): string {
+export function lagLine(lag: DeliveryLag, webhooks: boolean): string {
+  if (!webhooks) return 'webhook delivery: off here (WEBHOOK_URL unset); events are recorded only';
   const failed =
     lag.failed > 0 ? `; ${lag.failed} event(s) failed (perks-worker events --failed)` : '';
   if (!lag.oldest) return `webhook delivery: up to date${failed}`;

@@ -28,13 +28,13 @@ const spec: CommandSpec = {
 
 export async function run(argv: readonly string[]): Promise<number> {
   if (!parseCommandArgs(spec, argv)) return 0;
-  const config = loadConfig(['redis', 'database']);
+  const config = loadConfig(['redis', 'database', 'events']);
   return withProducer((producer) => report(producer, config));
 }
 
 async function report(
   producer: Producer,
-  config: Pick<Config, 'redis' | 'database'>,
+  config: Pick<Config, 'redis' | 'database' | 'events'>,
 ): Promise<number> {
   const store = createStore(config.database);
   try {
@@ -62,7 +62,13 @@ async function report(
         consumerFailures(store.pool, config.database.schema, 5),
         deliveryLag(store.pool, quoteIdentifier(config.database.schema)),
       ]);
-      out.push(datastoreBlock(summary), '', lagLine(lag), '', failuresBlock(jobs, consumers));
+      out.push(
+        datastoreBlock(summary),
+        '',
+        lagLine(lag, config.events.webhookUrl !== undefined),
+        '',
+        failuresBlock(jobs, consumers),
+      );
     } catch (error) {
       // The queues are still worth showing when the datastore is not.
       datastoreOk = false;

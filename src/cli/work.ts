@@ -106,7 +106,8 @@ export async function run(argv: readonly string[]): Promise<number> {
   }
   // Wrong credentials or a token endpoint that is down show at once (an error line, /readyz,
   // `status`), and pause the API queues until a mint works, before any job is taken.
-  const minted = await runtime.mintOutage.probe();
+  // The probe waits for Redis, which may be down at start: a SIGTERM meanwhile is not held up.
+  const minted = await Promise.race([runtime.mintOutage.probe(), stopping.then(() => false)]);
   const worker = startWorker(
     runtime.ctx,
     runtime.connection,

@@ -7,7 +7,7 @@
  * - that job POSTs the consumer's undelivered events one at a time in feed order, moving the
  *   consumer's cursor past each one a 2xx answered. A refusal fails the attempt: BullMQ retries
  *   it with exponential backoff (1 s doubling to 5 min), while other consumers' jobs go on.
- * - an event still refused WEBHOOK_MAX_AGE_HOURS after its first refusal is recorded failed and
+ * - an event still refused WEBHOOK_MAX_AGE_HOURS after it was recorded is marked failed and
  *   skipped. Delivery is at least once: a crash after a POST and before its cursor moves sends
  *   that event again (receivers deduplicate on `webhook-id`).
  */
@@ -30,10 +30,9 @@ import type { WebhookSender } from './webhook.js';
 export const webhookQueueName = 'webhooks';
 export const deliverJobName = 'deliver-events';
 
-/** What a delivery job carries; `failing` is the head event refused so far, and since when. */
+/** What a delivery job carries. */
 export interface DeliveryJobData {
   consumerId: string;
-  failing?: { eventId: string; since: number };
 }
 
 export interface DeliveryContext {
@@ -68,19 +67,17 @@ export async function deliverConsumerEvents(
     const events = await undeliveredEvents(ctx.pool, ctx.schema, consumerId, eventsPerRead);
     if (events.length === 0) break;
     for (const event of events) {
+      // A job whose lock was lost (cancelled) stops before its next POST: another replica
+      // now delivers this consumer, and two must never interleave.
+      signal?.throwIfAborted();
       try {
         await ctx.sender.send(event, signal);
       } catch (error) {
-        const failing =
-          job.data.failing?.eventId === event.id
-            ? job.data.failing
-            : { eventId: event.id, since: Date.now() };
-        if (Date.now() - failing.since < ctx.maxAgeMs) {
-          await job.updateData({ consumerId, failing });
+        if (Date.now() - event.created_at.getTime() < ctx.maxAgeMs) {
           ctx.metrics.webhookDelivery('retried');
           throw error;
         }
-        // Refused for WEBHOOK_MAX_AGE_HOURS: given up, so that the next events can go.
+        // Refused WEBHOOK_MAX_AGE_HOURS after it was recorded: given up, so the next events go.
         await recordFailure(ctx.pool, ctx.schema, event, {
           attempts: job.attemptsMade + 1,
           lastError: (error as Error).message,
@@ -102,7 +99,6 @@ export async function deliverConsumerEvents(
       ctx.metrics.webhookDelivery('delivered');
       delivered += 1;
     }
-    if (job.data.failing) await job.updateData({ consumerId });
   }
   await clearPendingIfDone(ctx.pool, ctx.schema, consumerId);
   return { delivered, failed };
@@ -140,6 +136,11 @@ export function startWebhookDelivery(options: WebhookDeliveryOptions): {
     logger.error({ err: { message: error.message } }, 'webhook worker error'),
   );
   worker.on('error', workerOutage.error);
+  // A job whose lock could not be renewed (Redis away longer than JOB_LOCK_MS) may already run
+  // on another replica: cancel it here, so that it stops before its next POST.
+  worker.on('lockRenewalFailed', (jobIds: string[]) => {
+    for (const id of jobIds) worker.cancelJob(id, 'lock lost');
+  });
   worker.on('failed', (job, error) => {
     if (!job) return;
     logger.warn(

@@ -20,22 +20,34 @@ export interface FeedEvent {
   created_at: Date;
 }
 
-/** Runs `work` in one transaction on a connection of the pool; rolls back when it throws. */
+/**
+ * Runs `work` in one transaction on a connection of the pool; rolls back when it throws. The
+ * pool does not listen to a connection it has lent: one lost meanwhile would raise an unhandled
+ * 'error' (the query in flight rejects as well), and is discarded rather than lent again.
+ */
 async function inTransaction<T>(
   pool: pg.Pool,
   work: (client: pg.PoolClient) => Promise<T>,
 ): Promise<T> {
   const client = await pool.connect();
+  let broken: Error | undefined;
+  const onError = (error: Error) => {
+    broken = error;
+  };
+  client.on('error', onError);
   try {
     await client.query('begin');
     const result = await work(client);
     await client.query('commit');
     return result;
   } catch (error) {
-    await client.query('rollback').catch(() => {});
+    await client.query('rollback').catch((e: unknown) => {
+      broken = e instanceof Error ? e : new Error(String(e));
+    });
     throw error;
   } finally {
-    client.release();
+    client.off('error', onError);
+    client.release(broken);
   }
 }
 
@@ -43,9 +55,11 @@ async function inTransaction<T>(
 const redispatchAfter = '10 minutes';
 
 /**
- * Claims up to `limit` consumers whose events are waiting for a delivery job, and calls
- * `dispatch` with them while they are locked; marks them dispatched only if it resolves.
- * Replicas claim different consumers (skip locked). Returns how many were claimed.
+ * Claims up to `limit` consumers whose events are waiting for a delivery job and marks them
+ * dispatched (replicas claim different ones: skip locked), then calls `dispatch` with them,
+ * after the commit: no row stays locked while Redis is slow or away, which would hold up the
+ * reward writes marking those consumers. A dispatch that fails puts the marks back; one lost
+ * with the process is taken again after `redispatchAfter`. Returns how many were claimed.
  */
 export async function dispatchPending(
   pool: pg.Pool,
@@ -53,26 +67,34 @@ export async function dispatchPending(
   limit: number,
   dispatch: (consumerIds: string[]) => Promise<void>,
 ): Promise<number> {
-  return inTransaction(pool, async (client) => {
+  const ids = await inTransaction(pool, async (client) => {
     const { rows } = await client.query<{ consumer_id: string }>(
-      `select consumer_id from ${schema}.reward_event_pending
-        where dispatched_at is null or dispatched_at < now() - interval '${redispatchAfter}'
-        order by consumer_id
-        limit $1
-          for update skip locked`,
+      `update ${schema}.reward_event_pending set dispatched_at = now()
+        where consumer_id in (
+          select consumer_id from ${schema}.reward_event_pending
+           where dispatched_at is null or dispatched_at < now() - interval '${redispatchAfter}'
+           order by consumer_id
+           limit $1
+             for update skip locked)
+        returning consumer_id`,
       [limit],
     );
-    const ids = rows.map((r) => r.consumer_id);
-    if (ids.length > 0) {
-      await dispatch(ids);
-      await client.query(
-        `update ${schema}.reward_event_pending set dispatched_at = now()
+    return rows.map((r) => r.consumer_id);
+  });
+  if (ids.length === 0) return 0;
+  try {
+    await dispatch(ids);
+  } catch (error) {
+    await pool
+      .query(
+        `update ${schema}.reward_event_pending set dispatched_at = null
           where consumer_id = any($1::text[])`,
         [ids],
-      );
-    }
-    return ids.length;
-  });
+      )
+      .catch(() => {});
+    throw error;
+  }
+  return ids.length;
 }
 
 /** The next undelivered events of a consumer, in feed order. */
