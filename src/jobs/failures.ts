@@ -49,14 +49,25 @@ export function isPermanent(error: unknown): boolean {
   );
 }
 
+/**
+ * Pauses both API queues (every replica) for at least `ms`, never shortening a longer pause
+ * already set (a 429's Retry-After, or a failing mint's backoff). Never throws: a Redis error
+ * while pausing must not turn the pause into a spent attempt.
+ */
+export async function pauseApiQueues(
+  queues: Pick<Queues, 'enrollment' | 'rewardSync'>,
+  ms: number,
+): Promise<void> {
+  await Promise.allSettled(
+    [queues.enrollment, queues.rewardSync].map(async (queue) => {
+      if ((await queue.getRateLimitTtl()) < ms) await queue.rateLimit(ms);
+    }),
+  );
+}
+
 /** Pauses both API queues for the 429's Retry-After; never throws. */
 export async function pauseForThrottle(error: ThrottledError, queues: Queues): Promise<void> {
-  const pauseMs = Math.max(error.retryAfterMs, minimumPauseMs);
-  // Settled, not all: a Redis error while pausing must not turn the 429 into a spent attempt.
-  await Promise.allSettled([
-    queues.enrollment.rateLimit(pauseMs),
-    queues.rewardSync.rateLimit(pauseMs),
-  ]);
+  await pauseApiQueues(queues, Math.max(error.retryAfterMs, minimumPauseMs));
 }
 
 export async function steerFailure(

@@ -14,6 +14,7 @@ import type { Logger } from '../ops/logger.js';
 import { TokenMintError } from '../perks/errors.js';
 import type { RedisClient } from '../queues/connection.js';
 import type { Queues } from '../queues/queues.js';
+import { pauseApiQueues } from './failures.js';
 
 export interface MintFailure {
   /** When this outage began (ISO 8601). */
@@ -124,8 +125,7 @@ export class MintOutage {
       logger.warn(fields, 'perks api: token mint still failing');
     }
     await Promise.allSettled([
-      queues.enrollment.rateLimit(pauseMs),
-      queues.rewardSync.rateLimit(pauseMs),
+      pauseApiQueues(queues, pauseMs),
       redis.set(mintFailureKey(prefix), JSON.stringify(failure), 'PX', pauseMs + recordSlackMs),
     ]);
     if (this.#closed) return;
