@@ -30,6 +30,7 @@ import {
   type OutboxOutcome,
   type OutboxRow,
 } from '../store/outbox.js';
+import { inTransaction } from '../store/transaction.js';
 import { createWakeup, listenForSignups } from './outbox-listener.js';
 import { type AcceptedSignup, checkSignup, enqueueSignups, type Signup } from './signups.js';
 
@@ -181,16 +182,7 @@ type Drainer = Pick<OutboxOptions, 'pool' | 'queues' | 'consumerIdKey' | 'logger
  */
 async function drainBatch(d: Drainer): Promise<number> {
   const startedAt = Date.now();
-  const client = await d.pool.connect();
-  let broken: Error | undefined;
-  // The pool does not listen to a connection it has lent: one lost mid-batch would throw an
-  // unhandled 'error' (the query in flight rejects as well).
-  const onError = (error: Error) => {
-    broken = error;
-  };
-  client.on('error', onError);
-  try {
-    await client.query('begin');
+  const batch = await inTransaction(d.pool, async (client) => {
     const rows = await claimWaitingSignups(client, d.schema, d.batchSize);
     const { valid, refused } = checkRows(rows, d.consumerIdKey);
     const accepted = await withTimeout(
@@ -207,19 +199,10 @@ async function drainBatch(d: Drainer): Promise<number> {
       return { id, jobId: job.jobId };
     });
     await markSignupsProcessed(client, d.schema, [...enqueued, ...refused]);
-    await client.query('commit');
-    if (rows.length > 0) reportBatch(d, { rows, accepted, refused, startedAt });
-    return rows.length;
-  } catch (error) {
-    await client.query('rollback').catch((e: unknown) => {
-      broken = e instanceof Error ? e : new Error(String(e));
-    });
-    throw error;
-  } finally {
-    client.off('error', onError);
-    // A lost connection, or one whose rollback failed, is discarded, not lent again.
-    client.release(broken);
-  }
+    return { rows, accepted, refused, startedAt };
+  });
+  if (batch.rows.length > 0) reportBatch(d, batch);
+  return batch.rows.length;
 }
 
 /** Metrics and one log line for a committed batch; the refused rows' ids at warn. */

@@ -8,6 +8,7 @@
  * `schema` is quoted (identifier.ts).
  */
 import type pg from 'pg';
+import { inTransaction } from './transaction.js';
 
 export interface FeedEvent {
   /** bigint, as node-postgres returns it. */
@@ -18,37 +19,6 @@ export interface FeedEvent {
   reward_id: string;
   data: Record<string, unknown>;
   created_at: Date;
-}
-
-/**
- * Runs `work` in one transaction on a connection of the pool; rolls back when it throws. The
- * pool does not listen to a connection it has lent: one lost meanwhile would raise an unhandled
- * 'error' (the query in flight rejects as well), and is discarded rather than lent again.
- */
-async function inTransaction<T>(
-  pool: pg.Pool,
-  work: (client: pg.PoolClient) => Promise<T>,
-): Promise<T> {
-  const client = await pool.connect();
-  let broken: Error | undefined;
-  const onError = (error: Error) => {
-    broken = error;
-  };
-  client.on('error', onError);
-  try {
-    await client.query('begin');
-    const result = await work(client);
-    await client.query('commit');
-    return result;
-  } catch (error) {
-    await client.query('rollback').catch((e: unknown) => {
-      broken = e instanceof Error ? e : new Error(String(e));
-    });
-    throw error;
-  } finally {
-    client.off('error', onError);
-    client.release(broken);
-  }
 }
 
 /** A dispatcher's mark is taken again after this long: a delivery job lost with Redis is not. */
