@@ -49,7 +49,7 @@ export interface DeliveryContext {
 const eventsPerRead = 100;
 
 /** Delays between attempts of a delivery job: 1 s doubling to 5 min, with jitter. */
-export function deliveryBackoff(attemptsMade: number): number {
+function deliveryBackoff(attemptsMade: number): number {
   const base = Math.min(1000 * 2 ** Math.max(attemptsMade - 1, 0), 5 * 60_000);
   return Math.round(base * (0.8 + Math.random() * 0.4));
 }

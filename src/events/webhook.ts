@@ -8,7 +8,7 @@ import { Webhook } from 'standardwebhooks';
 import { Pool } from 'undici';
 import type { FeedEvent } from '../store/event-deliveries.js';
 
-export class DeliveryError extends Error {
+class DeliveryError extends Error {
   override readonly name = 'DeliveryError';
 }
 
@@ -25,7 +25,7 @@ export interface WebhookSenderOptions {
  * known) in `data` beside the feed's own data. Its `id` is also the `webhook-id`, the same on
  * every retry, for the receiver to deduplicate on.
  */
-export function webhookBody(
+function webhookBody(
   event: Pick<FeedEvent, 'id' | 'type' | 'created_at' | 'data' | 'consumer_id' | 'user_id'>,
 ) {
   return {

@@ -37,7 +37,7 @@ const mintFailureSchema = z.object({
   nextTryAt: z.string(),
 });
 
-export const mintFailureKey = (prefix: string) => `${prefix}:perks:mint-failure`;
+const mintFailureKey = (prefix: string) => `${prefix}:perks:mint-failure`;
 
 /** The failure recorded by any replica, if a mint is failing now. */
 export async function readMintFailure(
@@ -55,7 +55,7 @@ export async function readMintFailure(
 }
 
 /** `401 ERR-401-00`, `503`, `ECONNREFUSED`: what failed, with nothing but status and code. */
-export function mintFailureReason(error: TokenMintError): string {
+function mintFailureReason(error: TokenMintError): string {
   const parts = [error.status, error.code].filter((p) => p !== undefined);
   return parts.length > 0 ? parts.join(' ') : error.name;
 }
