@@ -160,9 +160,21 @@ describe('signups through HTTP, the outbox and RabbitMQ, across a SIGKILL', () =
       await feeding;
       await publisher.send({ routingKey: amqpQueue, durable: true }, '{"user_id": 42}');
 
+      // Upstream can count every consumer before the datastore does: a job killed between its
+      // POST and its write is retried (a 409) once its lock expires.
+      const enrolledHere = async () =>
+        (
+          await db.query<{ n: number }>(
+            'select count(*)::int as n from perks.consumers where enrolled_at is not null',
+          )
+        ).rows[0]?.n ?? 0;
       await waitFor(
-        'every consumer enrolled',
-        () => (rig.sandbox.state.counters().enrollmentsCreated >= unique ? true : undefined),
+        'every consumer enrolled, upstream and in the datastore',
+        async () =>
+          rig.sandbox.state.counters().enrollmentsCreated >= unique &&
+          (await enrolledHere()) >= unique
+            ? true
+            : undefined,
         120_000,
         500,
       );
@@ -176,10 +188,7 @@ describe('signups through HTTP, the outbox and RabbitMQ, across a SIGKILL', () =
            from perks.signup_outbox`,
       );
       expect(rows[0]).toEqual({ pending: 0, failed: 0, rows: 360 });
-      const enrolled = await db.query<{ n: number }>(
-        'select count(*)::int as n from perks.consumers where enrolled_at is not null',
-      );
-      expect(enrolled.rows[0]?.n).toBe(unique);
+      expect(await enrolledHere()).toBe(unique);
       expect(rig.sandbox.state.isEnrolled('e2e-rolled-back')).toBe(false);
 
       const channel = await rabbit.acquire();
