@@ -16,12 +16,16 @@ const commands: Record<string, { summary: string; load: () => Promise<CommandMod
     summary: 'run the worker (enrollment, reward sync, reconciliation)',
     load: () => import('./cli/work.js'),
   },
+  check: {
+    summary: 'check the configuration, Redis, PostgreSQL, the API and the edges before running',
+    load: () => import('./cli/check.js'),
+  },
   migrate: {
     summary: 'create the database if needed and apply migrations',
     load: () => import('./cli/migrate.js'),
   },
   enroll: {
-    summary: 'enqueue the enrollment of one customer',
+    summary: 'enqueue the enrollment of one customer, or of many from a CSV or JSON Lines file',
     load: () => import('./cli/enroll.js'),
   },
   sync: {

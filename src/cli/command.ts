@@ -1,4 +1,6 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
+import type { VariableSpec } from '../config/define.js';
+import { type ConfigGroup, variables } from '../config.js';
 
 /** A command-line mistake: printed as one line, exit status 2, no stack trace. */
 export class UsageError extends Error {
@@ -16,6 +18,8 @@ export interface CommandSpec<O extends OptionSpecs = OptionSpecs> {
   options: O;
   /** One line per option, in the order shown by --help. */
   help: readonly string[];
+  /** The configuration groups the command loads: --help lists their variables. */
+  config?: readonly ConfigGroup[];
 }
 
 const helpOption = { help: { type: 'boolean', short: 'h' } } as const;
@@ -75,7 +79,32 @@ export function usage(spec: CommandSpec): string {
     ...spec.help.map((l) => `  ${l}`),
   ];
   lines.push('  -h, --help                 show this help');
+  const env = environmentOf(spec.config ?? []);
+  if (env.length > 0) {
+    lines.push('', 'Environment (docs/configuration.md):', ...wrap(env.join(', '), 96));
+  }
   return lines.join('\n');
+}
+
+/** The variables of `groups`, in the configuration table's order. */
+export function environmentOf(groups: readonly ConfigGroup[]): string[] {
+  return Object.entries(variables as Record<string, VariableSpec>)
+    .filter(([, v]) => groups.includes(v.group))
+    .map(([name]) => name);
+}
+
+/** Words of `text` in lines of at most `width` characters, each indented by two spaces. */
+function wrap(text: string, width: number): string[] {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    if (line && line.length + word.length + 1 > width) {
+      lines.push(`  ${line}`);
+      line = word;
+    } else line = line ? `${line} ${word}` : word;
+  }
+  if (line) lines.push(`  ${line}`);
+  return lines;
 }
 
 /**

@@ -1,0 +1,79 @@
+/**
+ * Progress of long CLI work (bulk enrollment, a reconciliation), on stderr so that stdout
+ * keeps the results: a cli-progress bar with rate and ETA on a terminal, and otherwise (a
+ * pipe, a CI log) a plain line every `plainEveryMs` and at the end.
+ */
+import { SingleBar } from 'cli-progress';
+
+export interface Progress {
+  /** `done` of `total` so far; `detail` is shown after the figures (e.g. "3 failed"). */
+  update(done: number, total: number, detail?: string): void;
+  /** Shows the last figures and ends the bar. Call once. */
+  stop(): void;
+}
+
+export interface ProgressOptions {
+  /** Default process.stderr. */
+  stream?: NodeJS.WriteStream;
+  /** How often a plain (non-terminal) line is written. Default 5 s. */
+  plainEveryMs?: number;
+}
+
+export function createProgress(label: string, options: ProgressOptions = {}): Progress {
+  const stream = options.stream ?? process.stderr;
+  return stream.isTTY ? barProgress(label, stream) : plainProgress(label, stream, options);
+}
+
+function barProgress(label: string, stream: NodeJS.WriteStream): Progress {
+  const started = Date.now();
+  const bar = new SingleBar({
+    format: `${label} [{bar}] {percentage}% | {value}/{total} | {rate}/s | ETA {eta_formatted} | {detail}`,
+    stream,
+    hideCursor: true,
+    etaBuffer: 50,
+    fps: 5,
+  });
+  bar.start(0, 0, { rate: 0, detail: '' });
+  return {
+    update(done, total, detail = '') {
+      bar.setTotal(total);
+      bar.update(done, { rate: rateOf(done, started), detail });
+    },
+    stop: () => bar.stop(),
+  };
+}
+
+function plainProgress(
+  label: string,
+  stream: NodeJS.WritableStream,
+  options: ProgressOptions,
+): Progress {
+  const started = Date.now();
+  const every = options.plainEveryMs ?? 5000;
+  let last = { done: 0, total: 0, detail: '' };
+  let writtenAt = started;
+  let written: typeof last | undefined;
+  const write = () => {
+    if (written === last) return;
+    written = last;
+    const { done, total, detail } = last;
+    const rate = rateOf(done, started);
+    const percent = total > 0 ? ` (${Math.floor((100 * done) / total)}%)` : '';
+    const eta = rate > 0 && total > done ? `, ETA ${Math.ceil((total - done) / rate)} s` : '';
+    const elapsed = ((Date.now() - started) / 1000).toFixed(1);
+    stream.write(
+      `${label}: ${done}/${total}${percent}, ${rate}/s${eta}, ${elapsed} s${detail ? `; ${detail}` : ''}\n`,
+    );
+    writtenAt = Date.now();
+  };
+  return {
+    update(done, total, detail = '') {
+      last = { done, total, detail };
+      if (Date.now() - writtenAt >= every) write();
+    },
+    stop: write,
+  };
+}
+
+const rateOf = (done: number, since: number): number =>
+  Math.round(done / Math.max((Date.now() - since) / 1000, 0.001));
