@@ -1,13 +1,162 @@
-import { type CommandSpec, parseCommandArgs } from './command.js';
+/**
+ * `perks-worker check`: the configuration, then every service `work` would use, one line each.
+ * A broken configuration group is reported, never thrown, and only the checks that need it
+ * are skipped. Every check is bounded (check-result.ts), so an unreachable host costs seconds.
+ */
+import type { VariableSpec } from '../config/define.js';
+import {
+  type Config,
+  ConfigError,
+  type ConfigGroup,
+  type ConfigProblem,
+  insecureHttpWarning,
+  loadConfig,
+  variables,
+} from '../config.js';
+import { consumerIdKeyWarning } from '../queues/consumer-id.js';
+import { checkPerksApi, checkRabbitmq, checkWebhook } from './check-edges.js';
+import {
+  type CheckResult,
+  describeError,
+  fail,
+  formatLine,
+  pass,
+  scrub,
+  skip,
+} from './check-result.js';
+import { checkDatabase, checkDirectDatabase, checkRedis } from './check-stores.js';
+import { type CommandSpec, environmentOf, parseCommandArgs } from './command.js';
 
-const spec: CommandSpec = {
+/** Every group `work` loads: what passes here is what `work` will accept. */
+const groups = [
+  'perks',
+  'consumerIds',
+  'redis',
+  'database',
+  'worker',
+  'intake',
+  'events',
+  'log',
+] as const satisfies readonly ConfigGroup[];
+
+const spec = {
   name: 'check',
-  summary: 'Check the configuration and every service the worker needs, before running it.',
-  options: {},
-  help: [],
-};
+  summary:
+    'Check the configuration and every service the worker needs, before running it: Redis,\nPostgreSQL and its schema, a token mint and one GET against the API, RabbitMQ and the webhook\nURL when configured. One line per check, ✓ or ✗ with its fix; exits 0 only when all pass.',
+  options: { json: { type: 'boolean' } },
+  help: [
+    '--json                     print {ok, checks: [{name, target?, ok, skipped?, detail, fix?}]}',
+  ],
+  config: groups,
+} as const satisfies CommandSpec;
 
 export async function run(argv: readonly string[]): Promise<number> {
-  if (!parseCommandArgs(spec, argv)) return 0;
-  throw new Error('check: not implemented yet');
+  const args = parseCommandArgs(spec, argv);
+  if (!args) return 0;
+  const { config, problems } = loadEachGroup();
+  const secrets = secretsOf(config);
+  const checks = [configurationResults(config, problems), ...serviceChecks(config)];
+  const results: CheckResult[] = [];
+  // Started together, reported in order: the slowest check sets the time, not their sum.
+  for (const check of checks) {
+    for (const result of [await check].flat()) {
+      const clean = scrub(result, secrets);
+      results.push(clean);
+      if (!args.values.json) process.stdout.write(`${formatLine(clean)}\n`);
+    }
+  }
+  const ok = results.every((r) => r.ok);
+  if (args.values.json)
+    process.stdout.write(`${JSON.stringify({ ok, checks: results }, null, 2)}\n`);
+  // Every connection is closed, but one to a host that accepted and never answered can wait
+  // for a FIN that never comes; the results are out, so it must not hold the exit. Unref'd:
+  // without such a socket the process ends at once, with the exit code index.ts sets.
+  setTimeout(() => process.exit(), 1000).unref();
+  return ok ? 0 : 1;
+}
+
+type LoadedConfig = Partial<Pick<Config, (typeof groups)[number]>>;
+
+/** Each group on its own, so that one bad variable costs only the checks needing its group. */
+function loadEachGroup(): { config: LoadedConfig; problems: ConfigProblem[] } {
+  const config: LoadedConfig = {};
+  const problems: ConfigProblem[] = [];
+  for (const group of groups) {
+    try {
+      Object.assign(config, loadConfig([group]));
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error;
+      problems.push(...error.problems);
+    }
+  }
+  return { config, problems };
+}
+
+function configurationResults(config: LoadedConfig, problems: ConfigProblem[]): CheckResult[] {
+  if (problems.length > 0) {
+    return problems.map(({ variable, problem, example }) =>
+      fail(
+        'configuration',
+        undefined,
+        `${variable} ${problem}`,
+        `set ${variable}, e.g. ${variable}=${example}`,
+      ),
+    );
+  }
+  // What `work` logs as warnings at start is worth seeing here too.
+  const warnings = [
+    config.perks && insecureHttpWarning(config.perks),
+    consumerIdKeyWarning(config.consumerIds?.key),
+  ].filter((w): w is string => w !== undefined);
+  const count = environmentOf(groups).length;
+  const note = warnings.map((w) => `; warning: ${w}`).join('');
+  return [pass('configuration', undefined, `${count} variables valid${note}`)];
+}
+
+/** One promise per line (or pair of lines), none of which rejects. */
+function serviceChecks(config: LoadedConfig): Promise<CheckResult | CheckResult[]>[] {
+  const notChecked = (name: string) =>
+    skip(name, undefined, 'not checked (its configuration is invalid, see above)');
+  const guard = <T extends CheckResult | CheckResult[]>(name: string, check: () => Promise<T>) =>
+    check().catch((error: unknown) =>
+      fail(name, undefined, `check failed (${describeError(error)})`, 'report this as a bug'),
+    );
+  const { redis, database, perks, intake, events } = config;
+  return [
+    redis ? guard('redis', () => checkRedis(redis)) : Promise.resolve(notChecked('redis')),
+    database
+      ? guard('postgres', () => checkDatabase(database))
+      : Promise.resolve([notChecked('postgres'), notChecked('schema')]),
+    ...(database?.directUrl
+      ? [guard('postgres direct', () => checkDirectDatabase(database.directUrl as string))]
+      : []),
+    perks
+      ? guard('perks api', () => checkPerksApi(perks))
+      : Promise.resolve(notChecked('perks api')),
+    intake
+      ? guard('rabbitmq', () => checkRabbitmq(intake.amqpUrl))
+      : Promise.resolve(notChecked('rabbitmq')),
+    events
+      ? guard('webhook', () => checkWebhook(events.webhookUrl))
+      : Promise.resolve(notChecked('webhook')),
+  ];
+}
+
+/**
+ * Values no line may show: every variable declared secret, and the password of every URL
+ * (decoded, as a server might echo it). Masked again in each result, whatever produced it.
+ */
+function secretsOf(config: LoadedConfig): string[] {
+  const values: string[] = [];
+  const byGroup = config as Partial<Record<ConfigGroup, Record<string, unknown>>>;
+  for (const spec of Object.values(variables) as VariableSpec[]) {
+    const value = byGroup[spec.group]?.[spec.key];
+    if (typeof value !== 'string') continue;
+    if (spec.secret) values.push(value);
+    else if (/^[a-z]+:\/\//.test(value)) {
+      const password = URL.canParse(value) ? new URL(value).password : '';
+      if (password) values.push(password, decodeURIComponent(password));
+    }
+  }
+  return values;
 }

@@ -214,7 +214,7 @@ async function lockMigrations(client: pg.Client, schema: string): Promise<void> 
   ]);
 }
 
-function assertUnchanged(file: MigrationFile, appliedChecksum: string): void {
+export function assertUnchanged(file: MigrationFile, appliedChecksum: string): void {
   if (appliedChecksum === file.checksum || sameStatementsAs(file, appliedChecksum)) return;
   throw new MigrationChecksumError(file.file, appliedChecksum, file.checksum);
 }

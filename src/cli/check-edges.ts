@@ -1,0 +1,244 @@
+/** `check`'s lines for what lies outside our own stores: the Perks API, RabbitMQ, the webhook. */
+import { once } from 'node:events';
+import { Connection } from 'rabbitmq-client';
+import { Client } from 'undici';
+import { type PerksConfig, redactUrl } from '../config.js';
+import { within, withTimeout } from '../ops/timeouts.js';
+import { PerksClient } from '../perks/client.js';
+import {
+  AuthError,
+  ConsumerNotEnrolledError,
+  NotFoundError,
+  PerksError,
+  ResponseShapeError,
+  ThrottledError,
+  TokenMintError,
+} from '../perks/errors.js';
+import {
+  type CheckResult,
+  checkTimeoutMs,
+  describeError,
+  errorCode,
+  fail,
+  pass,
+  skip,
+} from './check-result.js';
+
+/** A consumer and reward no program holds: the GET reads nothing and changes nothing. */
+const probeConsumer = 'perks-worker-check';
+const probeReward = '00000000-0000-4000-8000-000000000000';
+
+/**
+ * Mints a token, then makes one GET with it, through the worker's own client (its TLS and
+ * timeout rules). A 404 for the made-up consumer proves the token is accepted.
+ */
+export async function checkPerksApi(config: PerksConfig): Promise<CheckResult> {
+  const target = redactUrl(config.baseUrl);
+  const timeoutMs = Math.min(config.timeoutMs, checkTimeoutMs);
+  const client = new PerksClient({
+    baseUrl: config.baseUrl,
+    clientId: config.clientId,
+    clientSecret: config.clientSecret,
+    apiVersion: config.apiVersion,
+    timeoutMs,
+    connections: 1,
+    // One try: check reports what it sees now; the worker's retries are for jobs.
+    retry: { attempts: 1 },
+    maxInlineThrottleWaitMs: 0,
+  });
+  // Each request is bounded by timeoutMs; the slack covers a quick second one (the token
+  // request again with a form body, or the GET after a re-mint): see PerksClient.
+  const budget = timeoutMs + 1000;
+  try {
+    try {
+      await withTimeout(client.checkCredentials(), budget);
+    } catch (error) {
+      return mintFailure(target, error);
+    }
+    try {
+      await withTimeout(client.getReward(probeConsumer, probeReward), budget);
+      return pass('perks api', target, 'token minted; a GET of a made-up consumer answered 200');
+    } catch (error) {
+      if (error instanceof ConsumerNotEnrolledError || error instanceof NotFoundError) {
+        const detail = `token minted; a GET of a made-up consumer answered as expected (${answer(error)})`;
+        return pass('perks api', target, detail);
+      }
+      return callFailure(target, error);
+    }
+  } finally {
+    await within(checkTimeoutMs, client.close());
+  }
+}
+
+/** `401 ERR-401-00: Unauthorized`; without a response, the transport's own phrase. */
+function answer(error: PerksError): string {
+  // `mintToken: ENOTFOUND getaddrinfo ENOTFOUND host`: the operation and the doubled code go.
+  if (error.status === undefined) return error.message.replace(/^\w+: (?:(\S+) (?=.*\b\1\b))?/, '');
+  const head = [error.status, error.code].filter((p) => p !== undefined).join(' ');
+  return error.title ? `${head}: ${error.title}` : head;
+}
+
+/** Node's and OpenSSL's codes for a certificate the client does not trust. */
+const untrustedCertificate =
+  /^(CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|ERR_TLS_CERT_|HOSTNAME_MISMATCH)/;
+/** Any other TLS failure: often a plain-http server on an https:// URL. */
+const otherTls = /^(ERR_SSL_|ERR_TLS_)/;
+
+/** For an error that got no HTTP answer: what the network said, and what to change. */
+function unreachable(
+  check: { name: string; target: string; variable: string; before?: string },
+  error: unknown,
+): CheckResult {
+  const code = (error instanceof PerksError ? error.code : undefined) ?? errorCode(error) ?? '';
+  const failed = (what: string, text: string, fix: string) =>
+    fail(check.name, check.target, `${check.before ?? ''}${what} (${text})`, fix);
+  // OpenSSL's own message runs over several lines: its code says it.
+  if (untrustedCertificate.test(code)) {
+    const fix =
+      "the server's certificate is not trusted: fix it, or give your CA with NODE_EXTRA_CA_CERTS";
+    return failed('TLS failed', code, fix);
+  }
+  if (otherTls.test(code)) {
+    const fix = `check the scheme and port in ${check.variable}: the server may not speak TLS there`;
+    return failed('TLS failed', code, fix);
+  }
+  const text = error instanceof PerksError ? answer(error) : describeError(error);
+  const fix =
+    code === 'ENOTFOUND' || code === 'EAI_AGAIN'
+      ? `check the host name in ${check.variable}`
+      : `check ${check.variable}, and that this machine can reach it`;
+  return failed('unreachable', text, fix);
+}
+
+function mintFailure(target: string, error: unknown): CheckResult {
+  const mint = error instanceof PerksError ? error : TokenMintError.from(error);
+  const said = answer(mint);
+  const status = mint.status;
+  if (mint.cause instanceof ResponseShapeError) {
+    const detail = `POST /tokens answered, but not with a token (${describeError(mint.cause)})`;
+    return fail(
+      'perks api',
+      target,
+      detail,
+      'check PERKS_BASE_URL: it must be the base URL of your program',
+    );
+  }
+  if (status === undefined) {
+    const api = { name: 'perks api', target, variable: 'PERKS_BASE_URL' };
+    return unreachable({ ...api, before: 'token endpoint ' }, error);
+  }
+  const [detail, fix] =
+    status === 401 || status === 403
+      ? [
+          `token mint refused (${said})`,
+          'check PERKS_CLIENT_ID and PERKS_CLIENT_SECRET (sandbox and production clients are separate)',
+        ]
+      : status === 429
+        ? [`token mint throttled (${said})`, 'wait a minute and run check again']
+        : status >= 500
+          ? [`token endpoint failing (${said})`, 'the API is failing: try again later']
+          : [
+              `token request answered ${said}`,
+              'check PERKS_BASE_URL: it must be the base URL of your program',
+            ];
+  return fail('perks api', target, detail, fix);
+}
+
+function callFailure(target: string, error: unknown): CheckResult {
+  if (!(error instanceof PerksError) || error.status === undefined) {
+    const api = { name: 'perks api', target, variable: 'PERKS_BASE_URL' };
+    return unreachable({ ...api, before: 'token minted; GET ' }, error);
+  }
+  const said = answer(error);
+  if (error instanceof AuthError) {
+    return fail(
+      'perks api',
+      target,
+      `token minted, but GET refused it (${said})`,
+      'the client belongs to another program or environment than PERKS_BASE_URL, or lacks the PERKS scope',
+    );
+  }
+  if (error instanceof ThrottledError) {
+    return fail(
+      'perks api',
+      target,
+      `token minted; GET throttled (${said})`,
+      'wait and run check again',
+    );
+  }
+  return fail(
+    'perks api',
+    target,
+    `token minted; GET answered ${said}`,
+    error.status >= 500
+      ? 'the API is failing: try again later'
+      : 'check PERKS_BASE_URL and PERKS_API_VERSION',
+  );
+}
+
+/** Connects and disconnects: the queue itself is declared by `work`. */
+export async function checkRabbitmq(url: string | undefined): Promise<CheckResult> {
+  if (url === undefined)
+    return skip('rabbitmq', undefined, 'not configured (INTAKE_AMQP_URL unset)');
+  const target = redactUrl(url);
+  const connection = new Connection({
+    url,
+    connectionName: 'perks-worker check',
+    connectionTimeout: checkTimeoutMs,
+    retryLow: 1000,
+    retryHigh: 1000,
+  });
+  // onConnect waits out its timeout through refusals: the first error is the answer.
+  const firstError = once(connection, 'error').then(([error]) => Promise.reject(error));
+  firstError.catch(() => undefined);
+  try {
+    await Promise.race([connection.onConnect(checkTimeoutMs, true), firstError]);
+    await within(checkTimeoutMs, connection.close());
+    return pass('rabbitmq', target, 'reachable');
+  } catch (error) {
+    connection.unsafeDestroy();
+    const code = errorCode(error) ?? '';
+    if (code === 'ACCESS_REFUSED') {
+      return fail(
+        'rabbitmq',
+        target,
+        'login refused (ACCESS_REFUSED)',
+        'check the user and password in INTAKE_AMQP_URL',
+      );
+    }
+    return unreachable({ name: 'rabbitmq', target, variable: 'INTAKE_AMQP_URL' }, error);
+  }
+}
+
+/**
+ * A HEAD request: no event is delivered. Any HTTP answer, even 405, proves the receiver is
+ * reachable over a trusted connection; only a failure to get one is a ✗.
+ */
+export async function checkWebhook(url: string | undefined): Promise<CheckResult> {
+  if (url === undefined) return skip('webhook', undefined, 'not configured (WEBHOOK_URL unset)');
+  const parsed = new URL(url);
+  // The query may carry a receiver's token: it is not shown.
+  const target = redactUrl(`${parsed.origin}${parsed.pathname}`);
+  const client = new Client(parsed.origin, {
+    connect: { timeout: checkTimeoutMs },
+    headersTimeout: checkTimeoutMs,
+    bodyTimeout: checkTimeoutMs,
+  });
+  try {
+    // Past the timeout, destroy() below aborts the request.
+    const response = await withTimeout(
+      client.request({
+        method: 'HEAD',
+        path: `${parsed.pathname}${parsed.search}`,
+        headers: { 'user-agent': 'perks-worker check' },
+      }),
+      checkTimeoutMs,
+    );
+    await response.body.dump();
+    return pass('webhook', target, `reachable (HEAD answered ${response.statusCode})`);
+  } catch (error) {
+    return unreachable({ name: 'webhook', target, variable: 'WEBHOOK_URL' }, error);
+  } finally {
+    await within(checkTimeoutMs, client.destroy());
+  }
+}

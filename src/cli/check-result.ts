@@ -1,0 +1,87 @@
+/** What one line of `perks-worker check` says, and the helpers every check builds it with. */
+import { redactUrl } from '../config.js';
+import { redactSecrets } from '../perks/redact.js';
+
+export interface CheckResult {
+  /** Stable: configuration, redis, postgres, postgres direct, schema, perks api, rabbitmq, webhook. */
+  name: string;
+  /** What was checked, as it may be shown: a URL without its password, a schema name. */
+  target?: string;
+  /** False only for a failure: the line that makes `check` exit 1. */
+  ok: boolean;
+  /** Not configured, or not checkable after an earlier failure: neither ✓ nor ✗, `ok` true. */
+  skipped?: boolean;
+  detail: string;
+  /** Set on a failure: what to change. */
+  fix?: string;
+}
+
+/** Every check answers within this: an unreachable host must not hold `check`. */
+export const checkTimeoutMs = 5000;
+
+export const pass = (name: string, target: string | undefined, detail: string): CheckResult => ({
+  name,
+  ...(target ? { target } : {}),
+  ok: true,
+  detail,
+});
+
+export const fail = (
+  name: string,
+  target: string | undefined,
+  detail: string,
+  fix: string,
+): CheckResult => ({ name, ...(target ? { target } : {}), ok: false, detail, fix });
+
+export const skip = (name: string, target: string | undefined, detail: string): CheckResult => ({
+  name,
+  ...(target ? { target } : {}),
+  ok: true,
+  skipped: true,
+  detail,
+});
+
+/** The code of a driver error (ECONNREFUSED, a SQLSTATE, WRONGPASS...), if it has one. */
+export function errorCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+/**
+ * An error as one short phrase. Node's AggregateError (IPv4 and IPv6 both refused) has an
+ * empty message, so its parts are shown instead.
+ */
+export function describeError(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const parts =
+    error instanceof AggregateError && !error.message ? error.errors.map(describeError) : [];
+  const message = parts.length > 0 ? [...new Set(parts)].join('; ') : error.message;
+  const code = errorCode(error);
+  const text = code && !message.includes(code) ? `${message} (${code})` : message;
+  return text || error.name;
+}
+
+const maxText = 240;
+
+/** Masks every known secret and URL password in a result, whatever a server echoed back. */
+export function scrub(result: CheckResult, secrets: readonly string[]): CheckResult {
+  // One line each, however long or multi-line a server's or OpenSSL's message was.
+  const clean = (text: string) => {
+    const line = redactSecrets(redactUrl(text), secrets).replace(/\s+/g, ' ').trim();
+    return line.length > maxText ? `${line.slice(0, maxText - 1)}…` : line;
+  };
+  return {
+    ...result,
+    ...(result.target ? { target: clean(result.target) } : {}),
+    detail: clean(result.detail),
+    ...(result.fix ? { fix: clean(result.fix) } : {}),
+  };
+}
+
+/** `✓ redis redis://127.0.0.1:6379: reachable (7.2.4)`; a failure ends with its fix. */
+export function formatLine(result: CheckResult): string {
+  const mark = result.skipped ? '-' : result.ok ? '✓' : '✗';
+  const label = result.target ? `${result.name} ${result.target}` : result.name;
+  const fix = !result.ok && result.fix ? ` — fix: ${result.fix}` : '';
+  return `${mark} ${label}: ${result.detail}${fix}`;
+}
