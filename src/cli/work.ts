@@ -62,8 +62,13 @@ export async function run(argv: readonly string[]): Promise<number> {
       logger.info({ applied: result.applied, current: result.current }, 'migrations applied');
   }
 
+  // Before the intake, whose queues get the telemetry (pg and undici are instrumented whenever).
   const tracing: Tracing | undefined = config.worker.otlpEndpoint
-    ? await startTracing({ endpoint: config.worker.otlpEndpoint, logger })
+    ? await startTracing({
+        endpoint: config.worker.otlpEndpoint,
+        serviceName: config.worker.otelServiceName,
+        logger,
+      })
     : undefined;
   const runtime = createRuntime(config, logger);
   const dashboard: Route | undefined = config.worker.dashboardPassword
@@ -78,7 +83,7 @@ export async function run(argv: readonly string[]): Promise<number> {
   let server: Server;
   let intake: Intake | undefined;
   try {
-    intake = await startIntake(config, runtime, logger);
+    intake = await startIntake(config, runtime, logger, tracing);
     server = await startOpsServer({
       port: config.worker.port,
       host: config.worker.opsHost,

@@ -163,7 +163,18 @@ export const workerVariables = {
     schema: httpUrl.optional(),
     example: 'http://127.0.0.1:4318',
     description:
-      'OpenTelemetry collector (OTLP over HTTP) receiving a trace span per job attempt at `<endpoint>/v1/traces`. Unset: no tracing, nothing loaded.',
+      'OpenTelemetry collector (OTLP over HTTP) receiving traces at `<endpoint>/v1/traces`: a span per job attempt, with its Perks API calls and PostgreSQL queries inside, continuing the trace of the producer or intake request that enqueued it. Unset: no tracing, nothing loaded.',
+  }),
+  OTEL_SERVICE_NAME: variable({
+    group: 'worker',
+    key: 'otelServiceName',
+    // Optional in the type so that configs built in code need not name it; read from the
+    // environment, it always has a value (the default).
+    schema: z.string().max(255, { error: 'must be at most 255 characters' }).optional(),
+    default: 'perks-worker',
+    example: 'perks-worker',
+    description:
+      'The `service.name` of the traces (with `OTEL_EXPORTER_OTLP_ENDPOINT`), e.g. to tell environments apart.',
   }),
   LOG_LEVEL: variable({
     group: 'log',

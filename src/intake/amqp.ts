@@ -21,6 +21,7 @@ import type { Logger } from '../ops/logger.js';
 import type { IntakeMetrics } from '../ops/metrics.js';
 import { oncePerOutage } from '../ops/outage.js';
 import { within } from '../ops/timeouts.js';
+import type { ContinueTrace } from '../ops/tracing.js';
 import type { Queues } from '../queues/queues.js';
 import { checkSignup, enqueueSignups, type Signup, type SignupProblem } from './signups.js';
 
@@ -40,6 +41,8 @@ export interface AmqpIntakeOptions {
   startTimeoutMs?: number;
   /** How long `close()` waits for running handlers before dropping the connection. Default 5000. */
   closeTimeoutMs?: number;
+  /** With tracing on: a message's job continues the trace of its `traceparent` header. */
+  continueTrace?: ContinueTrace;
 }
 
 export interface AmqpIntake {
@@ -58,6 +61,7 @@ export function deadQueueOf(queue: string): string {
 
 export async function startAmqpIntake(options: AmqpIntakeOptions): Promise<AmqpIntake> {
   const { queue, queues, consumerIdKey, logger, metrics } = options;
+  const inTraceOf: ContinueTrace = options.continueTrace ?? ((_headers, fn) => fn());
   const deadQueue = deadQueueOf(queue);
   const log = logger.child({ intake: 'amqp', queue });
   const stopping = new AbortController();
@@ -123,7 +127,9 @@ export async function startAmqpIntake(options: AmqpIntakeOptions): Promise<AmqpI
         rejections.error(new Error(signup.reason));
         return ConsumerStatus.ACK;
       }
-      const [enqueued] = await enqueueSignups(queues, [signup.value]);
+      const [enqueued] = await inTraceOf(message.headers ?? {}, () =>
+        enqueueSignups(queues, [signup.value]),
+      );
       retryPause.recovered();
       redisOutage.recovered();
       metrics.intake('amqp', enqueued?.duplicate ? 'duplicate' : 'accepted');

@@ -16,6 +16,7 @@ import type { Logger } from '../ops/logger.js';
 import type { IntakeMetrics } from '../ops/metrics.js';
 import { oncePerOutage } from '../ops/outage.js';
 import { withTimeout } from '../ops/timeouts.js';
+import type { ContinueTrace } from '../ops/tracing.js';
 import type { Queues } from '../queues/queues.js';
 import {
   type Checked,
@@ -38,6 +39,8 @@ export interface HttpIntakeOptions {
   consumerIdKey: string | undefined;
   logger: Logger;
   metrics: IntakeMetrics;
+  /** With tracing on: a request's jobs continue the trace of its `traceparent` header. */
+  continueTrace?: ContinueTrace;
 }
 
 export interface HttpIntake {
@@ -53,6 +56,7 @@ const routes = ['/v1/enrollments', '/v1/syncs'];
 
 export async function startHttpIntake(options: HttpIntakeOptions): Promise<HttpIntake> {
   const { queues, consumerIdKey, logger, metrics } = options;
+  const inTraceOf: ContinueTrace = options.continueTrace ?? ((_headers, fn) => fn());
   const app = Fastify({
     logger: false,
     bodyLimit: bodyLimitBytes,
@@ -87,7 +91,9 @@ export async function startHttpIntake(options: HttpIntakeOptions): Promise<HttpI
       ? checkAll(items.value, (item, index) => checkSignup(item, consumerIdKey, index))
       : items;
     if (!checked.ok) return refuse(reply, checked.problems, items.ok ? items.value.length : 1);
-    const accepted = await enqueued(reply, () => enqueueSignups(queues, checked.value));
+    const accepted = await enqueued(reply, () =>
+      inTraceOf(request.headers, () => enqueueSignups(queues, checked.value)),
+    );
     if (!accepted) return reply;
     const duplicates = accepted.filter((a) => a.duplicate).length;
     metrics.intake('http', 'accepted', accepted.length - duplicates);
@@ -106,7 +112,9 @@ export async function startHttpIntake(options: HttpIntakeOptions): Promise<HttpI
     const items = itemsOf(request.body);
     const checked = items.ok ? checkAll(items.value, checkSyncRequest) : items;
     if (!checked.ok) return refuse(reply, checked.problems, items.ok ? items.value.length : 1);
-    const syncs = await enqueued(reply, () => enqueueSyncs(queues, checked.value));
+    const syncs = await enqueued(reply, () =>
+      inTraceOf(request.headers, () => enqueueSyncs(queues, checked.value)),
+    );
     if (!syncs) return reply;
     metrics.intake('http', 'accepted', syncs.length);
     return reply.code(202).send({

@@ -9,6 +9,7 @@ import type { Runtime } from '../jobs/runtime.js';
 import type { ReadinessCheck } from '../ops/health.js';
 import type { Logger } from '../ops/logger.js';
 import { within } from '../ops/timeouts.js';
+import type { Tracing } from '../ops/tracing.js';
 import { createRedisConnection } from '../queues/connection.js';
 import { closeQueues, openQueues } from '../queues/queues.js';
 import { startAmqpIntake } from './amqp.js';
@@ -25,20 +26,31 @@ export interface Intake {
 
 type IntakeRuntimeConfig = Pick<Config, 'intake' | 'redis' | 'database' | 'worker' | 'consumerIds'>;
 
+/** With tracing on, an enqueue is a span, and HTTP and AMQP signups continue their caller's trace. */
+export type IntakeTracing = Pick<Tracing, 'telemetry' | 'continueTrace'>;
+
 export async function startIntake(
   config: IntakeRuntimeConfig,
   runtime: Pick<Runtime, 'metrics' | 'ctx'>,
   logger: Logger,
+  tracing?: IntakeTracing,
 ): Promise<Intake> {
   const { intake } = config;
   const connection = createRedisConnection(config.redis, 'producer', logger);
-  const queues = openQueues(connection, config.redis.queuePrefix, config.worker, logger);
+  const queues = openQueues(
+    connection,
+    config.redis.queuePrefix,
+    config.worker,
+    logger,
+    tracing?.telemetry,
+  );
   const common = {
     queues,
     consumerIdKey: config.consumerIds.key,
     logger,
     metrics: runtime.metrics,
   };
+  const traced = tracing ? { continueTrace: tracing.continueTrace } : {};
   const closers: (() => Promise<void>)[] = [];
   const checks: ReadinessCheck[] = [];
   const summary: Intake['summary'] = { http: 'off', outbox: 'off', amqp: 'off' };
@@ -53,6 +65,7 @@ export async function startIntake(
     if (intake.token) {
       const http = await startHttpIntake({
         ...common,
+        ...traced,
         port: intake.port,
         host: intake.host,
         token: intake.token,
@@ -77,6 +90,7 @@ export async function startIntake(
     if (intake.amqpUrl) {
       const amqp = await startAmqpIntake({
         ...common,
+        ...traced,
         url: intake.amqpUrl,
         queue: intake.amqpQueue,
         prefetch: intake.amqpPrefetch,

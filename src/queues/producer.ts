@@ -7,7 +7,7 @@
  * Payloads are validated here, before anything reaches Redis, and again by the worker.
  */
 import { randomBytes } from 'node:crypto';
-import type { Job } from 'bullmq';
+import type { Job, Telemetry } from 'bullmq';
 import type { Logger } from '../ops/logger.js';
 import { connected, createRedisConnection, type RedisClient } from './connection.js';
 import { deriveConsumerId } from './consumer-id.js';
@@ -171,6 +171,12 @@ export interface ProducerOptions {
   consumerIdKey?: string;
   jobPolicy?: JobPolicy;
   logger?: Logger;
+  /**
+   * BullMQ telemetry, e.g. `new BullMQOtel({ tracerName: 'signup-service' })` from bullmq-otel:
+   * each enqueue is a span of the active trace, which the worker's job span continues.
+   * Default: none.
+   */
+  telemetry?: Telemetry;
 }
 
 export interface Producer {
@@ -201,6 +207,7 @@ export async function createProducer(options: ProducerOptions): Promise<Producer
     options.queuePrefix ?? 'perks',
     options.jobPolicy ?? defaultJobPolicy,
     options.logger,
+    options.telemetry,
   );
   return {
     queues,

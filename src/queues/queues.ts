@@ -1,4 +1,4 @@
-import { type DefaultJobOptions, Queue } from 'bullmq';
+import { type DefaultJobOptions, Queue, type Telemetry } from 'bullmq';
 import type { WorkerConfig } from '../config.js';
 import type { Logger } from '../ops/logger.js';
 import { oncePerOutage } from '../ops/outage.js';
@@ -32,13 +32,15 @@ export type Queues = Record<QueueKind, Queue>;
 /**
  * The three queues on one shared connection (Queue objects do not block, so they can share).
  * Without an 'error' listener BullMQ prints every reconnect failure to the console: log the
- * first of an outage instead.
+ * first of an outage instead. With `telemetry`, an add is a span of the active trace, and the
+ * job carries that trace to the worker, whose job span continues it.
  */
 export function openQueues(
   connection: RedisClient,
   prefix: string,
   policy: JobPolicy,
   logger?: Logger,
+  telemetry?: Telemetry,
 ): Queues {
   const outage = oncePerOutage((error) =>
     logger?.warn({ err: { message: error.message } }, 'queue connection error; retrying'),
@@ -49,6 +51,7 @@ export function openQueues(
       connection,
       prefix,
       defaultJobOptions: defaultJobOptions(policy),
+      ...(telemetry ? { telemetry } : {}),
     });
     queue.on('error', outage.error);
     return queue;
