@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+import { createRequire } from 'node:module';
+import { distance } from 'fastest-levenshtein';
 import { UsageError } from './cli/command.js';
 /**
  * The `perks-worker` command: parses argv, dispatches to one command module, and turns the
@@ -67,7 +69,8 @@ function topLevelHelp(): string {
     'Commands:',
     ...rows,
     '',
-    "Run 'perks-worker <command> --help' for a command's options.",
+    "Run 'perks-worker help <command>' (or '<command> --help') for a command's options and the",
+    'environment variables it reads. --version prints the version.',
     'Configuration comes from environment variables: see the README.',
   ].join('\n');
 }
@@ -78,6 +81,7 @@ const operationalErrors = new Set([
   'MigrationChecksumError',
   'MigrationFileError',
   'PortInUseError',
+  'ReconciliationGoneError',
   'RedisUnreachableError',
 ]);
 
@@ -86,15 +90,40 @@ const inputErrors = new Set(['InvalidPayloadError', 'ConsumerIdKeyMissingError']
 
 async function main(argv: readonly string[]): Promise<number> {
   const [name, ...rest] = argv;
-  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
-    process.stdout.write(`${topLevelHelp()}\n`);
-    return name === undefined ? 2 : 0;
+  if (name === '--version' || name === '-V') {
+    process.stdout.write(`perks-worker ${version()}\n`);
+    return 0;
   }
-  const command = commands[name];
-  if (!command)
-    throw new UsageError(`unknown command ${JSON.stringify(name)}; run 'perks-worker --help'`);
+  if (name === '--help' || name === '-h' || (name === 'help' && rest.length === 0)) {
+    process.stdout.write(`${topLevelHelp()}\n`);
+    return 0;
+  }
+  if (name === undefined) {
+    process.stderr.write(`${topLevelHelp()}\n`);
+    return 2;
+  }
+  // `help <command>` is `<command> --help`.
+  const [commandName, commandArgs] = name === 'help' ? [rest[0] ?? '', ['--help']] : [name, rest];
+  const command = commands[commandName];
+  if (!command) throw new UsageError(unknownCommand(commandName));
   const module = await command.load();
-  return module.run(rest);
+  return module.run(commandArgs);
+}
+
+function unknownCommand(name: string): string {
+  const nearest = Object.keys(commands)
+    .map((candidate) => ({ candidate, distance: distance(name, candidate) }))
+    .sort((a, b) => a.distance - b.distance)[0];
+  const hint =
+    nearest && nearest.distance <= Math.max(2, Math.floor(name.length / 3))
+      ? `did you mean '${nearest.candidate}'? `
+      : '';
+  return `unknown command ${JSON.stringify(name)}; ${hint}run 'perks-worker --help'`;
+}
+
+function version(): string {
+  const pkg = createRequire(import.meta.url)('../../package.json') as { version: string };
+  return pkg.version;
 }
 
 try {

@@ -21,6 +21,7 @@ import { datastoreBlock, failuresBlock } from './report.js';
 
 const spec = {
   name: 'demo',
+  config: ['redis', 'database', 'worker', 'events', 'log'],
   summary:
     'Run the whole job against a built-in sandbox: migrate, enroll a batch of customers, sync\ntheir rewards, change some statuses upstream and reconcile, then print what Postgres holds.\nNeeds only Redis and PostgreSQL (REDIS_URL, DATABASE_URL). Uses its own schema\n(<DATABASE_SCHEMA>_demo) and queue prefix (<QUEUE_PREFIX>-demo), reset at each run.',
   options: {

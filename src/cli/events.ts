@@ -8,6 +8,7 @@ import { renderTable } from './table.js';
 
 const listSpec = {
   name: 'events',
+  config: ['database', 'events'],
   summary:
     'List the latest reward events with their webhook delivery state (delivered, pending,\nfailed), newest first. `perks-worker events replay --from <id>` delivers again from an id.',
   options: {
@@ -22,6 +23,7 @@ const listSpec = {
 
 const replaySpec = {
   name: 'events replay',
+  config: ['database'],
   summary:
     'Deliver every event from an id on again: the consumers concerned go back before it, and a\nrunning `perks-worker work` with WEBHOOK_URL set delivers them in order.',
   options: { from: { type: 'string' } },

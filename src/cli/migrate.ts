@@ -14,6 +14,7 @@ import { type CommandSpec, parseCommandArgs } from './command.js';
 
 const spec = {
   name: 'migrate',
+  config: ['database', 'log'],
   summary:
     'Create the database named in DATABASE_URL if it does not exist, then apply the migrations\nto DATABASE_SCHEMA. Idempotent, and safe when several replicas run it at once.',
   options: {},

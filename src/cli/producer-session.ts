@@ -2,10 +2,13 @@ import { loadConfig, redactUrl } from '../config.js';
 import { createLogger } from '../ops/logger.js';
 import { createProducer, type Producer } from '../queues/producer.js';
 
+/** The configuration a producer session reads ('worker': jobs enqueued here carry the same
+ * attempts, backoff and retention). */
+export const producerGroups = ['consumerIds', 'redis', 'worker', 'log'] as const;
+
 /** Runs `fn` with a fail-fast producer on the configured Redis, and closes it. */
 export async function withProducer<T>(fn: (producer: Producer) => Promise<T>): Promise<T> {
-  // 'worker' too: jobs enqueued here carry the same attempts, backoff and retention.
-  const config = loadConfig(['consumerIds', 'redis', 'worker', 'log']);
+  const config = loadConfig(producerGroups);
   const logger = createLogger(config.log);
   const producer = await createProducer({
     redisUrl: config.redis.url,

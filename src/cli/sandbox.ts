@@ -16,6 +16,7 @@ import {
 
 const spec = {
   name: 'sandbox',
+  config: ['log'],
   summary: 'Run the Perks API sandbox: a local simulator of the API, failures included.',
   options: {
     port: { type: 'string' },

@@ -1,9 +1,10 @@
 import { consumerIdSchema } from '../perks/schemas.js';
 import { type CommandSpec, parseCommandArgs, UsageError } from './command.js';
-import { withProducer } from './producer-session.js';
+import { producerGroups, withProducer } from './producer-session.js';
 
 const spec: CommandSpec = {
   name: 'sync',
+  config: producerGroups,
   summary:
     'Enqueue a reward sync of one consumer, known to the datastore or not (consumers enrolled\nbefore the worker existed can be synced too). A running `perks-worker work` does it.',
   positionals: ['<consumer-id>'],

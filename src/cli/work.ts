@@ -21,6 +21,7 @@ import { type CommandSpec, parseCommandArgs } from './command.js';
 
 const spec: CommandSpec = {
   name: 'work',
+  config: ['perks', 'consumerIds', 'redis', 'database', 'worker', 'intake', 'events', 'log'],
   summary:
     'Run the worker: enrollment, reward sync and reconciliation jobs, and the signup intake\n(HTTP, outbox table, RabbitMQ) that is configured, until SIGTERM or SIGINT.\nRun as many replicas as you like; they share the work through Redis.',
   options: {

@@ -16,6 +16,7 @@ function run(args: string[], env: Record<string, string> = {}) {
 
 const commandNames = [
   'work',
+  'check',
   'migrate',
   'enroll',
   'sync',
@@ -48,10 +49,46 @@ describe('perks-worker CLI', () => {
     expect(stderr).not.toMatch(/\bat .*\.js:\d+/); // no stack trace
   });
 
-  it('rejects an unknown command in one line', () => {
-    const { status, stderr } = run(['enrol']);
+  it('rejects an unknown command in one line, suggesting the nearest', () => {
+    const { status, stdout, stderr } = run(['enrol']);
     expect(status).toBe(2);
-    expect(stderr).toBe(`perks-worker: unknown command "enrol"; run 'perks-worker --help'\n`);
+    expect(stdout).toBe('');
+    expect(stderr).toBe(
+      `perks-worker: unknown command "enrol"; did you mean 'enroll'? run 'perks-worker --help'\n`,
+    );
+    expect(run(['stauts']).stderr).toContain("did you mean 'status'?");
+    expect(run(['frobnicate']).stderr).toBe(
+      `perks-worker: unknown command "frobnicate"; run 'perks-worker --help'\n`,
+    );
+  });
+
+  it('prints its usage to stderr when given no command, exit 2', () => {
+    const { status, stdout, stderr } = run([]);
+    expect(status).toBe(2);
+    expect(stdout).toBe('');
+    expect(stderr).toMatch(/^Usage: perks-worker <command>/);
+  });
+
+  it('answers --version and -V with the package version', async () => {
+    const { version } = (await import('../../package.json', { with: { type: 'json' } })).default;
+    for (const flag of ['--version', '-V']) {
+      const { status, stdout } = run([flag]);
+      expect(status).toBe(0);
+      expect(stdout).toBe(`perks-worker ${version}\n`);
+    }
+  });
+
+  it('answers help <command> as <command> --help, listing the variables it reads', () => {
+    for (const name of commandNames) {
+      const help = run(['help', name]);
+      expect(help.status, name).toBe(0);
+      expect(help.stdout).toBe(run([name, '--help']).stdout);
+    }
+    const migrate = run(['help', 'migrate']).stdout;
+    expect(migrate).toMatch(/^Environment \(docs\/configuration.md\):\n {2}DATABASE_URL, /m);
+    expect(migrate).not.toContain('PERKS_CLIENT_SECRET');
+    expect(run(['help', 'work']).stdout).toContain('PERKS_CLIENT_SECRET');
+    expect(run(['help', 'status']).stdout).toContain('REDIS_URL');
   });
 
   it.each([
