@@ -22,6 +22,7 @@ import { scenario3 } from './scenario-3-resync.js';
 import { scenario4 } from './scenario-4-enrollment.js';
 import { scenario5 } from './scenario-5-fanout.js';
 import { scenario6 } from './scenario-6-baseline.js';
+import { scenario7 } from './scenario-7-enroll-file.js';
 
 const scenarios: readonly Scenario[] = [
   scenario1,
@@ -30,6 +31,7 @@ const scenarios: readonly Scenario[] = [
   scenario4,
   scenario5,
   scenario6,
+  scenario7,
 ];
 
 const usage = `Usage: npm run bench -- [--quick] [--scenario N[,N...]]... [--fanout N]

@@ -1,0 +1,208 @@
+/**
+ * The input of `enroll --file`: CSV (a header naming `user_id` and optionally `extra_consents`
+ * and `removed_consents`, consents `;`-separated) or JSON Lines (one object a line, consents an
+ * array or a `;`-separated string). Read as a stream: one record at a time, each with its line
+ * number, either as an enrollment payload or as the problem that makes it a bad line.
+ */
+import { extname } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { Readable } from 'node:stream';
+import { type CsvError, parse } from 'csv-parse';
+import type { EnrollmentPayload } from '../queues/payloads.js';
+
+export const inputFormats = ['csv', 'jsonl'] as const;
+export type InputFormat = (typeof inputFormats)[number];
+
+/** The input's field names, and the payload fields they become. */
+const fieldsOfInput = {
+  user_id: 'userId',
+  extra_consents: 'extraConsents',
+  removed_consents: 'removedConsents',
+} as const;
+type InputField = keyof typeof fieldsOfInput;
+const inputFields = Object.keys(fieldsOfInput) as InputField[];
+
+/** A record of the input: its (last) line number, and its payload or what is wrong with it. */
+export type InputRecord =
+  | { line: number; payload: EnrollmentPayload }
+  | { line: number; problem: string };
+
+/** The input cannot be read at all (a CSV header without user_id): no record is usable. */
+export class EnrollmentInputError extends Error {
+  override readonly name = 'EnrollmentInputError';
+}
+
+/** The format named by a file's extension, or undefined (stdin, another extension). */
+export function formatOfPath(path: string): InputFormat | undefined {
+  const ext = extname(path).toLowerCase();
+  if (ext === '.csv') return 'csv';
+  if (ext === '.jsonl' || ext === '.ndjson') return 'jsonl';
+  return undefined;
+}
+
+/** A payload field's path as the input names it: `extraConsents[1]` -> `extra_consents[1]`. */
+export function inputPath(path: readonly PropertyKey[]): string {
+  const [head, ...rest] = path;
+  const entry = Object.entries(fieldsOfInput).find(([, payloadName]) => payloadName === head);
+  const name = entry ? entry[0] : String(head ?? '(record)');
+  return (
+    name + rest.map((key) => (typeof key === 'number' ? `[${key}]` : `.${String(key)}`)).join('')
+  );
+}
+
+/**
+ * The format of an input whose name does not tell: JSON Lines when its first character (after
+ * a BOM and blanks) is `{`, else CSV. What was read to tell is put back.
+ */
+export async function sniffFormat(input: Readable): Promise<InputFormat> {
+  const chunk = await new Promise<Buffer | string | null>((resolve, reject) => {
+    const settle = (value: Buffer | string | null, error?: Error) => {
+      input.off('readable', onReadable);
+      input.off('end', onEnd);
+      input.off('error', onError);
+      if (error) reject(error);
+      else resolve(value);
+    };
+    const onReadable = () => settle(input.read() as Buffer | string | null);
+    const onEnd = () => settle(null);
+    const onError = (error: Error) => settle(null, error);
+    input.on('readable', onReadable);
+    input.on('end', onEnd);
+    input.on('error', onError);
+  });
+  if (chunk === null) return 'csv';
+  input.unshift(chunk);
+  const first = chunk
+    .toString()
+    .replace(/^\uFEFF/, '')
+    .trimStart()[0];
+  return first === '{' ? 'jsonl' : 'csv';
+}
+
+export function readRecords(input: Readable, format: InputFormat): AsyncGenerator<InputRecord> {
+  return format === 'csv' ? readCsv(input) : readJsonLines(input);
+}
+
+/**
+ * Fields of one record -> the payload. Consents given as `A;B` are split (blanks around and
+ * empty parts ignored); anything else is left for the payload schema to name.
+ */
+export function payloadOf(fields: Record<string, unknown>): EnrollmentPayload | string {
+  const unknown = Object.keys(fields).filter((name) => !(name in fieldsOfInput));
+  if (unknown.length > 0) {
+    return `${unknown[0]}: unknown field (expected ${inputFields.join(', ')})`;
+  }
+  // Without this, the schema would answer with its userId-or-consumerId rule.
+  if (fields.user_id === undefined) return 'user_id: is required';
+  const payload: Record<string, unknown> = { userId: fields.user_id };
+  for (const name of ['extra_consents', 'removed_consents'] as const) {
+    const value = fields[name];
+    if (value === undefined || value === null || value === '') continue;
+    const consents =
+      typeof value === 'string'
+        ? value
+            .split(';')
+            .map((part) => part.trim())
+            .filter((part) => part !== '')
+        : value;
+    if (Array.isArray(consents) && consents.length === 0) continue;
+    payload[fieldsOfInput[name]] = consents;
+  }
+  return payload as EnrollmentPayload;
+}
+
+async function* readCsv(input: Readable): AsyncGenerator<InputRecord> {
+  const skipped: InputRecord[] = [];
+  const parser = input.pipe(
+    parse({
+      bom: true,
+      columns: checkHeader,
+      info: true,
+      skip_empty_lines: true,
+      // A stray quote inside a field is taken as it is (nothing after it is lost to it).
+      relax_quotes: true,
+      // A malformed record (a stray quote, a wrong number of fields) is reported, not fatal.
+      skip_records_with_error: true,
+      on_skip: (error) => {
+        if (error) skipped.push({ line: lineOf(error), problem: csvProblem(error) });
+        return undefined;
+      },
+    }),
+  );
+  input.on('error', (error) => parser.destroy(error));
+  try {
+    for await (const { record, info } of parser as AsyncIterable<{
+      record: Record<string, string>;
+      info: { lines: number };
+    }>) {
+      // Skips are reported while the parser reads ahead: keep the report in line order.
+      while ((skipped[0]?.line ?? Number.POSITIVE_INFINITY) < info.lines) {
+        yield skipped.shift() as InputRecord;
+      }
+      const payload = payloadOf(record);
+      yield typeof payload === 'string'
+        ? { line: info.lines, problem: payload }
+        : { line: info.lines, payload };
+    }
+  } catch (error) {
+    // A bad header is thrown from `checkHeader` and comes back wrapped by the parser.
+    const cause = error instanceof EnrollmentInputError ? error : (error as Error).cause;
+    if (cause instanceof EnrollmentInputError) throw cause;
+    throw error;
+  }
+  yield* skipped.splice(0);
+}
+
+function checkHeader(header: string[]): string[] {
+  const names = header.map((name) => name.trim());
+  if (!names.includes('user_id')) {
+    throw new EnrollmentInputError(
+      `line 1: the CSV header must name a user_id column (got ${names.map((n) => JSON.stringify(n)).join(', ')})`,
+    );
+  }
+  const unknown = names.find((name) => !(name in fieldsOfInput));
+  if (unknown !== undefined) {
+    throw new EnrollmentInputError(
+      `line 1: ${JSON.stringify(unknown)} is not a column enroll reads (${inputFields.join(', ')})`,
+    );
+  }
+  return names;
+}
+
+const lineOf = (error: CsvError): number => (typeof error.lines === 'number' ? error.lines : 0);
+
+/** csv-parse's message without its own "at line N" (the report starts with the line). */
+function csvProblem(error: CsvError): string {
+  const { columns, record } = error;
+  if (
+    error.code === 'CSV_RECORD_INCONSISTENT_COLUMNS' &&
+    Array.isArray(columns) &&
+    Array.isArray(record)
+  ) {
+    return `expected ${columns.length} fields as in the header, got ${record.length}`;
+  }
+  return `not valid CSV (${error.message.replace(/ (at|on) line \d+/, '')})`;
+}
+
+async function* readJsonLines(input: Readable): AsyncGenerator<InputRecord> {
+  const lines = createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY });
+  let line = 0;
+  for await (const raw of lines) {
+    line += 1;
+    const text = (line === 1 ? raw.replace(/^\uFEFF/, '') : raw).trim();
+    if (text === '') continue;
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch (error) {
+      yield { line, problem: `not valid JSON (${(error as Error).message})` };
+      continue;
+    }
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+      yield { line, problem: 'must be a JSON object with a user_id' };
+      continue;
+    }
+    const payload = payloadOf(value as Record<string, unknown>);
+    yield typeof payload === 'string' ? { line, problem: payload } : { line, payload };
+  }
+}

@@ -1,0 +1,145 @@
+import { Readable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import {
+  EnrollmentInputError,
+  formatOfPath,
+  type InputFormat,
+  type InputRecord,
+  inputPath,
+  readRecords,
+} from '../../src/cli/enroll-input.js';
+import { checkRecord, followSummary } from '../../src/cli/enroll-report.js';
+
+/** Every record of `text`, read in chunks of `chunk` characters (records span chunks). */
+async function read(text: string, format: InputFormat, chunk = 7): Promise<InputRecord[]> {
+  const chunks: string[] = [];
+  for (let i = 0; i < text.length; i += chunk) chunks.push(text.slice(i, i + chunk));
+  const records: InputRecord[] = [];
+  for await (const record of readRecords(Readable.from(chunks), format)) records.push(record);
+  return records;
+}
+
+describe('enroll --file CSV', () => {
+  it('reads records with their line numbers, a BOM, quotes and ;-separated consents', async () => {
+    const text =
+      '\uFEFFuser_id, extra_consents ,removed_consents\r\n' +
+      'a1,TARGETING; STATISTICS;,\r\n' +
+      '\r\n' +
+      '"b,2","",WEB_ANALYTICS\r\n' +
+      '"multi\nline",, \r\n';
+    expect(await read(text, 'csv')).toEqual([
+      { line: 2, payload: { userId: 'a1', extraConsents: ['TARGETING', 'STATISTICS'] } },
+      { line: 4, payload: { userId: 'b,2', removedConsents: ['WEB_ANALYTICS'] } },
+      { line: 6, payload: { userId: 'multi\nline' } },
+    ]);
+  });
+
+  it('reports a record of the wrong length or an unclosed quote by line, in line order', async () => {
+    const text = 'user_id,extra_consents\na1,,extra\na2\na3,BASIC\nx"y,BASIC\n"open,\n';
+    expect(await read(text, 'csv')).toEqual([
+      { line: 2, problem: 'expected 2 fields as in the header, got 3' },
+      { line: 3, problem: 'expected 2 fields as in the header, got 1' },
+      { line: 4, payload: { userId: 'a3', extraConsents: ['BASIC'] } },
+      // A stray quote inside a field is kept as it is, not an error that eats what follows.
+      { line: 5, payload: { userId: 'x"y', extraConsents: ['BASIC'] } },
+      {
+        line: 6,
+        problem: 'not valid CSV (Quote Not Closed: the parsing is finished with an opening quote)',
+      },
+    ]);
+  });
+
+  it('refuses a header without user_id, or with a column it does not read', async () => {
+    await expect(read('id,extra_consents\na,b\n', 'csv')).rejects.toThrow(
+      new EnrollmentInputError(
+        'line 1: the CSV header must name a user_id column (got "id", "extra_consents")',
+      ),
+    );
+    await expect(read('user_id,consents\na,b\n', 'csv')).rejects.toThrow(
+      'line 1: "consents" is not a column enroll reads (user_id, extra_consents, removed_consents)',
+    );
+  });
+});
+
+describe('enroll --file JSON Lines', () => {
+  it('reads objects, consents as arrays or strings, and names what is wrong by line', async () => {
+    const text = [
+      '\uFEFF{"user_id":"j1","extra_consents":["TARGETING"]}',
+      '',
+      '{"user_id":"j2","removed_consents":"BASIC;STATISTICS"}',
+      '{"user_id":"j3",',
+      '"j4"',
+      '{"extra_consents":[]}',
+      '{"user_id":"j5","consents":[]}',
+    ].join('\n');
+    const records = await read(text, 'jsonl');
+    expect(records.map((r) => ('problem' in r ? r.problem.replace(/ \(.*/, '') : r))).toEqual([
+      { line: 1, payload: { userId: 'j1', extraConsents: ['TARGETING'] } },
+      { line: 3, payload: { userId: 'j2', removedConsents: ['BASIC', 'STATISTICS'] } },
+      'not valid JSON',
+      'must be a JSON object with a user_id',
+      'user_id: is required',
+      'consents: unknown field',
+    ]);
+    expect(records.slice(2).map((r) => r.line)).toEqual([4, 5, 6, 7]);
+  });
+});
+
+describe('enroll --file records', () => {
+  const check = (payload: Record<string, unknown>, key?: string) =>
+    checkRecord({ line: 1, payload }, key);
+
+  it("names the input's field with the payload schema's message", () => {
+    expect(check({ userId: '' })).toEqual({ ok: false, problem: 'user_id: must not be empty' });
+    expect(check({ userId: 'a1', extraConsents: ['BASIC', 'NOPE'] })).toMatchObject({
+      ok: false,
+      problem: expect.stringMatching(/^extra_consents\[1\]: Invalid option: expected one of /),
+    });
+    expect(check({ userId: 7 })).toEqual({ ok: false, problem: 'user_id: must be a string' });
+    expect(check({ userId: 'x'.repeat(257) })).toEqual({
+      ok: false,
+      problem: 'user_id: must be at most 256 characters',
+    });
+  });
+
+  it('derives the consumer id of a user id that is not one, or says the key is missing', () => {
+    expect(check({ userId: 'ann@example.com' })).toEqual({
+      ok: false,
+      problem: expect.stringMatching(/^user_id: .* PERKS_CONSUMER_ID_KEY is not set$/),
+    });
+    const derived = check({ userId: 'ann@example.com' }, 'k'.repeat(32));
+    expect(derived).toMatchObject({
+      ok: true,
+      enrollment: { consumerId: expect.stringMatching(/^u_[a-z2-7]{52}$/) },
+    });
+    expect(check({ userId: 'ann_1' })).toEqual({
+      ok: true,
+      enrollment: { consumerId: 'ann_1', data: { userId: 'ann_1', consumerId: 'ann_1' } },
+    });
+  });
+
+  it('maps payload paths back to input names', () => {
+    expect(inputPath(['userId'])).toBe('user_id');
+    expect(inputPath(['removedConsents', 3])).toBe('removed_consents[3]');
+    expect(formatOfPath('/x/Signups.CSV')).toBe('csv');
+    expect(formatOfPath('a.ndjson')).toBe('jsonl');
+    expect(formatOfPath('a.txt')).toBeUndefined();
+  });
+});
+
+describe('enroll --wait summary', () => {
+  it('groups failures by reason, most frequent first, the rest summed', () => {
+    const failures = new Map<string, number>([
+      ['rare', 1],
+      ['common', 30],
+    ]);
+    for (let i = 0; i < 10; i++) failures.set(`other ${i}`, 2);
+    const lines = followSummary(
+      { created: 5, alreadyEnrolled: 2, failed: 51, unknown: 0, failures, pending: 0 },
+      58,
+    );
+    expect(lines[0]).toBe('followed 58 enrollments: created 5, already enrolled 2, failed 51');
+    expect(lines.slice(1, 3)).toEqual(['failed 51, by reason:', '  30  common']);
+    expect(lines[12]).toBe('   3  (2 other reasons)');
+  });
+});
