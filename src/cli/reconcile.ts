@@ -1,21 +1,79 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { loadConfig } from '../config.js';
+import { type ReconciliationView, reconciliationView } from '../queues/inspect.js';
+import type { Producer } from '../queues/producer.js';
 import { type CommandSpec, parseCommandArgs } from './command.js';
-import { withProducer } from './producer-session.js';
+import { producerGroups, withProducer } from './producer-session.js';
+import { createProgress } from './progress.js';
+import { reconciliationBlock } from './report.js';
 
-const spec: CommandSpec = {
+const spec = {
   name: 'reconcile',
+  config: producerGroups,
   summary:
-    'Start a reconciliation now: every enrolled consumer gets a reward sync. If one is already\npending or running, it is not started twice.',
-  options: {},
-  help: [],
-};
+    'Start a reconciliation now: every enrolled consumer gets a reward sync. If one is already\npending or running, it is not started twice (--wait then follows that one).',
+  options: { wait: { type: 'boolean' } },
+  help: [
+    '--wait                 show its progress until every consumer is synced, then its figures;',
+    '                       exit 1 if a consumer failed or the reconciliation did (Ctrl-C',
+    '                       stops following only: it goes on in the worker)',
+  ],
+} satisfies CommandSpec;
+
+/** How often --wait reads the reconciliation's figures. */
+const pollMs = 1000;
 
 export async function run(argv: readonly string[]): Promise<number> {
-  if (!parseCommandArgs(spec, argv)) return 0;
-  const { jobId, started } = await withProducer((producer) => producer.startReconciliation());
-  process.stdout.write(
-    started
-      ? `started reconciliation (job ${jobId})\n`
-      : `a reconciliation is already pending or running (job ${jobId}); not started again\n`,
-  );
-  return 0;
+  const args = parseCommandArgs(spec, argv);
+  if (!args) return 0;
+  const { queuePrefix } = loadConfig(['redis']).redis;
+  return withProducer(async (producer) => {
+    const { jobId, started } = await producer.startReconciliation();
+    process.stdout.write(
+      started
+        ? `started reconciliation (job ${jobId})\n`
+        : `a reconciliation is already pending or running (job ${jobId}); not started again\n`,
+    );
+    if (!args.values.wait) return 0;
+    const view = await follow(producer, queuePrefix, jobId);
+    process.stdout.write(`${reconciliationBlock(view)}\n`);
+    return view.state === 'finished' && view.consumers.failed === 0 ? 0 : 1;
+  });
+}
+
+/** Polls the reconciliation until it has finished or failed, showing its progress. */
+async function follow(
+  producer: Producer,
+  prefix: string,
+  jobId: string,
+): Promise<ReconciliationView> {
+  const tallies = { redis: producer.connection, prefix };
+  const progress = createProgress('reconcile');
+  try {
+    for (;;) {
+      const job = await producer.queues.reconciliation.getJob(jobId);
+      if (!job) throw new ReconciliationGoneError(jobId);
+      const view = await reconciliationView(producer.queues, tallies, job);
+      const { total, enqueued, synced, failed, notEnrolled } = view.consumers;
+      progress.update(
+        synced + failed + notEnrolled,
+        total,
+        `${enqueued} enqueued, ${failed} failed, ${notEnrolled} not enrolled`,
+      );
+      if (view.state === 'finished' || view.state === 'failed') return view;
+      await sleep(pollMs);
+    }
+  } finally {
+    progress.stop();
+  }
+}
+
+/** The job was removed (KEEP_COMPLETED_JOBS=0, or by hand) before --wait could see it end. */
+export class ReconciliationGoneError extends Error {
+  override readonly name = 'ReconciliationGoneError';
+  constructor(jobId: string) {
+    super(
+      `reconcile: the reconciliation job ${jobId} is gone (removed by job retention?); see perks-worker status`,
+    );
+  }
 }

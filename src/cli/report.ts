@@ -30,18 +30,33 @@ export function queuesBlock(counts: Record<QueueKind, Record<CountedState, numbe
   );
 }
 
-export function reconciliationLine(view: ReconciliationView | undefined): string {
+/** The last reconciliation: its state, times and what became of its consumers. */
+export function reconciliationBlock(view: ReconciliationView | undefined): string {
   if (!view) return 'last reconciliation: none retained';
-  const parts = [
-    `job ${view.jobId}`,
-    view.state,
-    `${view.trigger}`,
-    `${view.enqueued} consumers enqueued`,
+  const { consumers: c } = view;
+  const ended = c.synced + c.failed + c.notEnrolled;
+  const lines = [
+    `last reconciliation: ${view.state.toUpperCase()} (job ${view.jobId}, ${view.trigger})`,
   ];
-  if (view.startedAt) parts.push(`started ${view.startedAt}`);
-  if (view.finishedAt) parts.push(`finished ${view.finishedAt}`);
-  if (view.failedReason) parts.push(`reason: ${view.failedReason}`);
-  return `last reconciliation: ${parts.join(', ')}`;
+  if (view.startedAt) lines.push(`  started   ${view.startedAt}`);
+  if (view.finishedAt) lines.push(`  finished  ${view.finishedAt}`);
+  if (view.durationSeconds !== undefined) {
+    const took = view.state === 'running' ? 'running for' : 'took';
+    lines.push(`  duration  ${took} ${formatDuration(view.durationSeconds)}`);
+  }
+  const share = c.total > 0 ? ` (${Math.floor((100 * ended) / c.total)}%)` : '';
+  lines.push(
+    `  consumers ${c.total} in all: ${c.synced} synced, ${c.failed} failed, ${c.notEnrolled} not enrolled${view.state === 'running' ? `; ${ended} done${share}, ${c.enqueued} enqueued` : ''}`,
+  );
+  if (view.failedReason) lines.push(`  reason    ${view.failedReason.slice(0, 200)}`);
+  return lines.join('\n');
+}
+
+export function formatDuration(seconds: number): string {
+  const h = Math.floor(seconds / 3600);
+  const m = Math.floor((seconds % 3600) / 60);
+  const s = seconds % 60;
+  return [h ? `${h} h` : '', m ? `${m} min` : '', `${s} s`].filter(Boolean).join(' ');
 }
 
 export function datastoreBlock(s: DatastoreSummary): string {

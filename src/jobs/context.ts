@@ -2,6 +2,7 @@ import type { Logger } from '../ops/logger.js';
 import type { JobMetrics, WorkerMetrics } from '../ops/metrics.js';
 import type { PerksClient } from '../perks/client.js';
 import type { Queues } from '../queues/queues.js';
+import type { TallyStore } from '../queues/reconciliation-tally.js';
 import type { Store } from '../store/store.js';
 import type { MintOutage } from './mint-outage.js';
 
@@ -10,6 +11,8 @@ export interface JobContext {
   client: Pick<PerksClient, 'enrollConsumer' | 'listRewardPages'>;
   store: Store;
   queues: Queues;
+  /** Where each reconciliation counts what became of its consumers. */
+  tallies: TallyStore;
   /** Pauses the API queues while the token mint fails. */
   mintOutage: Pick<MintOutage, 'failed'>;
   logger: Logger;

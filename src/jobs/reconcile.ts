@@ -10,6 +10,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type PerksJob, parsePayload, reconciliationPayloadSchema } from '../queues/payloads.js';
 import { enqueueRewardSyncs, startReconciliation } from '../queues/producer.js';
+import { setTallyFigure } from '../queues/reconciliation-tally.js';
 import type { JobContext } from './context.js';
 import { steerFailure } from './failures.js';
 
@@ -37,12 +38,16 @@ export async function processReconciliation(
       attempt: job.attemptsMade + 1,
     });
     const { batchSize, maxPending, consumersPerJob } = ctx.reconcile;
-    // The prefix of the ids of the sync jobs it enqueues (see below).
+    // Names its tally, and prefixes the ids of the sync jobs it enqueues (see below).
     if (job.id === undefined) throw new Error('a reconciliation job without an id');
-    const jobIdPrefix = job.id;
+    const reconciliation = job.id;
     let { cursor, enqueued } = state;
     let batches = 0;
     if (cursor) log.info({ cursor, enqueued }, 'resuming reconciliation');
+    else {
+      const expected = await ctx.store.countReconcilableConsumers();
+      await setTallyFigure(ctx.tallies, reconciliation, 'expected', expected);
+    }
 
     for (;;) {
       signal?.throwIfAborted();
@@ -53,7 +58,7 @@ export async function processReconciliation(
       // cursor's save, it adds nothing for the consumers already enqueued.
       await enqueueRewardSyncs(ctx.queues, ids, 'reconciliation', {
         consumersPerJob,
-        jobIdPrefix,
+        reconciliation,
       });
       cursor = ids[ids.length - 1] ?? cursor;
       enqueued += ids.length;
@@ -67,6 +72,7 @@ export async function processReconciliation(
       );
       if (ids.length < batchSize) break;
     }
+    await setTallyFigure(ctx.tallies, reconciliation, 'total', enqueued);
     const finishedAt = new Date().toISOString();
     log.info({ enqueued, batches, startedAt, finishedAt }, 'reconciliation fanned out');
     ctx.metrics.reconciliationFinished();

@@ -77,6 +77,7 @@ export function createRuntime(
     client,
     store,
     queues,
+    tallies: { redis: connection, prefix: config.redis.queuePrefix },
     mintOutage,
     logger,
     consumerIdKey: config.consumerIds.key,

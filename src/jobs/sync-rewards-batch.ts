@@ -21,6 +21,7 @@ import {
   rewardSyncBatchPayloadSchema,
 } from '../queues/payloads.js';
 import { rewardSyncJob } from '../queues/producer.js';
+import { countOutcome } from '../queues/reconciliation-tally.js';
 import { linkSignals } from '../signals.js';
 import type { RewardPageWrite } from '../store/store.js';
 import type { JobContext } from './context.js';
@@ -70,7 +71,7 @@ export async function processRewardSyncBatch(
   signal?: AbortSignal,
 ): Promise<RewardSyncBatchResult> {
   try {
-    const { consumerIds, reason } = parsePayload(
+    const { consumerIds, reason, reconciliation } = parsePayload(
       rewardSyncBatchPayloadSchema,
       job.data,
       'reward sync batch',
@@ -101,6 +102,16 @@ export async function processRewardSyncBatch(
       addWrites(result.written, synced.written);
       log.info(synced, 'consumer synced');
     }
+    if (reconciliation) {
+      // Those left to their own job are that job's to sync: counted here, as it has no tally.
+      await countOutcome(
+        ctx.tallies,
+        reconciliation,
+        'synced',
+        result.synced + leftToOwnJob.length,
+      );
+      await countOutcome(ctx.tallies, reconciliation, 'notEnrolled', result.notEnrolled);
+    }
 
     // Stopped (a 429, a failing mint, a cancel): what did not finish stays in this job. Otherwise each
     // consumer that failed goes to a job of its own.
@@ -108,7 +119,7 @@ export async function processRewardSyncBatch(
     let handOffError: unknown;
     if (!run.stopped && run.failed.length > 0) {
       try {
-        await handOff(run.failed, job, ctx, reason, log);
+        await handOff(run.failed, job, ctx, { reason, reconciliation }, log);
         result.retriedAlone.push(...run.failed.map((f) => f.consumerId));
       } catch (error) {
         handOffError = error;
@@ -116,7 +127,7 @@ export async function processRewardSyncBatch(
       }
     }
     if (staying.length > 0) {
-      await narrow(job, staying, reason, log);
+      await narrow(job, staying, { reason, reconciliation }, log);
       if (signal?.aborted) throw signal.reason ?? run.failed[0]?.error;
       if (run.paused) throw new BackToWait(run.paused); // the queues are paused already
       throw handOffError;
@@ -141,7 +152,7 @@ async function leaveToOwnJobs(
   const owners = await Promise.all(consumerIds.map((id) => queue.getDeduplicationJobId(id)));
   const left = consumerIds.filter((_, i) => owners[i]);
   if (left.length > 0) {
-    await queue.addBulk(left.map((consumerId) => ownJob(consumerId, reason)));
+    await queue.addBulk(left.map((consumerId) => ownJob({ consumerId, reason })));
     log.info({ consumerIds: left }, 'consumers left to their own sync job');
   }
   return left;
@@ -200,17 +211,22 @@ async function syncAtOnce(
   return { synced, failed, stopped: linked.signal.aborted, ...(paused ? { paused } : {}) };
 }
 
-/** Each failed consumer to a job of its own, delayed as its first retry would be. */
+/**
+ * Each failed consumer to a job of its own, delayed as its first retry would be; that job
+ * counts its outcome in the reconciliation's tally.
+ */
 async function handOff(
   failed: readonly Failed[],
   job: Job,
   ctx: JobContext,
-  reason: RewardSyncPayload['reason'],
+  from: Pick<RewardSyncPayload, 'reason' | 'reconciliation'>,
   log: Log,
 ): Promise<void> {
   const queue = ctx.queues.rewardSync;
   const delays = await Promise.all(failed.map(({ error }) => firstRetryDelayMs(queue, job, error)));
-  await queue.addBulk(failed.map(({ consumerId }, i) => ownJob(consumerId, reason, delays[i])));
+  await queue.addBulk(
+    failed.map(({ consumerId }, i) => ownJob({ consumerId, ...from }, delays[i])),
+  );
   failed.forEach(({ consumerId, error }, i) => {
     ctx.metrics.rewardSync('retried_alone');
     log.warn(
@@ -224,11 +240,11 @@ async function handOff(
 async function narrow(
   job: PerksJob<'sync-rewards-batch'>,
   consumerIds: string[],
-  reason: RewardSyncPayload['reason'],
+  from: Pick<RewardSyncPayload, 'reason' | 'reconciliation'>,
   log: Log,
 ): Promise<void> {
   try {
-    await job.updateData({ consumerIds, reason });
+    await job.updateData({ consumerIds, ...from });
   } catch (error) {
     // Not fatal: the job keeps all its consumers, and its next attempt syncs them all.
     log.warn({ err: describe(error) }, 'could not narrow the job to the consumers left');
@@ -236,8 +252,8 @@ async function narrow(
 }
 
 /** A consumer's own sync job (deduplicated on the consumer), optionally delayed. */
-function ownJob(consumerId: string, reason: RewardSyncPayload['reason'], delay?: number) {
-  const single = rewardSyncJob({ consumerId, ...(reason ? { reason } : {}) });
+function ownJob(payload: RewardSyncPayload, delay?: number) {
+  const single = rewardSyncJob(payload);
   return delay === undefined ? single : { ...single, opts: { ...single.opts, delay } };
 }
 

@@ -13,6 +13,7 @@
 import type { Job } from 'bullmq';
 import { ConsumerNotEnrolledError } from '../perks/errors.js';
 import { type PerksJob, parsePayload, rewardSyncPayloadSchema } from '../queues/payloads.js';
+import { countOutcome } from '../queues/reconciliation-tally.js';
 import type { RewardPageWrite } from '../store/store.js';
 import type { JobContext } from './context.js';
 import { steerFailure } from './failures.js';
@@ -38,9 +39,17 @@ export async function processRewardSync(
   signal?: AbortSignal,
 ): Promise<RewardSyncResult> {
   try {
-    const { consumerId } = parsePayload(rewardSyncPayloadSchema, job.data, 'reward sync');
+    const { consumerId, reconciliation } = parsePayload(
+      rewardSyncPayloadSchema,
+      job.data,
+      'reward sync',
+    );
     const result = await syncConsumer(consumerId, ctx, job, signal);
     ctx.metrics.rewardSync(result.outcome);
+    if (reconciliation) {
+      const outcome = result.outcome === 'synced' ? 'synced' : 'notEnrolled';
+      await countOutcome(ctx.tallies, reconciliation, outcome);
+    }
     return result;
   } catch (error) {
     return steerFailure(error, ctx);

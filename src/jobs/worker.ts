@@ -19,6 +19,7 @@ import { within } from '../ops/timeouts.js';
 import type { RedisClient } from '../queues/connection.js';
 import { jobNames, type QueueKind, queueNames } from '../queues/names.js';
 import type { JobName, PerksJob } from '../queues/payloads.js';
+import { countOutcome } from '../queues/reconciliation-tally.js';
 import type { JobContext } from './context.js';
 import { processEnrollment } from './enroll.js';
 import { BackToWait } from './failures.js';
@@ -96,6 +97,7 @@ export function startWorker(
         },
         final ? 'job failed' : 'job attempt failed; will retry',
       );
+      if (final) void countFailedForGood(job, ctx);
     });
     // A worker 'error' (Redis away, a lock lost) must never crash the process; while Redis is
     // away it repeats at every reconnect attempt, so one line per outage.
@@ -202,6 +204,26 @@ export function startWorker(
       return { timedOut };
     },
   };
+}
+
+/** A sync of a reconciliation that failed for good: its consumers count as failed there. */
+async function countFailedForGood(job: Job, ctx: JobContext): Promise<void> {
+  const data: unknown = job.data;
+  if (typeof data !== 'object' || data === null) return;
+  const { reconciliation, consumerIds } = data as {
+    reconciliation?: unknown;
+    consumerIds?: unknown;
+  };
+  if (typeof reconciliation !== 'string') return;
+  const consumers = Array.isArray(consumerIds) ? consumerIds.length : 1;
+  try {
+    await countOutcome(ctx.tallies, reconciliation, 'failed', consumers);
+  } catch (error) {
+    ctx.logger.warn(
+      { jobId: job.id, reconciliation, err: { message: (error as Error).message } },
+      'could not count a failed sync in its reconciliation',
+    );
+  }
 }
 
 /** From the start of this attempt to its end (or now, for an attempt that will be retried). */

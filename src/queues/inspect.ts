@@ -2,6 +2,7 @@
 import type { Job } from 'bullmq';
 import { jobNames, type QueueKind } from './names.js';
 import type { Queues } from './queues.js';
+import { readTally, type TallyStore } from './reconciliation-tally.js';
 
 export const countedStates = [
   'wait',
@@ -58,16 +59,31 @@ export async function retryingJobs(queues: Queues, limit: number): Promise<Faile
 
 export interface ReconciliationView {
   jobId: string;
-  state: string;
   trigger: string;
-  enqueued: number;
-  startedAt: string | undefined;
-  finishedAt: string | undefined;
-  failedReason: string | undefined;
+  /**
+   * waiting: not started yet; running: fanning out, or syncs of its consumers still to end;
+   * finished: every consumer's sync ended; failed: the fan-out itself failed for good.
+   */
+  state: 'waiting' | 'running' | 'finished' | 'failed';
+  startedAt?: string;
+  finishedAt?: string;
+  durationSeconds?: number;
+  consumers: {
+    /** Consumers it covers: counted at its start until its fan-out ends, exact after. */
+    total: number;
+    enqueued: number;
+    synced: number;
+    failed: number;
+    notEnrolled: number;
+  };
+  failedReason?: string;
 }
 
 /** The latest reconciliation, running or finished, if any is still retained. */
-export async function lastReconciliation(queues: Queues): Promise<ReconciliationView | undefined> {
+export async function lastReconciliation(
+  queues: Queues,
+  tallies: TallyStore,
+): Promise<ReconciliationView | undefined> {
   const jobs = await queues.reconciliation.getJobs(
     ['active', 'wait', 'delayed', 'completed', 'failed'],
     0,
@@ -76,19 +92,60 @@ export async function lastReconciliation(queues: Queues): Promise<Reconciliation
   const latest = jobs
     .filter((job) => job.name === jobNames.reconcile)
     .sort((a, b) => b.timestamp - a.timestamp)[0];
-  if (!latest?.id) return undefined;
-  const data = latest.data as { trigger?: string; enqueued?: number; startedAt?: string };
-  const result = latest.returnvalue as { enqueued?: number; finishedAt?: string } | null;
+  return latest ? reconciliationView(queues, tallies, latest) : undefined;
+}
+
+/** One reconciliation's state and figures, from its job and its tally. */
+export async function reconciliationView(
+  queues: Queues,
+  tallies: TallyStore,
+  job: Job,
+): Promise<ReconciliationView> {
+  const jobId = job.id ?? '';
+  const [jobState, tally] = await Promise.all([job.getState(), readTally(tallies, jobId)]);
+  const data = job.data as { trigger?: string; enqueued?: number; startedAt?: string };
+  const result = job.returnvalue as { enqueued?: number } | null;
+  const enqueued = result?.enqueued ?? data.enqueued ?? 0;
+  const startedAt = data.startedAt ?? (job.processedOn ? iso(job.processedOn) : undefined);
+  let state: ReconciliationView['state'] = startedAt ? 'running' : 'waiting';
+  let finishedAt: string | undefined;
+  if (jobState === 'failed') {
+    state = 'failed';
+    finishedAt = job.finishedOn ? iso(job.finishedOn) : undefined;
+  } else if (tally.finishedAt) {
+    state = 'finished';
+    finishedAt = tally.finishedAt;
+  } else if (jobState === 'completed' && (await syncQueueIdle(queues))) {
+    // Every job has ended, but an outcome went uncounted (a consumer handed to a sync job
+    // already pending, which carries no tally): finished all the same, as of now.
+    state = 'finished';
+    finishedAt = new Date().toISOString();
+  }
+  const end = finishedAt ? Date.parse(finishedAt) : Date.now();
   return {
-    jobId: latest.id,
-    state: await latest.getState(),
+    jobId,
     trigger: data.trigger ?? 'manual',
-    enqueued: result?.enqueued ?? data.enqueued ?? 0,
-    startedAt: data.startedAt,
-    finishedAt: result?.finishedAt,
-    failedReason: latest.failedReason || undefined,
+    state,
+    ...(startedAt ? { startedAt } : {}),
+    ...(finishedAt ? { finishedAt } : {}),
+    ...(startedAt ? { durationSeconds: Math.round((end - Date.parse(startedAt)) / 1000) } : {}),
+    consumers: {
+      total: tally.total ?? Math.max(tally.expected ?? 0, enqueued),
+      enqueued,
+      synced: tally.synced,
+      failed: tally.failed,
+      notEnrolled: tally.notEnrolled,
+    },
+    ...(job.failedReason ? { failedReason: job.failedReason } : {}),
   };
 }
+
+async function syncQueueIdle(queues: Queues): Promise<boolean> {
+  const counts = await queues.rewardSync.getJobCounts('wait', 'prioritized', 'active', 'delayed');
+  return Object.values(counts).every((n) => n === 0);
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
 
 /**
  * The consumer a job is about, for display (`first +7 more` for a job of several): failed

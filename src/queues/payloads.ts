@@ -35,6 +35,8 @@ export const rewardSyncPayloadSchema = z.strictObject({
   consumerId: consumerIdSchema,
   /** Why the sync was asked for: shown in logs and `status`. */
   reason: z.enum(['enrollment', 'manual', 'reconciliation']).optional(),
+  /** The reconciliation (its job id) whose tally counts this sync's outcome. */
+  reconciliation: z.string().min(1).max(200).optional(),
 });
 export type RewardSyncPayload = z.infer<typeof rewardSyncPayloadSchema>;
 
@@ -48,6 +50,7 @@ export const rewardSyncBatchPayloadSchema = z.strictObject({
     })
     .refine((ids) => new Set(ids).size === ids.length, { error: 'must not repeat a consumer id' }),
   reason: rewardSyncPayloadSchema.shape.reason,
+  reconciliation: rewardSyncPayloadSchema.shape.reconciliation,
 });
 export type RewardSyncBatchPayload = z.infer<typeof rewardSyncBatchPayloadSchema>;
 

@@ -87,17 +87,20 @@ export async function enqueueRewardSync(queues: Queues, payload: RewardSyncPaylo
  * (jobs/sync-rewards-batch.ts): a consumer that fails is retried in its own job, with the
  * usual attempts, and shows in `perks-worker failed` if it fails for good; a consumer with a
  * sync job of its own is left to it. BullMQ's deduplication is per job, so it does not apply
- * to the job itself; with `jobIdPrefix`, each such job's id is that prefix and its first
- * consumer id, so enqueueing the same consumers again (a reconciliation resumed after a
- * crash) adds nothing while the first job is kept.
+ * to the job itself.
+ *
+ * With `reconciliation` (its job id), every job is one of several consumers (even of one), its
+ * outcomes go to that reconciliation's tally, and its id is the reconciliation's and its first
+ * consumer id: enqueueing the same consumers again (a reconciliation resumed after a crash)
+ * adds nothing while the first job is kept.
  */
 export async function enqueueRewardSyncs(
   queues: Queues,
   consumerIds: readonly string[],
   reason: RewardSyncPayload['reason'],
-  options: { consumersPerJob?: number; jobIdPrefix?: string } = {},
+  options: { consumersPerJob?: number; reconciliation?: string } = {},
 ): Promise<void> {
-  const { consumersPerJob = 1, jobIdPrefix } = options;
+  const { consumersPerJob = 1, reconciliation } = options;
   if (!Number.isInteger(consumersPerJob) || consumersPerJob < 1) {
     throw new RangeError(`consumersPerJob must be a whole number from 1, not ${consumersPerJob}`);
   }
@@ -106,9 +109,9 @@ export async function enqueueRewardSyncs(
     const ids = consumerIds.slice(i, i + consumersPerJob);
     const [only] = ids;
     jobs.push(
-      ids.length === 1 && only !== undefined
+      ids.length === 1 && only !== undefined && reconciliation === undefined
         ? rewardSyncJob({ consumerId: only, reason })
-        : rewardSyncBatchJob({ consumerIds: ids, reason }, jobIdPrefix),
+        : rewardSyncBatchJob({ consumerIds: ids, reason, reconciliation }),
     );
   }
   await queues.rewardSync.addBulk(jobs);
@@ -127,9 +130,11 @@ export function rewardSyncJob(payload: RewardSyncPayload) {
   };
 }
 
-function rewardSyncBatchJob(payload: RewardSyncBatchPayload, jobIdPrefix?: string) {
+function rewardSyncBatchJob(payload: RewardSyncBatchPayload) {
   const data = parsePayload(rewardSyncBatchPayloadSchema, payload, 'reward sync batch');
-  const jobId = jobIdPrefix === undefined ? {} : { jobId: `${jobIdPrefix}-${data.consumerIds[0]}` };
+  const { reconciliation } = data;
+  const jobId =
+    reconciliation === undefined ? {} : { jobId: `${reconciliation}-${data.consumerIds[0]}` };
   return { name: jobNames.syncRewardsBatch, data, opts: { ...priorityOf(data.reason), ...jobId } };
 }
 

@@ -175,3 +175,11 @@ export async function listEnrolledConsumerIds(
         );
   return rows.map((r) => r.consumer_id);
 }
+
+/** How many consumers a reconciliation started now would sync (listEnrolledConsumerIds' rule). */
+export async function countReconcilableConsumers(pool: pg.Pool, schema: string): Promise<number> {
+  const { rows } = await pool.query<{ n: number }>(
+    `select count(*)::int as n from ${schema}.consumers where not_enrolled_at is null`,
+  );
+  return rows[0]?.n ?? 0;
+}

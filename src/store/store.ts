@@ -47,6 +47,7 @@ export interface Store {
   finishSync(input: { consumerId: string } & FinishSync): Promise<{ markedMissing: number }>;
   getConsumer(consumerId: string): Promise<ConsumerRow | undefined>;
   listEnrolledConsumerIds(input: { after: string | null; limit: number }): Promise<string[]>;
+  countReconcilableConsumers(): Promise<number>;
   /** `select 1`, for readiness checks. */
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -110,6 +111,7 @@ export function createStore(config: StoreConfig, options: StoreOptions = {}): St
     },
     getConsumer: (consumerId) => consumers.getConsumer(pool, s, consumerId),
     listEnrolledConsumerIds: (input) => consumers.listEnrolledConsumerIds(pool, s, input),
+    countReconcilableConsumers: () => consumers.countReconcilableConsumers(pool, s),
     ping: async () => {
       await pool.query('select 1');
     },

@@ -3,6 +3,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { processReconcileTick } from '../../src/jobs/reconcile.js';
 import type { PerksJob } from '../../src/queues/payloads.js';
 import { enqueueRewardSyncs, startReconciliation } from '../../src/queues/producer.js';
+import { readTally } from '../../src/queues/reconciliation-tally.js';
+import { waitFor } from '../support/processes.js';
 import { type Harness, startHarness } from '../support/worker-harness.js';
 
 let harness: Harness | undefined;
@@ -77,6 +79,49 @@ describe('reconciliation', () => {
     // 24, makes 3 of 8.
     const completed = await h.runtime.ctx.queues.rewardSync.getJobs(['completed']);
     expect(completed.length).toBe(11 * 4 + 3);
+    const tally = await readTally(h.runtime.ctx.tallies, first.jobId);
+    expect(tally).toMatchObject({
+      expected: 299,
+      total: 299,
+      synced: 299,
+      notEnrolled: 0,
+      failed: 0,
+    });
+    expect(Date.parse(tally.finishedAt ?? '')).toBeGreaterThan(
+      Date.parse(job?.data.startedAt ?? ''),
+    );
+  });
+
+  it("tallies each consumer's outcome: synced, not enrolled upstream, failed for good", async () => {
+    harness = await startHarness({ worker: { reconcileBatchSize: 10, jobBackoffMs: 10 } });
+    const h = harness;
+    const ids = await seedConsumers(h, 20);
+    // Enrolled here, unknown upstream: ERR-404-02.
+    await h.runtime.ctx.store.recordEnrollment({
+      consumerId: 'rc_gone',
+      outcome: 'created',
+      extraConsents: [],
+      removedConsents: [],
+      at: new Date(),
+    });
+    // An answer of the wrong shape is not retried: that consumer fails for good.
+    h.sandbox.faults.inject({
+      route: 'listRewards',
+      consumerId: 'rc_0007',
+      count: 100,
+      kind: 'malformed',
+      body: 'wrong-shape',
+    });
+    const { jobId } = await startReconciliation(h.runtime.ctx.queues);
+    await h.idle(30_000);
+    // The last failure is counted just after its job failed: poll for it.
+    const tally = await waitFor('the tally to finish', async () => {
+      const read = await readTally(h.runtime.ctx.tallies, jobId);
+      return read.finishedAt ? read : undefined;
+    });
+    expect(tally).toMatchObject({ expected: ids.length + 1, total: ids.length + 1 });
+    expect(tally).toMatchObject({ synced: 19, notEnrolled: 1, failed: 1 });
+    expect(tally.finishedAt).toBeDefined();
   });
 
   it('fans out one consumer a job while PERKS_RATE_LIMIT_PER_SECOND is set', async () => {
@@ -88,8 +133,9 @@ describe('reconciliation', () => {
     await startReconciliation(h.runtime.ctx.queues);
     await h.idle(30_000);
     const completed = await h.runtime.ctx.queues.rewardSync.getJobs(['completed']);
-    expect(completed.map((j) => j.name).every((name) => name === 'sync-rewards')).toBe(true);
-    expect(completed.map((j) => (j.data as { consumerId: string }).consumerId).sort()).toEqual(ids);
+    const consumersOf = (j: { data: unknown }) => (j.data as { consumerIds: string[] }).consumerIds;
+    expect(completed.every((j) => consumersOf(j).length === 1)).toBe(true);
+    expect(completed.flatMap(consumersOf).sort()).toEqual(ids);
   });
 
   it('resumes after the cursor saved in the job', async () => {
@@ -106,7 +152,7 @@ describe('reconciliation', () => {
       h.runtime.ctx.queues,
       Array.from({ length: 10 }, (_, i) => `rc_${String(20 + i).padStart(4, '0')}`),
       'reconciliation',
-      { consumersPerJob: 8, jobIdPrefix: jobId },
+      { consumersPerJob: 8, reconciliation: jobId },
     );
     const { processReconciliation } = await import('../../src/jobs/reconcile.js');
     const fresh = await h.runtime.ctx.queues.reconciliation.getJob(jobId);
