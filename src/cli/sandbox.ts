@@ -38,7 +38,7 @@ const spec = {
     '--seed N                   seed of the generated data (default 1)',
     '--rewards-min N            fewest rewards per generated consumer (default 0)',
     '--rewards-max N            most rewards per generated consumer (default 30)',
-    '--rewards-on-enroll N      rewards given to a consumer the API enrolls (default 0)',
+    '--rewards-on-enroll N      rewards given to a consumer the API enrolls (default 3)',
     '--latency-ms N             delay added to every API response (default 0)',
     '--rate-limit N             requests per second per token before 429s (default none)',
     '--token-ttl N              lifetime of access tokens in seconds (default 3600)',
@@ -52,6 +52,9 @@ export interface SandboxCommandIo {
   /** Where the start-up lines go. Default process.stdout. */
   stdout?: NodeJS.WritableStream;
 }
+
+/** Rewards of a consumer enrolled through the API, unless --rewards-on-enroll says otherwise. */
+const defaultRewardsOnEnroll = 3;
 
 export async function run(argv: readonly string[], io: SandboxCommandIo = {}): Promise<number> {
   const stdout = io.stdout ?? process.stdout;
@@ -105,7 +108,8 @@ function sandboxOptions(values: Values): SandboxOptions {
     0,
     100_000,
   );
-  if (onEnroll !== undefined) options.rewardsOnEnroll = onEnroll;
+  // A newcomer's own enrollments show data: each gets a few rewards unless told otherwise.
+  options.rewardsOnEnroll = onEnroll ?? defaultRewardsOnEnroll;
   const latency = wholeNumberOption(spec, values['latency-ms'], '--latency-ms', 0, 600_000);
   if (latency !== undefined) options.latencyMs = latency;
   const rate = wholeNumberOption(spec, values['rate-limit'], '--rate-limit', 1, 1_000_000);

@@ -2,7 +2,7 @@ import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { UsageError } from '../../../src/cli/command.js';
 import { run } from '../../../src/cli/sandbox.js';
-import { basicAuth, call } from './http.js';
+import { apiHeaders, basicAuth, call } from './http.js';
 
 async function firstOutput(stream: PassThrough): Promise<string> {
   const chunk: Buffer = await new Promise((resolve) => stream.once('data', resolve));
@@ -35,6 +35,17 @@ describe('perks-worker sandbox', () => {
       headers: { authorization: basicAuth('sandbox-client', 'sk_sandbox_demo_secret') },
     });
     expect(token.json()).toMatchObject({ expires_in: 60 });
+    // A consumer enrolled through the API has a few rewards, so a newcomer's own enrollments
+    // show data.
+    const headers = apiHeaders((token.json() as { access_token: string }).access_token);
+    const enrolled = await call(`${baseUrl}/perks/consumers`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ id: 'newcomer_1' }),
+    });
+    expect(enrolled.status).toBe(201);
+    const rewards = await call(`${baseUrl}/perks/consumers/newcomer_1/rewards`, { headers });
+    expect((rewards.json() as { meta: { total: number } }).meta.total).toBe(3);
     stop.abort();
     expect(await exit).toBe(0);
     await expect(call(`${baseUrl}/_sandbox/health`)).rejects.toThrow();
