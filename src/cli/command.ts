@@ -78,7 +78,7 @@ export function usage(spec: CommandSpec): string {
     'Options:',
     ...spec.help.map((l) => `  ${l}`),
   ];
-  lines.push('  -h, --help                 show this help');
+  lines.push('  -h, --help             show this help');
   const env = environmentOf(spec.config ?? []);
   if (env.length > 0) {
     lines.push('', 'Environment (docs/configuration.md):', ...wrap(env.join(', '), 96));

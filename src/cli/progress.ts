@@ -52,11 +52,13 @@ function plainProgress(
   const every = options.plainEveryMs ?? 5000;
   let last = { done: 0, total: 0, detail: '' };
   let writtenAt = started;
-  let written: typeof last | undefined;
+  let writtenKey = '';
   const write = () => {
-    if (written === last) return;
-    written = last;
     const { done, total, detail } = last;
+    // The same figures again within the interval (a final stop just after a line): nothing new.
+    const key = `${done}/${total};${detail}`;
+    if (key === writtenKey && Date.now() - writtenAt < every) return;
+    writtenKey = key;
     const rate = rateOf(done, started);
     const percent = total > 0 ? ` (${Math.floor((100 * done) / total)}%)` : '';
     const eta = rate > 0 && total > done ? `, ETA ${Math.ceil((total - done) / rate)} s` : '';
