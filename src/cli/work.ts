@@ -71,7 +71,7 @@ export async function run(argv: readonly string[]): Promise<number> {
         logger,
       })
     : undefined;
-  const runtime = createRuntime(config, logger);
+  const runtime = createRuntime(config, logger, tracing ? { telemetry: tracing.telemetry } : {});
   const dashboard: Route | undefined = config.worker.dashboardPassword
     ? await createDashboard({
         queues: Object.values(runtime.ctx.queues),

@@ -2,6 +2,7 @@
  * Assembles what a worker process runs on: the API client, the store, the Redis connection
  * and the queues. `work` and `demo` both start from here; closing releases all of it.
  */
+import type { Telemetry } from 'bullmq';
 import type { Config } from '../config.js';
 import type { Logger } from '../ops/logger.js';
 import { createMetrics, type Metrics } from '../ops/metrics.js';
@@ -33,6 +34,8 @@ export type RuntimeConfig = Pick<
 export interface RuntimeOptions {
   /** Default: a new registry with Node's default metrics. */
   metrics?: Metrics;
+  /** BullMQ telemetry for the jobs the worker enqueues (an enrollment's sync, a fan-out's). */
+  telemetry?: Telemetry;
 }
 
 export function createRuntime(
@@ -46,7 +49,13 @@ export function createRuntime(
     writers: syncsInFlight(config.worker),
     eventTypes: config.events.types,
   });
-  const queues = openQueues(connection, config.redis.queuePrefix, config.worker, logger);
+  const queues = openQueues(
+    connection,
+    config.redis.queuePrefix,
+    config.worker,
+    logger,
+    options.telemetry,
+  );
   const metrics = options.metrics ?? createMetrics();
   metrics.watchQueues(Object.values(queues));
   const client = new PerksClient({

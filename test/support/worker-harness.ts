@@ -86,7 +86,11 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     },
   };
   const logger = options.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
-  const runtime = createRuntime(config, logger);
+  const runtime = createRuntime(
+    config,
+    logger,
+    options.telemetry ? { telemetry: options.telemetry } : {},
+  );
   const worker = startWorker(
     runtime.ctx,
     runtime.connection,

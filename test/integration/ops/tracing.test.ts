@@ -168,6 +168,23 @@ describe('tracing', () => {
     expect(add?.parentSpanId).toBe(signupSpan.spanId);
   });
 
+  it('carries the trace on to the sync the enrollment enqueues', () => {
+    const enrollment = enrollmentJobSpan(signupSpan.traceId);
+    const add = spans.find(
+      (s) => s.traceId === signupSpan.traceId && s.name.startsWith('add reward-sync'),
+    );
+    expect(add?.parentSpanId).toBe(enrollment.spanId);
+    const sync = spans.filter(
+      (s) => s.traceId === signupSpan.traceId && s.name === 'process reward-sync',
+    );
+    expect(sync).toHaveLength(1);
+    expect(sync[0]?.parentSpanId).toBe(add?.spanId);
+    const listed = childrenOf(sync[0] as ExportedSpan, 'instrumentation-undici').map(
+      (s) => `${s.attributes['http.request.method']} ${s.attributes['url.path']}`,
+    );
+    expect(listed).toContain('GET /perks/consumers/traced-signup/rewards');
+  });
+
   it("makes the job's API calls and queries children of its span", () => {
     const job = enrollmentJobSpan(signupSpan.traceId);
     const calls = childrenOf(job, 'instrumentation-undici').map(
