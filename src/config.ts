@@ -13,7 +13,7 @@ import { clientSecretSchema } from './config/api.js';
 import type { ConfigGroup, VariableSpec } from './config/define.js';
 import { type VariableName, type Variables, variables } from './config/variables.js';
 
-export type { ConfigGroup } from './config/define.js';
+export { type ConfigGroup, configGroups } from './config/define.js';
 export { configTable, type VariableName, variables } from './config/variables.js';
 
 type Env = Readonly<Record<string, string | undefined>>;

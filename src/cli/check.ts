@@ -9,6 +9,7 @@ import {
   ConfigError,
   type ConfigGroup,
   type ConfigProblem,
+  configGroups,
   insecureHttpWarning,
   loadConfig,
   variables,
@@ -28,16 +29,7 @@ import { checkDatabase, checkDirectDatabase, checkRedis } from './check-stores.j
 import { type CommandSpec, environmentOf, parseCommandArgs } from './command.js';
 
 /** Every group `work` loads: what passes here is what `work` will accept. */
-const groups = [
-  'perks',
-  'consumerIds',
-  'redis',
-  'database',
-  'worker',
-  'intake',
-  'events',
-  'log',
-] as const satisfies readonly ConfigGroup[];
+const groups = configGroups;
 
 const spec = {
   name: 'check',

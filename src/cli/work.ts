@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type DatabaseConfig, insecureHttpWarning, loadConfig } from '../config.js';
+import { configGroups, type DatabaseConfig, insecureHttpWarning, loadConfig } from '../config.js';
 import { startWebhooks } from '../events/index.js';
 import { type Intake, startIntake } from '../intake/index.js';
 import { createRuntime } from '../jobs/runtime.js';
@@ -21,7 +21,7 @@ import { type CommandSpec, parseCommandArgs } from './command.js';
 
 const spec: CommandSpec = {
   name: 'work',
-  config: ['perks', 'consumerIds', 'redis', 'database', 'worker', 'intake', 'events', 'log'],
+  config: configGroups,
   summary:
     'Run the worker: enrollment, reward sync and reconciliation jobs, and the signup intake\n(HTTP, outbox table, RabbitMQ) that is configured, until SIGTERM or SIGINT.\nRun as many replicas as you like; they share the work through Redis.',
   options: {
@@ -39,16 +39,7 @@ export async function run(argv: readonly string[]): Promise<number> {
   const args = parseCommandArgs(spec, argv);
   if (!args) return 0;
   const { values } = args;
-  const config = loadConfig([
-    'perks',
-    'consumerIds',
-    'redis',
-    'database',
-    'worker',
-    'intake',
-    'events',
-    'log',
-  ]);
+  const config = loadConfig(configGroups);
   const logger = createLogger(config.log, { pid: process.pid });
   const keyWarning = consumerIdKeyWarning(config.consumerIds.key);
   if (keyWarning) logger.warn(keyWarning);

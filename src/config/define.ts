@@ -4,15 +4,19 @@
  */
 import { z } from 'zod';
 
-export type ConfigGroup =
-  | 'perks'
-  | 'consumerIds'
-  | 'redis'
-  | 'database'
-  | 'worker'
-  | 'intake'
-  | 'events'
-  | 'log';
+/** Every group, in README order: what `work` loads (and `check` checks). */
+export const configGroups = [
+  'perks',
+  'consumerIds',
+  'redis',
+  'database',
+  'worker',
+  'intake',
+  'events',
+  'log',
+] as const;
+
+export type ConfigGroup = (typeof configGroups)[number];
 
 export interface VariableSpec<
   G extends ConfigGroup = ConfigGroup,
