@@ -21,11 +21,12 @@ import {
   rewardSyncBatchPayloadSchema,
 } from '../queues/payloads.js';
 import { rewardSyncJob } from '../queues/producer.js';
-import { countOutcome } from '../queues/reconciliation-tally.js';
+import { countOutcomes } from '../queues/reconciliation-tally.js';
 import { linkSignals } from '../signals.js';
 import type { RewardPageWrite } from '../store/store.js';
 import type { JobContext } from './context.js';
 import { BackToWait, pauseForThrottle, steerFailure } from './failures.js';
+import { carryReconciliation } from './reconciliation-members.js';
 import { addWrites, type RewardSyncResult, syncConsumer } from './sync-rewards.js';
 
 export interface RewardSyncBatchResult {
@@ -81,7 +82,8 @@ export async function processRewardSyncBatch(
       jobId: job.id,
       attempt: job.attemptsMade + 1,
     });
-    const leftToOwnJob = await leaveToOwnJobs(ctx.queues.rewardSync, consumerIds, reason, log);
+    const from = { reason, reconciliation };
+    const leftToOwnJob = await leaveToOwnJobs(ctx, consumerIds, from, log);
     const mine = consumerIds.filter((id) => !leftToOwnJob.includes(id));
     const run = await syncAtOnce(mine, ctx, job, signal);
 
@@ -102,16 +104,15 @@ export async function processRewardSyncBatch(
       addWrites(result.written, synced.written);
       log.info(synced, 'consumer synced');
     }
-    if (reconciliation) {
-      // Those left to their own job are that job's to sync: counted here, as it has no tally.
-      await countOutcome(
-        ctx.tallies,
-        reconciliation,
-        'synced',
-        result.synced + leftToOwnJob.length,
-      );
-      await countOutcome(ctx.tallies, reconciliation, 'notEnrolled', result.notEnrolled);
-    }
+    // Counted once out of this job: now when it ends, after narrowing when it stays (a narrow
+    // that fails keeps them all in the job, whose next attempt syncs and counts them again).
+    const count = () =>
+      reconciliation
+        ? countOutcomes(ctx.tallies, reconciliation, {
+            synced: result.synced,
+            notEnrolled: result.notEnrolled,
+          })
+        : Promise.resolve();
 
     // Stopped (a 429, a failing mint, a cancel): what did not finish stays in this job. Otherwise each
     // consumer that failed goes to a job of its own.
@@ -119,7 +120,7 @@ export async function processRewardSyncBatch(
     let handOffError: unknown;
     if (!run.stopped && run.failed.length > 0) {
       try {
-        await handOff(run.failed, job, ctx, { reason, reconciliation }, log);
+        await handOff(run.failed, job, ctx, from, log);
         result.retriedAlone.push(...run.failed.map((f) => f.consumerId));
       } catch (error) {
         handOffError = error;
@@ -127,11 +128,12 @@ export async function processRewardSyncBatch(
       }
     }
     if (staying.length > 0) {
-      await narrow(job, staying, { reason, reconciliation }, log);
+      if (await narrow(job, staying, from, log)) await count();
       if (signal?.aborted) throw signal.reason ?? run.failed[0]?.error;
       if (run.paused) throw new BackToWait(run.paused); // the queues are paused already
       throw handOffError;
     }
+    await count();
     return result;
   } catch (error) {
     return steerFailure(error, ctx);
@@ -141,18 +143,23 @@ export async function processRewardSyncBatch(
 /**
  * Those of `consumerIds` with a sync job of their own (its deduplication key is set), whose
  * job is added again: deduplication answers it as for any job of one consumer (ignored while
- * that job is pending, run after it while it runs), and clears a key whose job is gone.
+ * that job is pending, run after it while it runs), and clears a key whose job is gone. That
+ * job carries the reconciliation on, to count the consumer's outcome.
  */
 async function leaveToOwnJobs(
-  queue: Queue,
+  ctx: JobContext,
   consumerIds: readonly string[],
-  reason: RewardSyncPayload['reason'],
+  from: Pick<RewardSyncPayload, 'reason' | 'reconciliation'>,
   log: Log,
 ): Promise<string[]> {
+  const queue = ctx.queues.rewardSync;
   const owners = await Promise.all(consumerIds.map((id) => queue.getDeduplicationJobId(id)));
   const left = consumerIds.filter((_, i) => owners[i]);
   if (left.length > 0) {
-    await queue.addBulk(left.map((consumerId) => ownJob({ consumerId, reason })));
+    await queue.addBulk(left.map((consumerId) => ownJob({ consumerId, ...from })));
+    if (from.reconciliation) {
+      await carryReconciliation(queue, ctx.tallies, left, from.reconciliation);
+    }
     log.info({ consumerIds: left }, 'consumers left to their own sync job');
   }
   return left;
@@ -227,6 +234,10 @@ async function handOff(
   await queue.addBulk(
     failed.map(({ consumerId }, i) => ownJob({ consumerId, ...from }, delays[i])),
   );
+  if (from.reconciliation) {
+    const ids = failed.map((f) => f.consumerId);
+    await carryReconciliation(queue, ctx.tallies, ids, from.reconciliation);
+  }
   failed.forEach(({ consumerId, error }, i) => {
     ctx.metrics.rewardSync('retried_alone');
     log.warn(
@@ -242,12 +253,14 @@ async function narrow(
   consumerIds: string[],
   from: Pick<RewardSyncPayload, 'reason' | 'reconciliation'>,
   log: Log,
-): Promise<void> {
+): Promise<boolean> {
   try {
     await job.updateData({ consumerIds, ...from });
+    return true;
   } catch (error) {
     // Not fatal: the job keeps all its consumers, and its next attempt syncs them all.
     log.warn({ err: describe(error) }, 'could not narrow the job to the consumers left');
+    return false;
   }
 }
 

@@ -107,7 +107,7 @@ export async function reconciliationView(
   const result = job.returnvalue as { enqueued?: number } | null;
   const enqueued = result?.enqueued ?? data.enqueued ?? 0;
   const startedAt = data.startedAt ?? (job.processedOn ? iso(job.processedOn) : undefined);
-  let state: ReconciliationView['state'] = startedAt ? 'running' : 'waiting';
+  let state: ReconciliationView['state'] = job.processedOn ? 'running' : 'waiting';
   let finishedAt: string | undefined;
   if (jobState === 'failed') {
     state = 'failed';
@@ -115,9 +115,10 @@ export async function reconciliationView(
   } else if (tally.finishedAt) {
     state = 'finished';
     finishedAt = tally.finishedAt;
-  } else if (jobState === 'completed' && (await syncQueueIdle(queues))) {
-    // Every job has ended, but an outcome went uncounted (a consumer handed to a sync job
-    // already pending, which carries no tally): finished all the same, as of now.
+  } else if (jobState === 'completed' && (await nothingLeftOf(queues, jobId))) {
+    // Every sync of it has ended, but an outcome went uncounted (a job failed by the stalled
+    // check, which no listener hears; a job that went active as it was given the id): finished
+    // all the same, as of now.
     state = 'finished';
     finishedAt = new Date().toISOString();
   }
@@ -140,9 +141,20 @@ export async function reconciliationView(
   };
 }
 
-async function syncQueueIdle(queues: Queues): Promise<boolean> {
-  const counts = await queues.rewardSync.getJobCounts('wait', 'prioritized', 'active', 'delayed');
-  return Object.values(counts).every((n) => n === 0);
+/** Pending sync jobs read whole to look for a reconciliation's; a longer backlog is not. */
+const scanLimit = 1000;
+
+/** True when no pending sync job carries the reconciliation (read only for short backlogs). */
+async function nothingLeftOf(queues: Queues, reconciliation: string): Promise<boolean> {
+  const states = ['wait', 'prioritized', 'active', 'delayed'] as const;
+  const counts = await queues.rewardSync.getJobCounts(...states);
+  const pending = Object.values(counts).reduce((sum, n) => sum + n, 0);
+  if (pending > scanLimit) return false;
+  if (pending === 0) return true;
+  const jobs = await queues.rewardSync.getJobs([...states], 0, scanLimit);
+  return !jobs.some(
+    (j) => (j.data as { reconciliation?: unknown })?.reconciliation === reconciliation,
+  );
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();

@@ -29,16 +29,19 @@ export interface Tally {
 /** Kept for a month: `status` shows the last reconciliation, whatever the job retention. */
 const ttlSeconds = 30 * 24 * 3600;
 
-// KEYS[1]: the tally. ARGV: field to increment ('' for none), by, field to set ('' for none),
-// its value, now (ISO), ttl. One script, so the completion check sees its own write.
+// KEYS[1]: the tally. ARGV: now (ISO), ttl, a field to set ('' for none) and its value, then
+// pairs of a field to increment and by how much. One script: the completion check sees every
+// write of the call, and a call counts all or nothing.
 const script = `
-if ARGV[1] ~= '' then redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2]) end
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], ARGV[3], ARGV[4]) end
-redis.call('EXPIRE', KEYS[1], ARGV[6])
+for i = 5, #ARGV, 2 do
+  if tonumber(ARGV[i + 1]) > 0 then redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1]) end
+end
+redis.call('EXPIRE', KEYS[1], ARGV[2])
 local v = redis.call('HMGET', KEYS[1], 'total', 'synced', 'notEnrolled', 'failed', 'finishedAt')
 if v[1] and not v[5] then
   local ended = (tonumber(v[2]) or 0) + (tonumber(v[3]) or 0) + (tonumber(v[4]) or 0)
-  if ended >= tonumber(v[1]) then redis.call('HSET', KEYS[1], 'finishedAt', ARGV[5]) end
+  if ended >= tonumber(v[1]) then redis.call('HSET', KEYS[1], 'finishedAt', ARGV[1]) end
 end
 return 1`;
 
@@ -55,19 +58,18 @@ const keyOf = ({ prefix }: TallyStore, reconciliationId: string) =>
 async function write(
   store: TallyStore,
   reconciliationId: string,
-  increment: [TallyOutcome, number] | undefined,
-  set: ['expected' | 'total', number] | undefined,
+  increments: Partial<Record<TallyOutcome, number>>,
+  set?: ['expected' | 'total', number],
 ): Promise<void> {
   await store.redis.eval(
     script,
     1,
     keyOf(store, reconciliationId),
-    increment?.[0] ?? '',
-    increment?.[1] ?? 0,
-    set?.[0] ?? '',
-    set?.[1] ?? 0,
     new Date().toISOString(),
     ttlSeconds,
+    set?.[0] ?? '',
+    set?.[1] ?? 0,
+    ...Object.entries(increments).flat(),
   );
 }
 
@@ -78,7 +80,16 @@ export async function countOutcome(
   outcome: TallyOutcome,
   n = 1,
 ): Promise<void> {
-  if (n > 0) await write(store, reconciliationId, [outcome, n], undefined);
+  if (n > 0) await write(store, reconciliationId, { [outcome]: n });
+}
+
+/** Several outcomes at once: all counted, or none. */
+export async function countOutcomes(
+  store: TallyStore,
+  reconciliationId: string,
+  counts: Partial<Record<TallyOutcome, number>>,
+): Promise<void> {
+  if (Object.values(counts).some((n) => (n ?? 0) > 0)) await write(store, reconciliationId, counts);
 }
 
 /** Records `expected` (at the start) or `total` (when the fan-out has ended). */
@@ -88,7 +99,7 @@ export async function setTallyFigure(
   figure: 'expected' | 'total',
   value: number,
 ): Promise<void> {
-  await write(store, reconciliationId, undefined, [figure, value]);
+  await write(store, reconciliationId, {}, [figure, value]);
 }
 
 export async function readTally(store: TallyStore, reconciliationId: string): Promise<Tally> {

@@ -2,7 +2,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { processReconcileTick } from '../../src/jobs/reconcile.js';
 import type { PerksJob } from '../../src/queues/payloads.js';
-import { enqueueRewardSyncs, startReconciliation } from '../../src/queues/producer.js';
+import {
+  enqueueRewardSyncs,
+  rewardSyncJob,
+  startReconciliation,
+} from '../../src/queues/producer.js';
 import { readTally } from '../../src/queues/reconciliation-tally.js';
 import { waitFor } from '../support/processes.js';
 import { type Harness, startHarness } from '../support/worker-harness.js';
@@ -122,6 +126,31 @@ describe('reconciliation', () => {
     expect(tally).toMatchObject({ expected: ids.length + 1, total: ids.length + 1 });
     expect(tally).toMatchObject({ synced: 19, notEnrolled: 1, failed: 1 });
     expect(tally.finishedAt).toBeDefined();
+  });
+
+  it('counts a consumer left to its own pending sync job by that job, even when it fails', async () => {
+    harness = await startHarness({
+      worker: { reconcileBatchSize: 10, jobAttempts: 2, jobBackoffMs: 10 },
+    });
+    const h = harness;
+    await seedConsumers(h, 10);
+    // rc_0005 has a sync job of its own, due in a moment; every answer about it is malformed.
+    const own = rewardSyncJob({ consumerId: 'rc_0005', reason: 'manual' });
+    await h.runtime.ctx.queues.rewardSync.add(own.name, own.data, { ...own.opts, delay: 800 });
+    h.sandbox.faults.inject({
+      route: 'listRewards',
+      consumerId: 'rc_0005',
+      count: 100,
+      kind: 'malformed',
+      body: 'wrong-shape',
+    });
+    const { jobId } = await startReconciliation(h.runtime.ctx.queues);
+    await h.idle(30_000);
+    const tally = await waitFor('the tally to finish', async () => {
+      const read = await readTally(h.runtime.ctx.tallies, jobId);
+      return read.finishedAt ? read : undefined;
+    });
+    expect(tally).toMatchObject({ total: 10, synced: 9, notEnrolled: 0, failed: 1 });
   });
 
   it('fans out one consumer a job while PERKS_RATE_LIMIT_PER_SECOND is set', async () => {
