@@ -113,18 +113,27 @@ export function payloadOf(fields: Record<string, unknown>): EnrollmentPayload | 
 
 async function* readCsv(input: Readable): AsyncGenerator<InputRecord> {
   const skipped: InputRecord[] = [];
+  // The line of the last record read: where a quote that is never closed began, at the latest.
+  let lastRecordLine = 1;
   const parser = input.pipe(
     parse({
       bom: true,
       columns: checkHeader,
       info: true,
       skip_empty_lines: true,
-      // A stray quote inside a field is taken as it is (nothing after it is lost to it).
+      // A stray quote inside a field is taken as it is; a field that opens with a quote and
+      // never closes it takes the rest of the input, reported as such (csvProblem).
       relax_quotes: true,
       // A malformed record (a stray quote, a wrong number of fields) is reported, not fatal.
       skip_records_with_error: true,
+      // The parser reads ahead of the loop below: it knows the last record's line first.
+      on_record: (record, context) => {
+        lastRecordLine = context.lines;
+        return record;
+      },
       on_skip: (error) => {
-        if (error) skipped.push({ line: lineOf(error), problem: csvProblem(error) });
+        if (error)
+          skipped.push({ line: lineOf(error), problem: csvProblem(error, lastRecordLine) });
         return undefined;
       },
     }),
@@ -172,8 +181,12 @@ function checkHeader(header: string[]): string[] {
 const lineOf = (error: CsvError): number => (typeof error.lines === 'number' ? error.lines : 0);
 
 /** csv-parse's message without its own "at line N" (the report starts with the line). */
-function csvProblem(error: CsvError): string {
+function csvProblem(error: CsvError, lastRecordLine: number): string {
   const { columns, record } = error;
+  if (error.code === 'CSV_QUOTE_NOT_CLOSED') {
+    // The open quote took every line after it into one field: say which lines were not read.
+    return `a quote opened after line ${lastRecordLine} is never closed: lines ${lastRecordLine + 1} to ${lineOf(error)} were read as one field, not as records; close it and run again`;
+  }
   if (
     error.code === 'CSV_RECORD_INCONSISTENT_COLUMNS' &&
     Array.isArray(columns) &&

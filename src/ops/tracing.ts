@@ -5,8 +5,8 @@
  * whose queues have this telemetry, or an intake request carrying a W3C `traceparent`.
  *
  * Everything is imported on demand: without an endpoint, `work` loads no OpenTelemetry code.
- * No span carries a token or secret: request headers and query parameters are not recorded,
- * and neither ever enters job data or error messages.
+ * No span carries a token or secret: request headers and SQL parameter values are not recorded
+ * (URLs and SQL text are), and neither ever enters job data or error messages.
  */
 import { createRequire } from 'node:module';
 import type { Telemetry } from 'bullmq';

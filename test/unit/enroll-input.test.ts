@@ -35,16 +35,18 @@ describe('enroll --file CSV', () => {
   });
 
   it('reports a record of the wrong length or an unclosed quote by line, in line order', async () => {
-    const text = 'user_id,extra_consents\na1,,extra\na2\na3,BASIC\nx"y,BASIC\n"open,\n';
+    const text = 'user_id,extra_consents\na1,,extra\na2\na3,BASIC\nx"y,BASIC\n"open,\na9,\na10,\n';
     expect(await read(text, 'csv')).toEqual([
       { line: 2, problem: 'expected 2 fields as in the header, got 3' },
       { line: 3, problem: 'expected 2 fields as in the header, got 1' },
       { line: 4, payload: { userId: 'a3', extraConsents: ['BASIC'] } },
       // A stray quote inside a field is kept as it is, not an error that eats what follows.
       { line: 5, payload: { userId: 'x"y', extraConsents: ['BASIC'] } },
+      // One that opens a field and never closes takes the lines after it: they are named.
       {
-        line: 6,
-        problem: 'not valid CSV (Quote Not Closed: the parsing is finished with an opening quote)',
+        line: 8,
+        problem:
+          'a quote opened after line 5 is never closed: lines 6 to 8 were read as one field, not as records; close it and run again',
       },
     ]);
   });
