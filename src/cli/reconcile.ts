@@ -35,18 +35,36 @@ export async function run(argv: readonly string[]): Promise<number> {
         : `a reconciliation is already pending or running (job ${jobId}); not started again\n`,
     );
     if (!args.values.wait) return 0;
-    const view = await follow(producer, queuePrefix, jobId);
-    process.stdout.write(`${reconciliationBlock(view)}\n`);
-    return view.state === 'finished' && view.consumers.failed === 0 ? 0 : 1;
+    // Ctrl-C stops following, cleanly (the bar ends, the cursor comes back), not the work.
+    const interrupted = new AbortController();
+    const onSigint = () => interrupted.abort();
+    process.once('SIGINT', onSigint);
+    try {
+      const view = await follow(producer, queuePrefix, jobId, interrupted.signal);
+      if (!view) {
+        process.stderr.write(
+          `stopped following; reconciliation ${jobId} goes on in the worker (perks-worker status)\n`,
+        );
+        return 130;
+      }
+      process.stdout.write(`${reconciliationBlock(view)}\n`);
+      return view.state === 'finished' && view.consumers.failed === 0 ? 0 : 1;
+    } finally {
+      process.off('SIGINT', onSigint);
+    }
   });
 }
 
-/** Polls the reconciliation until it has finished or failed, showing its progress. */
+/**
+ * Polls the reconciliation until it has finished or failed, showing its progress; undefined
+ * when `signal` stopped it first.
+ */
 async function follow(
   producer: Producer,
   prefix: string,
   jobId: string,
-): Promise<ReconciliationView> {
+  signal: AbortSignal,
+): Promise<ReconciliationView | undefined> {
   const tallies = { redis: producer.connection, prefix };
   const progress = createProgress('reconcile');
   try {
@@ -58,10 +76,13 @@ async function follow(
       progress.update(
         synced + failed + notEnrolled,
         total,
-        `${enqueued} enqueued, ${failed} failed, ${notEnrolled} not enrolled`,
+        view.state === 'waiting'
+          ? 'waiting for a worker to start it (is perks-worker work running?)'
+          : `${enqueued} enqueued, ${failed} failed, ${notEnrolled} not enrolled`,
       );
       if (view.state === 'finished' || view.state === 'failed') return view;
-      await sleep(pollMs);
+      await sleep(pollMs, undefined, { signal }).catch(() => {});
+      if (signal.aborted) return undefined;
     }
   } finally {
     progress.stop();

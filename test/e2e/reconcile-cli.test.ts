@@ -4,7 +4,8 @@
  * with its times and what became of its consumers.
  */
 import { spawn } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { deletePrefix } from '../../src/queues/connection.js';
 import {
   bin,
   type ProcessRig,
@@ -148,4 +149,26 @@ describe('reconcile --wait and status', () => {
     });
     expect(failed.jobs[0]?.reason).toMatch(/does not match the schema/);
   }, 90_000);
+
+  it('says when no worker has started it, and stops following on Ctrl-C with exit 130', async () => {
+    // A prefix no worker serves.
+    const idlePrefix = `${env.QUEUE_PREFIX}-idle`;
+    onTestFinished(() => deletePrefix(rig.producer.connection, idlePrefix));
+    const follower = spawn(process.execPath, [bin, 'reconcile', '--wait'], {
+      env: { PATH: process.env.PATH ?? '', ...env, QUEUE_PREFIX: idlePrefix },
+    });
+    let stderr = '';
+    follower.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const exited = new Promise<number | null>((resolve) => follower.on('close', resolve));
+    await waitFor(
+      'the waiting line',
+      () => (stderr.includes('waiting for a worker to start it') ? true : undefined),
+      15_000,
+    );
+    follower.kill('SIGINT');
+    expect(await exited).toBe(130);
+    expect(stderr).toMatch(/stopped following; reconciliation reconcile-\S+ goes on in the worker/);
+  }, 30_000);
 });
