@@ -126,6 +126,12 @@ function version(): string {
   return pkg.version;
 }
 
+// A reader that stops early (`| head`, `| grep -q`) closes the pipe: the rest of the output has
+// nowhere to go, which is no failure of the command; it ends with its own status.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code !== 'EPIPE') throw error;
+});
+
 try {
   process.exitCode = await main(process.argv.slice(2));
 } catch (error) {

@@ -42,10 +42,12 @@ export function tallyLine(t: EnrollmentTally): string {
 const reasonsShown = 10;
 
 export function followSummary(outcomes: EnrollmentOutcomes, followed: number): string[] {
-  const lines = [`followed ${followed} enrollments: ${describeOutcomes(outcomes)}`];
-  if (outcomes.pending > 0) {
-    lines.push(`stopped following with ${outcomes.pending} still pending`);
-  }
+  const lines =
+    outcomes.pending > 0
+      ? [
+          `stopped following: ${followed - outcomes.pending} of ${followed} enrollments ended (${describeOutcomes(outcomes)}), ${outcomes.pending} still pending; they go on in the worker`,
+        ]
+      : [`followed ${followed} enrollments: ${describeOutcomes(outcomes)}`];
   if (outcomes.failures.size > 0) {
     const reasons = [...outcomes.failures].sort((a, b) => b[1] - a[1]);
     const width = String(reasons[0]?.[1] ?? 0).length;

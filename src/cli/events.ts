@@ -3,7 +3,7 @@ import { deliveryLag, listDeliveries, replayFrom } from '../store/event-deliveri
 import { quoteIdentifier } from '../store/identifier.js';
 import { createStore } from '../store/store.js';
 import { type CommandSpec, parseCommandArgs, UsageError, wholeNumberOption } from './command.js';
-import { lagLine } from './report.js';
+import { clip, lagLine } from './report.js';
 import { renderTable } from './table.js';
 
 const listSpec = {
@@ -53,7 +53,7 @@ export async function run(argv: readonly string[]): Promise<number> {
         r.created_at.toISOString(),
         r.state,
         r.attempts ?? '',
-        (r.last_error ?? '').slice(0, 120),
+        clip(r.last_error ?? '', 120),
       ]),
     );
     const lines = [rows.length > 0 ? table : args.values.failed ? 'no failed events' : 'no events'];

@@ -1,6 +1,7 @@
 import { failedJobs, jobSubject } from '../queues/inspect.js';
 import { type CommandSpec, parseCommandArgs, wholeNumberOption } from './command.js';
 import { producerGroups, withProducer } from './producer-session.js';
+import { clip } from './report.js';
 import { renderTable } from './table.js';
 
 const spec = {
@@ -55,7 +56,7 @@ export async function run(argv: readonly string[]): Promise<number> {
       j.consumer,
       j.attempts,
       j.failedAt ?? '',
-      j.reason.slice(0, 160),
+      clip(j.reason, 160),
     ]);
     process.stdout.write(
       `${renderTable(['queue', 'job', 'consumer', 'attempts', 'failed at', 'reason'], rows)}\n`,

@@ -33,13 +33,21 @@ function barProgress(label: string, stream: NodeJS.WriteStream): Progress {
     etaBuffer: 50,
     fps: 5,
   });
-  bar.start(0, 0, { rate: 0, detail: '' });
+  // Started at the first figures: a bar of 0 of 0 would be drawn full.
+  let drawn = false;
   return {
     update(done, total, detail = '') {
-      bar.setTotal(total);
-      bar.update(done, { rate: rateOf(done, started), detail });
+      const payload = { rate: rateOf(done, started), detail };
+      if (!drawn) bar.start(total, done, payload);
+      else {
+        bar.setTotal(total);
+        bar.update(done, payload);
+      }
+      drawn = true;
     },
-    stop: () => bar.stop(),
+    stop: () => {
+      if (drawn) bar.stop();
+    },
   };
 }
 

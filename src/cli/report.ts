@@ -38,6 +38,12 @@ export function reconciliationBlock(view: ReconciliationView | undefined): strin
   const lines = [
     `last reconciliation: ${view.state.toUpperCase()} (job ${view.jobId}, ${view.trigger})`,
   ];
+  if (view.state === 'waiting') {
+    const waited = Math.round((Date.now() - Date.parse(view.queuedAt)) / 1000);
+    lines.push(
+      `  queued    ${view.queuedAt}; no worker has started it (${formatDuration(waited)})`,
+    );
+  }
   if (view.startedAt) lines.push(`  started   ${view.startedAt}`);
   if (view.finishedAt) lines.push(`  finished  ${view.finishedAt}`);
   if (view.durationSeconds !== undefined) {
@@ -45,11 +51,17 @@ export function reconciliationBlock(view: ReconciliationView | undefined): strin
     lines.push(`  duration  ${took} ${formatDuration(view.durationSeconds)}`);
   }
   const share = c.total > 0 ? ` (${Math.floor((100 * ended) / c.total)}%)` : '';
-  lines.push(
-    `  consumers ${c.total} in all: ${c.synced} synced, ${c.failed} failed, ${c.notEnrolled} not enrolled${view.state === 'running' ? `; ${ended} done${share}, ${c.enqueued} enqueued` : ''}`,
-  );
-  if (view.failedReason) lines.push(`  reason    ${view.failedReason.slice(0, 200)}`);
+  if (view.state !== 'waiting')
+    lines.push(
+      `  consumers ${c.total} in all: ${c.synced} synced, ${c.failed} failed, ${c.notEnrolled} not enrolled${view.state === 'running' ? `; ${ended} done${share}, ${c.enqueued} enqueued` : ''}`,
+    );
+  if (view.failedReason) lines.push(`  reason    ${clip(view.failedReason, 200)}`);
   return lines.join('\n');
+}
+
+/** `text` cut to `max` characters, with an ellipsis when cut (--json has it whole). */
+export function clip(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
 }
 
 export function formatDuration(seconds: number): string {
@@ -89,14 +101,14 @@ export function retryingBlock(jobs: readonly FailedJob[]): string {
     `job ${queue}/${job.id ?? ''}`,
     jobSubject(job.data),
     job.attemptsMade,
-    (job.failedReason ?? '').slice(0, 140),
+    clip(job.failedReason ?? '', 140),
   ]);
   return renderTable(['retrying', 'consumer', 'attempts', 'last error'], rows);
 }
 
 /** The first line of `status` while minting fails: nothing reaches the API until it works. */
 export function mintFailureLine(failure: MintFailure): string {
-  return `perks api: TOKEN MINT FAILING since ${failure.since} (${failure.reason}: ${failure.message.slice(0, 200)}); API queues paused, next try ${failure.nextTryAt}`;
+  return `perks api: TOKEN MINT FAILING since ${failure.since} (${failure.reason}: ${clip(failure.message, 200)}); API queues paused, next try ${failure.nextTryAt}`;
 }
 
 export function failuresBlock(
@@ -108,9 +120,9 @@ export function failuresBlock(
     ...jobs.map(({ queue, job }) => [
       `job ${queue}/${job.id ?? ''}`,
       jobSubject(job.data),
-      (job.failedReason ?? '').slice(0, 140),
+      clip(job.failedReason ?? '', 140),
     ]),
-    ...consumers.map((c) => ['consumer last_error', c.consumerId, c.lastError.slice(0, 140)]),
+    ...consumers.map((c) => ['consumer last_error', c.consumerId, clip(c.lastError, 140)]),
   ];
   return renderTable(['failure', 'consumer', 'reason'], rows);
 }

@@ -3,6 +3,7 @@
  * environment lines that point the worker at it.
  */
 import { loadConfig } from '../config.js';
+import { PortInUseError } from '../ops/health.js';
 import { createLogger } from '../ops/logger.js';
 import { loadScenario, type Scenario } from '../sandbox/scenario.js';
 import { type SandboxOptions, sandboxApiEnv, startSandbox } from '../sandbox/server.js';
@@ -66,7 +67,10 @@ export async function run(argv: readonly string[], io: SandboxCommandIo = {}): P
   const config = loadConfig(['log']);
   const logger = createLogger(config.log, { component: 'sandbox' });
 
-  const sandbox = await startSandbox({ ...options, scenario, logger });
+  const sandbox = await startSandbox({ ...options, scenario, logger }).catch((error: unknown) => {
+    if ((error as { code?: string }).code !== 'EADDRINUSE') throw error;
+    throw new PortInUseError('--port', options.port ?? 0, 'give the sandbox a free --port');
+  });
   const consumers = options.consumers ?? 0;
   stdout.write(
     [

@@ -32,6 +32,8 @@ export async function processReconciliation(
   try {
     const state = parsePayload(reconciliationPayloadSchema, job.data, 'reconciliation');
     const startedAt = state.startedAt ?? new Date().toISOString();
+    // Saved at once: `status` shows it started, with its real start, before the first batch.
+    if (!state.startedAt) await job.updateData({ ...state, startedAt });
     const log = ctx.logger.child({
       queue: job.queueName,
       jobId: job.id,

@@ -39,8 +39,12 @@ const maxLoopDelayMs = 2000;
 /** The port a server of `work` must listen on is taken: the process exits 1 saying which. */
 export class PortInUseError extends Error {
   override readonly name = 'PortInUseError';
-  constructor(variable: string, port: number) {
-    super(`${variable} ${port} is already in use; give each replica on a host its own ${variable}`);
+  constructor(
+    variable: string,
+    port: number,
+    fix = `give each replica on a host its own ${variable}`,
+  ) {
+    super(`${variable} ${port} is already in use; ${fix}`);
   }
 }
 

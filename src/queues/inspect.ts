@@ -65,6 +65,8 @@ export interface ReconciliationView {
    * finished: every consumer's sync ended; failed: the fan-out itself failed for good.
    */
   state: 'waiting' | 'running' | 'finished' | 'failed';
+  /** When it was enqueued; it starts when a worker picks it up. */
+  queuedAt: string;
   startedAt?: string;
   finishedAt?: string;
   durationSeconds?: number;
@@ -107,7 +109,7 @@ export async function reconciliationView(
   const result = job.returnvalue as { enqueued?: number } | null;
   const enqueued = result?.enqueued ?? data.enqueued ?? 0;
   const startedAt = data.startedAt ?? (job.processedOn ? iso(job.processedOn) : undefined);
-  let state: ReconciliationView['state'] = job.processedOn ? 'running' : 'waiting';
+  let state: ReconciliationView['state'] = startedAt ? 'running' : 'waiting';
   let finishedAt: string | undefined;
   if (jobState === 'failed') {
     state = 'failed';
@@ -127,6 +129,7 @@ export async function reconciliationView(
     jobId,
     trigger: data.trigger ?? 'manual',
     state,
+    queuedAt: iso(job.timestamp),
     ...(startedAt ? { startedAt } : {}),
     ...(finishedAt ? { finishedAt } : {}),
     ...(startedAt ? { durationSeconds: Math.round((end - Date.parse(startedAt)) / 1000) } : {}),

@@ -153,7 +153,8 @@ export async function startReconciliation(
   trigger: 'manual' | 'schedule' = 'manual',
 ): Promise<StartedReconciliation> {
   const now = new Date();
-  const data: ReconciliationPayload = { trigger, startedAt: now.toISOString() };
+  // No startedAt: the worker that first runs it sets it (status tells queued from started).
+  const data: ReconciliationPayload = { trigger };
   // Our own id, so that a deduplicated add (which answers with the running job's id) shows.
   const jobId = `reconcile-${now.getTime()}-${randomBytes(3).toString('hex')}`;
   const job = await queues.reconciliation.add(jobNames.reconcile, data, {

@@ -167,6 +167,18 @@ describe('reconcile --wait and status', () => {
       () => (stderr.includes('waiting for a worker to start it') ? true : undefined),
       15_000,
     );
+    const idleStatus = spawn(process.execPath, [bin, 'status'], {
+      env: { PATH: process.env.PATH ?? '', ...env, QUEUE_PREFIX: idlePrefix },
+    });
+    let statusOut = '';
+    idleStatus.stdout.on('data', (chunk: Buffer) => {
+      statusOut += chunk.toString();
+    });
+    await new Promise((resolve) => idleStatus.on('close', resolve));
+    expect(statusOut).toMatch(
+      /^last reconciliation: WAITING \(job reconcile-\S+, manual\)\n {2}queued {4}\S+; no worker has started it/m,
+    );
+    expect(statusOut).not.toMatch(/^ {2}started/m);
     follower.kill('SIGINT');
     expect(await exited).toBe(130);
     expect(stderr).toMatch(/stopped following; reconciliation reconcile-\S+ goes on in the worker/);
