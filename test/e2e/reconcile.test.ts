@@ -7,7 +7,7 @@ import {
   rewardSyncJob,
   startReconciliation,
 } from '../../src/queues/producer.js';
-import { readTally } from '../../src/queues/reconciliation-tally.js';
+import { readTally, type Tally } from '../../src/queues/reconciliation-tally.js';
 import { waitFor } from '../support/processes.js';
 import { type Harness, startHarness } from '../support/worker-harness.js';
 
@@ -30,6 +30,28 @@ async function seedConsumers(h: Harness, count: number): Promise<string[]> {
     });
   }
   return ids;
+}
+
+/** Every answer about the consumer's rewards has the wrong shape: it is not retried, it fails. */
+function failEveryListing(h: Harness, consumerId: string): void {
+  h.sandbox.faults.inject({
+    route: 'listRewards',
+    consumerId,
+    count: 100,
+    kind: 'malformed',
+    body: 'wrong-shape',
+  });
+}
+
+/** Runs a reconciliation and returns its tally once finished (the last failure is counted just
+ * after its job failed, so it is polled for). */
+async function reconcileToTheEnd(h: Harness): Promise<Tally> {
+  const { jobId } = await startReconciliation(h.runtime.ctx.queues);
+  await h.idle(30_000);
+  return waitFor('the tally to finish', async () => {
+    const read = await readTally(h.runtime.ctx.tallies, jobId);
+    return read.finishedAt ? read : undefined;
+  });
 }
 
 describe('reconciliation', () => {
@@ -108,21 +130,8 @@ describe('reconciliation', () => {
       removedConsents: [],
       at: new Date(),
     });
-    // An answer of the wrong shape is not retried: that consumer fails for good.
-    h.sandbox.faults.inject({
-      route: 'listRewards',
-      consumerId: 'rc_0007',
-      count: 100,
-      kind: 'malformed',
-      body: 'wrong-shape',
-    });
-    const { jobId } = await startReconciliation(h.runtime.ctx.queues);
-    await h.idle(30_000);
-    // The last failure is counted just after its job failed: poll for it.
-    const tally = await waitFor('the tally to finish', async () => {
-      const read = await readTally(h.runtime.ctx.tallies, jobId);
-      return read.finishedAt ? read : undefined;
-    });
+    failEveryListing(h, 'rc_0007');
+    const tally = await reconcileToTheEnd(h);
     expect(tally).toMatchObject({ expected: ids.length + 1, total: ids.length + 1 });
     expect(tally).toMatchObject({ synced: 19, notEnrolled: 1, failed: 1 });
     expect(tally.finishedAt).toBeDefined();
@@ -137,19 +146,8 @@ describe('reconciliation', () => {
     // rc_0005 has a sync job of its own, due in a moment; every answer about it is malformed.
     const own = rewardSyncJob({ consumerId: 'rc_0005', reason: 'manual' });
     await h.runtime.ctx.queues.rewardSync.add(own.name, own.data, { ...own.opts, delay: 800 });
-    h.sandbox.faults.inject({
-      route: 'listRewards',
-      consumerId: 'rc_0005',
-      count: 100,
-      kind: 'malformed',
-      body: 'wrong-shape',
-    });
-    const { jobId } = await startReconciliation(h.runtime.ctx.queues);
-    await h.idle(30_000);
-    const tally = await waitFor('the tally to finish', async () => {
-      const read = await readTally(h.runtime.ctx.tallies, jobId);
-      return read.finishedAt ? read : undefined;
-    });
+    failEveryListing(h, 'rc_0005');
+    const tally = await reconcileToTheEnd(h);
     expect(tally).toMatchObject({ total: 10, synced: 9, notEnrolled: 0, failed: 1 });
   });
 
