@@ -1,4 +1,5 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
+import { distance } from 'fastest-levenshtein';
 import type { VariableSpec } from '../config/define.js';
 import { type ConfigGroup, variables } from '../config.js';
 
@@ -50,8 +51,8 @@ export function parseCommandArgs<O extends OptionSpecs>(
     }) as ParsedArgs<O>;
   } catch (error) {
     // Node appends advice about `--` to unknown options; the first sentence is the point.
-    const message = (error as Error).message.split('\n')[0]?.split('. To specify')[0];
-    throw new UsageError(`${spec.name}: ${message}`);
+    const message = (error as Error).message.split('\n')[0]?.split('. To specify')[0] ?? '';
+    throw new UsageError(`${spec.name}: ${message}${nearestOption(spec, message)}`);
   }
   // `--help` answers even when the rest of the line is incomplete.
   if ((parsed.values as { help?: unknown }).help === true) {
@@ -66,6 +67,17 @@ export function parseCommandArgs<O extends OptionSpecs>(
   const missing = expected.slice(parsed.positionals.length);
   if (missing.length > 0) throw new UsageError(`${spec.name}: missing ${missing.join(' ')}`);
   return parsed;
+}
+
+/** `; did you mean --json?` for an unknown option close to one of the command's. */
+function nearestOption(spec: CommandSpec, message: string): string {
+  const unknown = /^Unknown option '(--[^']+)'/.exec(message)?.[1];
+  if (!unknown) return '';
+  const known = [...Object.keys(spec.options), 'help'].map((name) => `--${name}`);
+  const [nearest] = known
+    .map((option) => ({ option, away: distance(unknown, option) }))
+    .sort((a, b) => a.away - b.away);
+  return nearest && nearest.away <= 2 ? `; did you mean ${nearest.option}?` : '';
 }
 
 export function usage(spec: CommandSpec): string {

@@ -111,6 +111,7 @@ describe('perks-worker CLI', () => {
     ],
     [['sync', 'a', 'b'], 'perks-worker: sync: unexpected argument "b"'],
     [['work', '--bogus'], "perks-worker: work: Unknown option '--bogus'"],
+    [['status', '--jsn'], "perks-worker: status: Unknown option '--jsn'; did you mean --json?"],
     [
       ['failed', '--limit', '0'],
       'perks-worker: failed: --limit must be a whole number from 1 to 10000, got "0"',
