@@ -133,7 +133,12 @@ async function* readCsv(input: Readable): AsyncGenerator<InputRecord> {
       },
       on_skip: (error) => {
         if (error)
-          skipped.push({ line: lineOf(error), problem: csvProblem(error, lastRecordLine) });
+          skipped.push(
+            // Reported where the unclosed quote's record begins, not where the input ends.
+            error.code === 'CSV_QUOTE_NOT_CLOSED'
+              ? { line: lastRecordLine + 1, problem: unclosedQuote }
+              : { line: lineOf(error), problem: csvProblem(error) },
+          );
         return undefined;
       },
     }),
@@ -181,12 +186,12 @@ function checkHeader(header: string[]): string[] {
 const lineOf = (error: CsvError): number => (typeof error.lines === 'number' ? error.lines : 0);
 
 /** csv-parse's message without its own "at line N" (the report starts with the line). */
-function csvProblem(error: CsvError, lastRecordLine: number): string {
+/** The open quote took every line after it into one field: none of them was read as a record. */
+const unclosedQuote =
+  'a quote opened in this record is never closed: every line from here to the end was read as one field, not as records; close it and run again';
+
+function csvProblem(error: CsvError): string {
   const { columns, record } = error;
-  if (error.code === 'CSV_QUOTE_NOT_CLOSED') {
-    // The open quote took every line after it into one field: say which lines were not read.
-    return `a quote opened after line ${lastRecordLine} is never closed: lines ${lastRecordLine + 1} to ${lineOf(error)} were read as one field, not as records; close it and run again`;
-  }
   if (
     error.code === 'CSV_RECORD_INCONSISTENT_COLUMNS' &&
     Array.isArray(columns) &&

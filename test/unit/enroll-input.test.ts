@@ -44,9 +44,9 @@ describe('enroll --file CSV', () => {
       { line: 5, payload: { userId: 'x"y', extraConsents: ['BASIC'] } },
       // One that opens a field and never closes takes the lines after it: they are named.
       {
-        line: 8,
+        line: 6,
         problem:
-          'a quote opened after line 5 is never closed: lines 6 to 8 were read as one field, not as records; close it and run again',
+          'a quote opened in this record is never closed: every line from here to the end was read as one field, not as records; close it and run again',
       },
     ]);
   });
