@@ -104,7 +104,7 @@ async function gather(producer: Producer, config: StatusConfig): Promise<Status>
 function render(s: Status, config: StatusConfig): string {
   const out = [
     ...(s.mintFailure ? [mintFailureLine(s.mintFailure), ''] : []),
-    `queues (prefix ${config.redis.queuePrefix})`,
+    `queues (prefix ${config.redis.queuePrefix}; completed and failed count the jobs kept, see KEEP_COMPLETED_JOBS and KEEP_FAILED_JOBS)`,
     queuesBlock(s.queues),
     '',
     reconciliationBlock(s.reconciliation),

@@ -177,7 +177,7 @@ describe('work on a Redis Cluster', () => {
     ]);
 
     const status = await cli('status');
-    expect(status.stdout).toContain(`queues (prefix ${rig.queues.prefix})`);
+    expect(status.stdout).toContain(`queues (prefix ${rig.queues.prefix}; `);
   }, 60_000);
 
   it('takes signups over HTTP and from the outbox, and delivers every event as a webhook', async () => {
