@@ -5,10 +5,14 @@
  * `enqueueEnrollment`. Duplicates inside one call are the caller's to drop: the second would be
  * answered as pending, by the first.
  */
-import { ConsumerIdKeyMissingError, deriveConsumerId } from './consumer-id.js';
-import { enrollmentDeduplicationId, enrollmentJobId, jobNames } from './names.js';
+import { ConsumerIdKeyMissingError } from './consumer-id.js';
 import { type EnrollmentPayload, enrollmentPayloadSchema } from './payloads.js';
-import type { EnqueuedEnrollment } from './producer.js';
+import {
+  type EnqueuedEnrollment,
+  enqueuedAs,
+  enrollmentConsumerId,
+  enrollmentJob,
+} from './producer.js';
 import type { Queues } from './queues.js';
 
 /** A payload that passed the enrollment schema, with its consumer id derived. */
@@ -44,7 +48,7 @@ export function checkEnrollment(
   }
   const valid = parsed.data;
   try {
-    const consumerId = valid.consumerId ?? deriveConsumerId(valid.userId ?? '', consumerIdKey);
+    const consumerId = enrollmentConsumerId(valid, consumerIdKey);
     return { ok: true, enrollment: { consumerId, data: { ...valid, consumerId } } };
   } catch (error) {
     if (!(error instanceof ConsumerIdKeyMissingError)) throw error;
@@ -61,21 +65,10 @@ export async function enqueueEnrollments(
   enrollments: readonly ValidEnrollment[],
 ): Promise<EnqueuedEnrollment[]> {
   if (enrollments.length === 0) return [];
-  const jobIds = enrollments.map(({ consumerId }) => enrollmentJobId(consumerId));
-  const jobs = await queues.enrollment.addBulk(
-    enrollments.map(({ consumerId, data }, i) => ({
-      name: jobNames.enroll,
-      data,
-      opts: { jobId: jobIds[i], deduplication: { id: enrollmentDeduplicationId(consumerId) } },
-    })),
-  );
-  return jobs.map((job, i) => {
-    const jobId = jobIds[i] ?? '';
-    // A deduplicated add answers with the pending job's id.
-    return {
-      consumerId: enrollments[i]?.consumerId ?? '',
-      jobId: job.id ?? jobId,
-      alreadyPending: job.id !== jobId,
-    };
+  const jobs = enrollments.map(({ consumerId, data }) => enrollmentJob(consumerId, data));
+  const added = await queues.enrollment.addBulk(jobs);
+  return added.map((job, i) => {
+    const { data, opts } = jobs[i] as (typeof jobs)[number];
+    return enqueuedAs(data.consumerId, opts.jobId, job);
   });
 }

@@ -57,14 +57,32 @@ export async function enqueueEnrollment(
   consumerIdKey: string | undefined,
 ): Promise<EnqueuedEnrollment> {
   const valid = parsePayload(enrollmentPayloadSchema, payload, 'enrollment');
-  const consumerId = valid.consumerId ?? deriveConsumerId(valid.userId ?? '', consumerIdKey);
-  const jobId = enrollmentJobId(consumerId);
-  const job = await queues.enrollment.add(
-    jobNames.enroll,
-    { ...valid, consumerId },
-    { jobId, deduplication: { id: enrollmentDeduplicationId(consumerId) } },
-  );
-  // A deduplicated add answers with the pending job's id.
+  const { name, data, opts } = enrollmentJob(enrollmentConsumerId(valid, consumerIdKey), valid);
+  return enqueuedAs(data.consumerId, opts.jobId, await queues.enrollment.add(name, data, opts));
+}
+
+/** The consumer id of a valid enrollment payload: its own, or derived from its user id. */
+export function enrollmentConsumerId(
+  valid: EnrollmentPayload,
+  consumerIdKey: string | undefined,
+): string {
+  return valid.consumerId ?? deriveConsumerId(valid.userId ?? '', consumerIdKey);
+}
+
+/** The enrollment job of a valid payload: its id, and its deduplication on the consumer. */
+export function enrollmentJob(consumerId: string, valid: EnrollmentPayload) {
+  return {
+    name: jobNames.enroll,
+    data: { ...valid, consumerId },
+    opts: {
+      jobId: enrollmentJobId(consumerId),
+      deduplication: { id: enrollmentDeduplicationId(consumerId) },
+    },
+  };
+}
+
+/** What an add of `enrollmentJob` did: a deduplicated add answers with the pending job's id. */
+export function enqueuedAs(consumerId: string, jobId: string, job: Job): EnqueuedEnrollment {
   return { consumerId, jobId: job.id ?? jobId, alreadyPending: job.id !== jobId };
 }
 
