@@ -3,7 +3,7 @@
  * Redis and RabbitMQ, with one thing broken at a time. Spawned asynchronously: the sandbox
  * answers from this very process.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server } from 'node:http';
@@ -13,38 +13,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadMigrationFiles } from '../../src/store/migrate.js';
-import { bin, type ProcessRig, startProcessRig } from '../support/processes.js';
+import { type ProcessRig, runCli, startProcessRig } from '../support/processes.js';
 import { amqpUrl, ensureBroker } from '../support/rabbitmq.js';
 
-interface Run {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-  ms: number;
-}
-
-function runCheck(env: Record<string, string>, args: string[] = []): Promise<Run> {
-  const started = Date.now();
-  const child = spawn(process.execPath, [bin, 'check', ...args], {
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (c: Buffer) => {
-    stdout += c.toString();
-  });
-  child.stderr.on('data', (c: Buffer) => {
-    stderr += c.toString();
-  });
-  const killer = setTimeout(() => child.kill('SIGKILL'), 25_000);
-  return new Promise((resolve) =>
-    child.on('close', (status) => {
-      clearTimeout(killer);
-      resolve({ status, stdout, stderr, ms: Date.now() - started });
-    }),
-  );
-}
+/** `perks-worker check`, killed after 25 s: every check has its own timeout well below. */
+const runCheck = (env: Record<string, string>, args: string[] = []) =>
+  runCli(['check', ...args], env, { timeoutMs: 25_000 });
 
 /** The line of one check, e.g. `line(out, 'redis')` -> `✓ redis redis://...: reachable (7.2.4)`. */
 function line(stdout: string, name: string): string {

@@ -2,10 +2,9 @@
  * The README's first command: `perks-worker demo` runs the whole job against its built-in
  * sandbox and explains the figures where upstream and the datastore differ by design.
  */
-import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { bin } from '../support/processes.js';
+import { runCli } from '../support/processes.js';
 import { testQueuePrefix } from '../support/redis.js';
 
 let db: TestDatabase;
@@ -22,22 +21,12 @@ afterAll(async () => {
 
 describe('perks-worker demo', () => {
   it('enrolls, syncs, reconciles and explains its two honest differences', async () => {
-    const child = spawn(process.execPath, [bin, 'demo', '--customers', '40'], {
-      env: {
-        PATH: process.env.PATH ?? '',
-        REDIS_URL: queues.redisUrl,
-        DATABASE_URL: db.url,
-        QUEUE_PREFIX: queues.prefix,
-      },
-    });
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-    });
-    child.stderr.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-    });
-    const status = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    const { status, stdout, stderr } = await runCli(
+      ['demo', '--customers', '40'],
+      { REDIS_URL: queues.redisUrl, DATABASE_URL: db.url, QUEUE_PREFIX: queues.prefix },
+      { timeoutMs: 110_000 },
+    );
+    const output = stdout + stderr;
     expect(output).toMatch(/^last reconciliation: FINISHED \(job reconcile-/m);
     expect(output).toContain('consumers 40 in all: 40 synced, 0 failed, 0 not enrolled');
     expect(output).toContain('two honest differences between upstream and the datastore:');

@@ -8,7 +8,13 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { bin, type ProcessRig, startProcessRig, startWorkerProcess } from '../support/processes.js';
+import {
+  bin,
+  type ProcessRig,
+  runCli,
+  startProcessRig,
+  startWorkerProcess,
+} from '../support/processes.js';
 
 let rig: ProcessRig;
 let dir: string;
@@ -26,28 +32,9 @@ afterAll(async () => {
 // Each test starts from an empty enrollment queue (no job, no deduplication key).
 beforeEach(() => rig.producer.queues.enrollment.obliterate({ force: true }));
 
-interface Run {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 /** The bin, asynchronously: the sandbox answering the worker lives in this process. */
-function enroll(args: string[], options: { input?: string; env?: Record<string, string> } = {}) {
-  return new Promise<Run>((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, 'enroll', ...args], {
-      env: { PATH: process.env.PATH ?? '', ...rig.workerEnv(), ...options.env },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('error', reject);
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
-    child.stdin.end(options.input ?? '');
-  });
-}
+const enroll = (args: string[], options: { input?: string; env?: Record<string, string> } = {}) =>
+  runCli(['enroll', ...args], { ...rig.workerEnv(), ...options.env }, { input: options.input });
 
 function file(name: string, text: string): string {
   const path = join(dir, name);

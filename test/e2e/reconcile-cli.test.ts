@@ -9,6 +9,7 @@ import { deletePrefix } from '../../src/queues/connection.js';
 import {
   bin,
   type ProcessRig,
+  runCli,
   startProcessRig,
   startWorkerProcess,
   type WorkerProcess,
@@ -20,23 +21,7 @@ let worker: WorkerProcess;
 let env: Record<string, string>;
 const consumers = Array.from({ length: 24 }, (_, i) => `rcli_${String(i).padStart(3, '0')}`);
 
-/** Asynchronous: a blocked event loop would stop draining the worker's output, and stall it. */
-async function cli(args: string[]) {
-  const child = spawn(process.execPath, [bin, ...args], {
-    env: { PATH: process.env.PATH ?? '', ...env },
-    timeout: 60_000,
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString();
-  });
-  child.stderr.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  const status = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  return { status, stdout, stderr };
-}
+const cli = (args: string[]) => runCli(args, env);
 
 interface StatusJson {
   reconciliation: {

@@ -29,6 +29,48 @@ export interface WorkerProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
+export interface CliRun {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+  /** From spawn to exit. */
+  ms: number;
+}
+
+/**
+ * Runs one `perks-worker` command with only the given environment (plus PATH), to its end.
+ * Asynchronous on purpose: a blocked event loop stops draining a worker's or sandbox's output in
+ * this process, and stalls it. Killed after `timeoutMs` (default 60 s).
+ */
+export function runCli(
+  args: readonly string[],
+  env: Record<string, string>,
+  options: { input?: string; timeoutMs?: number } = {},
+): Promise<CliRun> {
+  const started = Date.now();
+  const child = spawn(process.execPath, [bin, ...args], {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString();
+  });
+  child.stderr.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  child.stdin.end(options.input ?? '');
+  const killer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 60_000);
+  return new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (status) => {
+      clearTimeout(killer);
+      resolve({ status, stdout, stderr, ms: Date.now() - started });
+    });
+  });
+}
+
 /** Starts `perks-worker work` with only the given environment (plus PATH). */
 export function startWorkerProcess(env: Record<string, string>): WorkerProcess {
   const child = spawn(process.execPath, [bin, 'work'], {
