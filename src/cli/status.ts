@@ -66,9 +66,12 @@ export async function run(argv: readonly string[]): Promise<number> {
         ? `${JSON.stringify(toJson(status, config), null, 2)}\n`
         : `${render(status, config)}\n`,
     );
-    return status.datastore && !status.mintFailure ? 0 : 1;
+    return healthy(status) ? 0 : 1;
   });
 }
+
+/** What the exit status and `ok` say: the datastore answered and minting works. */
+const healthy = (s: Status): boolean => s.datastore !== undefined && !s.mintFailure;
 
 async function gather(producer: Producer, config: StatusConfig): Promise<Status> {
   const tallies = { redis: producer.connection, prefix: config.redis.queuePrefix };
@@ -140,7 +143,7 @@ const jobJson = ({ queue, job }: FailedJob) => ({
 
 function toJson(s: Status, config: StatusConfig) {
   return {
-    ok: s.datastore !== undefined && !s.mintFailure,
+    ok: healthy(s),
     perksApi: { mintFailure: s.mintFailure ?? null },
     queuePrefix: config.redis.queuePrefix,
     queues: s.queues,
