@@ -9,6 +9,7 @@
  * `sweepEveryMs`, for any end the stream no longer holds. A job gone from Redis before either
  * saw it is counted as such, never guessed.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
 import type { RedisClient } from '../queues/connection.js';
 import type { Progress } from './progress.js';
@@ -144,7 +145,7 @@ export class EnrollmentFollower {
         sweptAt = Date.now();
       }
       progress.update(this.finished, this.followed, describeOutcomes(this.outcomes));
-      if (this.pending.size > 0) await sleep(pollMs, signal);
+      if (this.pending.size > 0) await sleep(pollMs, undefined, { signal }).catch(() => {});
     }
     progress.stop();
     return { ...this.outcomes, pending: this.pending.size };
@@ -190,16 +191,4 @@ export function describeOutcomes(o: Omit<EnrollmentOutcomes, 'failures' | 'pendi
 function fieldOf(fields: string[], name: string): string | undefined {
   for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
   return undefined;
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
 }
