@@ -2,21 +2,17 @@
  * Reward sync: walks a consumer's rewards (per_page=1000, sort=-executed_at) and writes each
  * page as it arrives, so memory holds one page (plus the ids seen, for missing detection).
  *
- * - 500/502 are retried with backoff inside the client; past that the job fails and BullMQ
- *   retries it later. Re-writing pages already written is harmless: writes are idempotent.
+ * - 500/502 are retried inside the client, then by BullMQ; re-writing a page is harmless.
  * - ERR-404-02: the consumer is not enrolled; recorded, and the job ends without retries.
  * - If `total` moved during the walk, rows may have shifted between pages: scan once more.
  *   Only a complete, consistent scan may mark rewards missing.
- *
- * A job of several consumers runs `syncConsumer` for each (sync-rewards-batch.ts).
  */
 import type { Job } from 'bullmq';
 import { ConsumerNotEnrolledError } from '../perks/errors.js';
 import { type PerksJob, parsePayload, rewardSyncPayloadSchema } from '../queues/payloads.js';
-import { countOutcome } from '../queues/reconciliation-tally.js';
+import { countSyncs } from '../reconciliation/index.js';
 import type { RewardPageWrite } from '../store/store.js';
 import type { JobContext } from './context.js';
-import { steerFailure } from './failures.js';
 
 export interface RewardSyncResult {
   consumerId: string;
@@ -38,22 +34,11 @@ export async function processRewardSync(
   ctx: JobContext,
   signal?: AbortSignal,
 ): Promise<RewardSyncResult> {
-  try {
-    const { consumerId, reconciliation } = parsePayload(
-      rewardSyncPayloadSchema,
-      job.data,
-      'reward sync',
-    );
-    const result = await syncConsumer(consumerId, ctx, job, signal);
-    ctx.metrics.rewardSync(result.outcome);
-    if (reconciliation) {
-      const outcome = result.outcome === 'synced' ? 'synced' : 'notEnrolled';
-      await countOutcome(ctx.tallies, reconciliation, outcome);
-    }
-    return result;
-  } catch (error) {
-    return steerFailure(error, ctx);
-  }
+  const payload = parsePayload(rewardSyncPayloadSchema, job.data, 'reward sync');
+  const result = await syncConsumer(payload.consumerId, ctx, job, signal);
+  ctx.metrics.rewardSync(result.outcome);
+  await countSyncs(ctx.tallies, payload.reconciliation, [result]);
+  return result;
 }
 
 /** Adds one sync's or page's writes to a total. */
@@ -64,10 +49,7 @@ export function addWrites(total: RewardPageWrite, more: RewardPageWrite): void {
   total.statusChanges += more.statusChanges;
 }
 
-/**
- * One consumer's sync, for a job of its own or one of several. Not enrolled upstream
- * (ERR-404-02) is recorded and is an outcome; any other failure is thrown, unsteered.
- */
+/** One consumer's sync, in a job of its own or of several. Failures other than ERR-404-02 throw. */
 export async function syncConsumer(
   consumerId: string,
   ctx: JobContext,
