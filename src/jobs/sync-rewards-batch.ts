@@ -39,15 +39,19 @@ export interface RewardSyncBatchResult {
   written: RewardPageWrite;
 }
 
+/** One run of the job, as its steps see it. */
+interface Batch {
+  job: PerksJob<'sync-rewards-batch'>;
+  ctx: JobContext;
+  /** What a consumer's own job takes from this one. */
+  from: Pick<RewardSyncPayload, 'reason' | 'reconciliation'>;
+  log: JobContext['logger'];
+}
+
 interface Failed {
   consumerId: string;
   error: unknown;
 }
-
-/** What a consumer's own job takes from this one. */
-type Origin = Pick<RewardSyncPayload, 'reason' | 'reconciliation'>;
-
-type Log = JobContext['logger'];
 
 /**
  * Consumers per sync job of a reconciliation's fan-out. BullMQ's limiter counts jobs, so
@@ -71,15 +75,13 @@ export async function processRewardSyncBatch(
 ): Promise<RewardSyncBatchResult> {
   const payload = parsePayload(rewardSyncBatchPayloadSchema, job.data, 'reward sync batch');
   const { consumerIds, ...from } = payload;
-  const log = ctx.logger.child({
-    queue: job.queueName,
-    jobId: job.id,
-    attempt: job.attemptsMade + 1,
-  });
-  const leftToOwnJob = await leaveToOwnJobs(ctx, consumerIds, from, log);
+  const attempt = job.attemptsMade + 1;
+  const log = ctx.logger.child({ queue: job.queueName, jobId: job.id, attempt });
+  const batch: Batch = { job, ctx, from, log };
+  const leftToOwnJob = await leaveToOwnJobs(batch, consumerIds);
   const mine = consumerIds.filter((id) => !leftToOwnJob.includes(id));
-  const run = await syncAtOnce(mine, ctx, job, signal);
-
+  const run = await syncAtOnce(batch, mine, signal);
+  const written = { inserted: 0, updated: 0, unchanged: 0, statusChanges: 0 };
   const result: RewardSyncBatchResult = {
     consumers: consumerIds.length,
     synced: 0,
@@ -87,34 +89,34 @@ export async function processRewardSyncBatch(
     leftToOwnJob,
     retriedAlone: [],
     pages: 0,
-    written: { inserted: 0, updated: 0, unchanged: 0, statusChanges: 0 },
+    written,
   };
   for (const synced of run.synced) {
     ctx.metrics.rewardSync(synced.outcome);
     if (synced.outcome === 'synced') result.synced += 1;
     else result.notEnrolled += 1;
     result.pages += synced.pages;
-    addWrites(result.written, synced.written);
+    addWrites(written, synced.written);
     log.info(synced, 'consumer synced');
   }
 
   // Stopped (a 429, a failing mint, a cancel): what did not finish stays in this job.
   // Otherwise each consumer that failed goes to a job of its own.
-  const failedIds = run.failed.map((f) => f.consumerId);
-  const staying = run.stopped ? [...failedIds] : [];
+  const failed = failedIds(run.failed);
+  const staying = run.stopped ? [...failed] : [];
   let handOffError: unknown;
-  if (!run.stopped && failedIds.length > 0) {
+  if (!run.stopped && failed.length > 0) {
     try {
-      await handOff(run.failed, job, ctx, from, log);
-      result.retriedAlone = failedIds;
+      await handOff(batch, run.failed);
+      result.retriedAlone = failed;
     } catch (error) {
       handOffError = error;
-      staying.push(...failedIds);
+      staying.push(...failed);
     }
   }
   // Counted once out of this job: now when it ends, once narrowed when it stays (a narrow that
   // fails keeps them all in the job, whose next attempt syncs and counts them again).
-  if (staying.length === 0 || (await narrow(job, staying, from, log))) {
+  if (staying.length === 0 || (await narrow(batch, staying))) {
     await countSyncs(ctx.tallies, from.reconciliation, run.synced);
   }
   if (staying.length === 0) return result;
@@ -128,29 +130,19 @@ export async function processRewardSyncBatch(
  * job is added again: deduplication answers it as for any job of one consumer (ignored while
  * that job is pending, run after it while it runs), and clears a key whose job is gone.
  */
-async function leaveToOwnJobs(
-  ctx: JobContext,
-  consumerIds: readonly string[],
-  from: Origin,
-  log: Log,
-): Promise<string[]> {
-  const queue = ctx.queues.rewardSync;
+async function leaveToOwnJobs(batch: Batch, consumerIds: readonly string[]): Promise<string[]> {
+  const queue = batch.ctx.queues.rewardSync;
   const owners = await Promise.all(consumerIds.map((id) => queue.getDeduplicationJobId(id)));
   const left = consumerIds.filter((_, i) => owners[i]);
   if (left.length > 0) {
-    await addOwnJobs(ctx, left, from);
-    log.info({ consumerIds: left }, 'consumers left to their own sync job');
+    await addOwnJobs(batch, left);
+    batch.log.info({ consumerIds: left }, 'consumers left to their own sync job');
   }
   return left;
 }
 
 /** Each consumer's own sync job, optionally delayed, counting it in the reconciliation. */
-async function addOwnJobs(
-  ctx: JobContext,
-  consumerIds: readonly string[],
-  from: Origin,
-  delays: readonly number[] = [],
-): Promise<void> {
+async function addOwnJobs({ ctx, from }: Batch, consumerIds: string[], delays: number[] = []) {
   const queue = ctx.queues.rewardSync;
   const jobs = consumerIds.map((consumerId, i) => {
     const own = rewardSyncJob({ consumerId, ...from });
@@ -166,9 +158,8 @@ async function addOwnJobs(
  * now, not once the slowest of them has ended; `stopped` is true after either, or a cancel.
  */
 async function syncAtOnce(
+  { ctx, job }: Batch,
   consumerIds: readonly string[],
-  ctx: JobContext,
-  job: Job,
   signal: AbortSignal | undefined,
 ): Promise<{
   synced: RewardSyncResult[];
@@ -215,37 +206,20 @@ async function syncAtOnce(
 }
 
 /** Each failed consumer to a job of its own, delayed as its first retry would be. */
-async function handOff(
-  failed: readonly Failed[],
-  job: Job,
-  ctx: JobContext,
-  from: Origin,
-  log: Log,
-): Promise<void> {
+async function handOff(batch: Batch, failed: readonly Failed[]): Promise<void> {
+  const { ctx, job, log } = batch;
   const queue = ctx.queues.rewardSync;
   const delays = await Promise.all(failed.map(({ error }) => firstRetryDelayMs(queue, job, error)));
-  await addOwnJobs(
-    ctx,
-    failed.map((f) => f.consumerId),
-    from,
-    delays,
-  );
+  await addOwnJobs(batch, failedIds(failed), delays);
   failed.forEach(({ consumerId, error }, i) => {
     ctx.metrics.rewardSync('retried_alone');
-    log.warn(
-      { consumerId, err: describe(error), delayMs: delays[i] },
-      'consumer sync failed; retried in a job of its own',
-    );
+    const fields = { consumerId, err: describe(error), delayMs: delays[i] };
+    log.warn(fields, 'consumer sync failed; retried in a job of its own');
   });
 }
 
-/** Leaves in the job only `consumerIds`, for its next attempt. */
-async function narrow(
-  job: PerksJob<'sync-rewards-batch'>,
-  consumerIds: string[],
-  from: Origin,
-  log: Log,
-): Promise<boolean> {
+/** Leaves in the job only `consumerIds`, for its next attempt; false if that failed. */
+async function narrow({ job, from, log }: Batch, consumerIds: string[]): Promise<boolean> {
   try {
     await job.updateData({ consumerIds, ...from });
     return true;
@@ -264,6 +238,8 @@ async function firstRetryDelayMs(queue: Queue, job: Job, error: unknown): Promis
   const cause = error instanceof Error ? error : new Error(String(error));
   return (await Backoffs.calculate(policy, 1, cause, job)) ?? 0;
 }
+
+const failedIds = (failed: readonly Failed[]) => failed.map((f) => f.consumerId);
 
 const describe = (error: unknown) =>
   error instanceof Error

@@ -1,19 +1,7 @@
-/**
- * The running worker: one BullMQ Worker per queue, sharing one JobContext. Replicas run side by
- * side; BullMQ hands each job to one of them, and a dead replica's jobs to another.
- */
-import {
-  type Job,
-  type Processor,
-  RateLimitError,
-  type Telemetry,
-  UnrecoverableError,
-  Worker,
-  type WorkerOptions,
-} from 'bullmq';
+/** One BullMQ Worker per queue, sharing one JobContext; replicas run side by side. */
+import { type Job, type Processor, type Telemetry, Worker, type WorkerOptions } from 'bullmq';
 import type { z } from 'zod';
 import type { WorkerConfig } from '../config.js';
-import type { FailureReason } from '../ops/metrics.js';
 import { oncePerOutage } from '../ops/outage.js';
 import { within } from '../ops/timeouts.js';
 import type { RedisClient } from '../queues/connection.js';
@@ -22,7 +10,7 @@ import { type JobName, jobPayloadSchemas, type PerksJob } from '../queues/payloa
 import { countFailedForGood } from '../reconciliation/index.js';
 import type { JobContext } from './context.js';
 import { processEnrollment } from './enroll.js';
-import { BackToWait, steerFailure } from './failures.js';
+import { BackToWait, failureReason, steerFailure } from './failures.js';
 import { processReconcileTick, processReconciliation } from './reconcile.js';
 import { processRewardSync } from './sync-rewards.js';
 import { processRewardSyncBatch } from './sync-rewards-batch.js';
@@ -38,10 +26,8 @@ export interface StartWorkerOptions {
   telemetry?: Telemetry;
 }
 
-/**
- * BullMQ's queue.rateLimit (used on 429s) only works with a limiter configured, so there is
- * always one; without PERKS_RATE_LIMIT_PER_SECOND it is too high to ever bind.
- */
+// queue.rateLimit (on 429s) needs a limiter: without PERKS_RATE_LIMIT_PER_SECOND, one too high
+// to ever bind.
 const unboundedRate = 1_000_000;
 
 export function startWorker(
@@ -91,10 +77,8 @@ function processorsOf(ctx: JobContext): Processors {
   };
 }
 
-/**
- * A queue's processor, by the job's name. A name of another queue's job, or one we do not know,
- * runs as the queue's main job, whose payload check then names what is wrong.
- */
+// By the job's name; another queue's job or an unknown one runs as `main`, whose payload check
+// then names what is wrong.
 function dispatch(processors: Processors, main: JobName, others: readonly JobName[]): Processor {
   return async (job, _token, signal) => {
     const name = others.find((known) => known === job.name) ?? main;
@@ -103,10 +87,8 @@ function dispatch(processors: Processors, main: JobName, others: readonly JobNam
   };
 }
 
-/**
- * Times every attempt and turns its error into what BullMQ should do (`steerFailure`). An
- * attempt sent back to wait gets no BullMQ event: it is logged here.
- */
+// Times every attempt and steers its error (failures.ts). One sent back to wait gets no BullMQ
+// event: it is logged here.
 function steered(ctx: JobContext, processor: Processor): Processor {
   return async (job, token, signal) => {
     const started = performance.now();
@@ -143,7 +125,7 @@ function watched(worker: Worker, ctx: JobContext): Worker {
   });
   worker.on('failed', (job: Job | undefined, error: Error) => {
     if (!job) return;
-    // finishedOn is set only when the job has failed for good (no attempt left, or unrecoverable).
+    // finishedOn is set only once it failed for good (no attempt left, or unrecoverable).
     const final = job.finishedOn !== undefined;
     ctx.metrics.jobFailed(job.queueName, failureReason(error), final);
     ctx.logger.warn(
@@ -152,8 +134,7 @@ function watched(worker: Worker, ctx: JobContext): Worker {
     );
     if (final) void countFailedForGood(job, ctx);
   });
-  // A worker 'error' (Redis away, a lock lost) must never crash the process; while Redis is
-  // away it repeats at every reconnect attempt, so one line per outage.
+  // Never fatal (Redis away, a lock lost); repeated at every reconnect, so one line per outage.
   const outage = oncePerOutage((error) =>
     ctx.logger.error({ queue: worker.name, err: { message: error.message } }, 'worker error'),
   );
@@ -169,8 +150,7 @@ async function closeWorkers(all: Worker[], timeoutMs: number): Promise<{ timedOu
     await closing; // a close that failed still throws
     return { timedOut: false };
   }
-  // Abort what is still running; those jobs fail this attempt and are retried later (or, if
-  // Redis is gone too, are taken up by another replica once their lock expires).
+  // Those jobs fail this attempt and are retried (by another replica once their lock expires).
   for (const w of all) w.cancelAllJobs('worker shutting down');
   const closed = await within(5000, closing);
   if (!closed) await within(5000, Promise.all(all.map((w) => w.close(true))));
@@ -189,13 +169,7 @@ function attemptOf(job: Job, result?: unknown) {
   };
 }
 
-function failureReason(error: unknown): FailureReason {
-  if (error instanceof RateLimitError) return 'rate_limited';
-  if (error instanceof UnrecoverableError) return 'unrecoverable';
-  return 'error';
-}
-
-/** What a job's log lines say it is about; any payload's other fields are ignored. */
+/** What a job's log lines say it is about. */
 type Subject = { consumerId?: string; consumerIds?: string[]; [field: string]: unknown };
 
 /** The consumer (or consumers) a job is about: from its payload, or an enrollment's result. */

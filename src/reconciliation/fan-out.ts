@@ -1,16 +1,15 @@
 /**
- * A reconciliation's fan-out: consumer ids read from Postgres in keyset batches and enqueued as
- * sync jobs that carry the reconciliation's id, waiting while the sync queue holds `maxPending`
- * jobs or more. So a million consumers is never a million jobs in Redis nor ids in memory: one
- * batch in memory, about maxPending + batchSize jobs queued. The cursor (the last id enqueued)
- * is saved in the job after every batch: a replica killed mid-way leaves the job to another
- * (stalled-job recovery), which resumes there.
+ * A reconciliation's fan-out: consumer ids read in keyset batches and enqueued as sync jobs that
+ * carry its id, while the sync queue holds fewer than `maxPending` jobs: one batch in memory
+ * and about maxPending + batchSize jobs in Redis, whatever the number of consumers. The cursor
+ * (last id enqueued) is saved in the job after every batch: a replica killed mid-way leaves the
+ * job to another (stalled-job recovery), which resumes there.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { JobContext } from '../jobs/context.js';
 import type { PerksJob, ReconciliationState } from '../queues/payloads.js';
 import { enqueueRewardSyncs } from '../queues/producer.js';
-import { setTallyFigure } from './tally.js';
+import { updateTally } from './tally.js';
 
 export interface ReconciliationResult {
   enqueued: number;
@@ -34,18 +33,15 @@ export async function fanOut(
   const startedAt = state.startedAt ?? new Date().toISOString();
   // Saved at once: `status` shows it started, with its real start, before the first batch.
   if (!state.startedAt) await job.updateData({ ...state, startedAt });
-  const log = ctx.logger.child({
-    queue: job.queueName,
-    jobId: job.id,
-    attempt: job.attemptsMade + 1,
-  });
+  const attempt = job.attemptsMade + 1;
+  const log = ctx.logger.child({ queue: job.queueName, jobId: reconciliation, attempt });
   const { batchSize, maxPending, consumersPerJob } = ctx.reconcile;
   let { cursor, enqueued } = state;
   let batches = 0;
   if (cursor) log.info({ cursor, enqueued }, 'resuming reconciliation');
   else {
     const expected = await ctx.store.countReconcilableConsumers();
-    await setTallyFigure(ctx.tallies, reconciliation, 'expected', expected);
+    await updateTally(ctx.tallies, reconciliation, {}, ['expected', expected]);
   }
 
   for (;;) {
@@ -68,7 +64,7 @@ export async function fanOut(
     );
     if (ids.length < batchSize) break;
   }
-  await setTallyFigure(ctx.tallies, reconciliation, 'total', enqueued);
+  await updateTally(ctx.tallies, reconciliation, {}, ['total', enqueued]);
   const finishedAt = new Date().toISOString();
   log.info({ enqueued, batches, startedAt, finishedAt }, 'reconciliation fanned out');
   ctx.metrics.reconciliationFinished();

@@ -1,27 +1,24 @@
 /**
- * Reconciliation: every enrolled consumer re-synced, and what became of each one counted.
- * `startReconciliation` adds its job (one at a time); the job fans the consumers out in sync
- * jobs of several that carry its id (fan-out.ts); their outcomes go to its tally (tally.ts),
- * which `status` and `reconcile --wait` read. The counting rules:
+ * Reconciliation: every enrolled consumer re-synced, and what became of each counted.
+ * `startReconciliation` adds its job, one at a time; the job fans the consumers out in sync jobs
+ * that carry its id (fan-out.ts); their outcomes go to its tally (tally.ts), which `status` and
+ * `reconcile --wait` read. What counts what:
  *
- * | event                                                 | tally                             |
- * | ----------------------------------------------------- | --------------------------------- |
- * | the fan-out starts (not when resumed)                 | expected = reconcilable consumers |
- * | the fan-out ends                                      | total = consumers enqueued        |
- * | a consumer's sync ends synced                         | synced + 1                        |
- * | a consumer's sync ends in ERR-404-02                  | notEnrolled + 1                   |
- * | a sync job fails for good (retries count nothing)     | failed + each of its consumers    |
- * | a consumer is left to its own pending job, or handed  | nothing here: that job is made to |
- * |   to one of its own after failing in a job of several |   carry the id and counts it      |
- * | ... its own job is running                            | nothing here: the add that        |
- * |                                                       |   deduplication keeps as its next |
- * |                                                       |   run carries the id              |
- * | ... its own job carries another reconciliation        | synced + 1 now (outcome unknown)  |
- * | synced + notEnrolled + failed reaches total           | finishedAt = now, set once        |
+ * | event                                                  | tally                             |
+ * | ------------------------------------------------------ | --------------------------------- |
+ * | the fan-out starts (not when resumed)                  | expected = reconcilable consumers |
+ * | the fan-out ends                                       | total = consumers enqueued        |
+ * | a consumer's sync ends: synced / ERR-404-02            | synced + 1 / notEnrolled + 1      |
+ * | a sync job fails for good (a retry counts nothing)     | failed + each of its consumers    |
+ * | a consumer left to its own pending job, or handed to   | nothing: that job is made to      |
+ * |   one after failing in a job of several                |   carry the id, and counts it     |
+ * | ... whose own job runs: deduplication keeps our add    | nothing: that add carries the id  |
+ * | ... whose own job carries another reconciliation       | synced + 1 now (outcome unknown)  |
+ * | synced + notEnrolled + failed reaches total            | finishedAt = now, set once        |
  *
- * A job of several counts its consumers once: when it ends, or when it is narrowed to those
- * left for its next attempt. Counting is at least once: a replica killed between an outcome and
- * its job's completion counts it again on the retry, so figures may exceed `total` by that much.
+ * A job of several counts its consumers once: when it ends, or when narrowed to those left for
+ * its next attempt. At least once: a replica killed between an outcome and its job's completion
+ * counts it again on the retry, so figures may exceed `total` by that much.
  */
 import { randomBytes } from 'node:crypto';
 import type { Job, Queue } from 'bullmq';
@@ -34,7 +31,7 @@ import {
   rewardSyncPayloadSchema,
 } from '../queues/payloads.js';
 import type { Queues } from '../queues/queues.js';
-import { countOutcomes, type TallyStore } from './tally.js';
+import { type TallyStore, updateTally } from './tally.js';
 
 export interface StartedReconciliation {
   jobId: string;
@@ -68,7 +65,7 @@ export async function countSyncs(
 ): Promise<void> {
   if (reconciliation === undefined) return;
   const notEnrolled = syncs.filter((sync) => sync.outcome === 'not_enrolled').length;
-  await countOutcomes(tallies, reconciliation, { synced: syncs.length - notEnrolled, notEnrolled });
+  await updateTally(tallies, reconciliation, { synced: syncs.length - notEnrolled, notEnrolled });
 }
 
 const syncPayloadSchema = z.union([rewardSyncPayloadSchema, rewardSyncBatchPayloadSchema]);
@@ -82,7 +79,7 @@ export async function countFailedForGood(
   if (sync?.reconciliation === undefined) return;
   const { reconciliation } = sync;
   const failed = 'consumerIds' in sync ? sync.consumerIds.length : 1;
-  await countOutcomes(ctx.tallies, reconciliation, { failed }).catch((error: Error) =>
+  await updateTally(ctx.tallies, reconciliation, { failed }).catch((error: Error) =>
     ctx.logger.warn(
       { jobId: job.id, reconciliation, err: { message: error.message } },
       'could not count a failed sync in its reconciliation',
@@ -91,10 +88,8 @@ export async function countFailedForGood(
 }
 
 /**
- * Makes the pending own sync job of each of `consumerIds` carry `reconciliation`: being
- * deduplicated per consumer, it may be an older job, added without it. A running job needs
- * nothing (see the table). A job carrying another reconciliation keeps it; ours then counts the
- * consumer as synced now, having no other way to learn the outcome.
+ * Makes the pending own sync job of each of `consumerIds` carry `reconciliation` (deduplicated
+ * per consumer, it may be an older job, added without it). See the table for the others.
  */
 export async function carryReconciliation(
   queue: Queue,
@@ -113,5 +108,5 @@ export async function carryReconciliation(
     if (own && own.reconciliation === undefined) await job.updateData({ ...own, reconciliation });
     else unknowable += 1;
   }
-  await countOutcomes(tallies, reconciliation, { synced: unknowable });
+  await updateTally(tallies, reconciliation, { synced: unknowable });
 }

@@ -1,8 +1,7 @@
 /**
- * A reconciliation's tally: one Redis hash per reconciliation,
+ * A reconciliation's tally (what counts what: index.ts): one Redis hash per reconciliation,
  * `<prefix>:<reconciliation queue>:tally:<job id>`, beside the queue's keys (one hash slot in a
- * Redis Cluster). A few counters, never consumer ids: a million consumers cost a few bytes.
- * What counts what is in index.ts.
+ * Redis Cluster). Counters only, never consumer ids: a million consumers cost a few bytes.
  */
 import type { RedisClient } from '../queues/connection.js';
 import { queueNames } from '../queues/names.js';
@@ -46,53 +45,38 @@ return 1`;
 const keyOf = ({ prefix }: TallyStore, reconciliationId: string) =>
   `${prefix}:${queueNames.reconciliation}:tally:${reconciliationId}`;
 
-async function write(
+/**
+ * Adds consumers' outcomes, and sets `expected` (at the start) or `total` (when the fan-out
+ * has ended): all or nothing, and no round trip when there is nothing to write.
+ */
+export async function updateTally(
   store: TallyStore,
   reconciliationId: string,
-  increments: Partial<Record<TallyOutcome, number>>,
-  set?: ['expected' | 'total', number],
+  outcomes: Partial<Record<TallyOutcome, number>>,
+  figure?: ['expected' | 'total', number],
 ): Promise<void> {
+  if (!figure && !Object.values(outcomes).some((n) => (n ?? 0) > 0)) return;
   await store.redis.eval(
     script,
     1,
     keyOf(store, reconciliationId),
     new Date().toISOString(),
     ttlSeconds,
-    set?.[0] ?? '',
-    set?.[1] ?? 0,
-    ...Object.entries(increments).flat(),
+    figure?.[0] ?? '',
+    figure?.[1] ?? 0,
+    ...Object.entries(outcomes).flat(),
   );
-}
-
-/** Consumers of the reconciliation that ended with each outcome: all counted, or none. */
-export async function countOutcomes(
-  store: TallyStore,
-  reconciliationId: string,
-  counts: Partial<Record<TallyOutcome, number>>,
-): Promise<void> {
-  if (Object.values(counts).some((n) => (n ?? 0) > 0)) await write(store, reconciliationId, counts);
-}
-
-/** Records `expected` (at the start) or `total` (when the fan-out has ended). */
-export async function setTallyFigure(
-  store: TallyStore,
-  reconciliationId: string,
-  figure: 'expected' | 'total',
-  value: number,
-): Promise<void> {
-  await write(store, reconciliationId, {}, [figure, value]);
 }
 
 export async function readTally(store: TallyStore, reconciliationId: string): Promise<Tally> {
   const raw = await store.redis.hgetall(keyOf(store, reconciliationId));
-  const figure = (field: 'expected' | 'total') =>
-    raw[field] === undefined ? {} : { [field]: Number(raw[field]) };
+  const { expected, total, finishedAt } = raw;
   return {
-    ...figure('expected'),
-    ...figure('total'),
+    ...(expected === undefined ? {} : { expected: Number(expected) }),
+    ...(total === undefined ? {} : { total: Number(total) }),
     synced: Number(raw.synced ?? 0),
     notEnrolled: Number(raw.notEnrolled ?? 0),
     failed: Number(raw.failed ?? 0),
-    ...(raw.finishedAt ? { finishedAt: raw.finishedAt } : {}),
+    ...(finishedAt ? { finishedAt } : {}),
   };
 }
