@@ -22,10 +22,7 @@ import { InvalidPayloadError } from '../queues/payloads.js';
 import type { Queues } from '../queues/queues.js';
 import type { JobContext } from './context.js';
 
-/**
- * Back to wait without spending an attempt: the queues are paused already. BullMQ knows it by
- * its message, RateLimitError's; `why` is for the log.
- */
+/** Back to wait, no attempt spent, the queues paused already; `why` is for the log. */
 export class BackToWait extends RateLimitError {
   constructor(readonly why: 'throttled by the API' | 'token mint failing') {
     super();
@@ -48,9 +45,8 @@ export function isPermanent(error: unknown): boolean {
 }
 
 /**
- * Pauses both API queues (every replica) for at least `ms`, never shortening a longer pause
- * already set (a 429's Retry-After, or a failing mint's backoff). Never throws: a Redis error
- * while pausing must not turn the pause into a spent attempt.
+ * Pauses both API queues (every replica) for at least `ms`, never shortening a longer pause.
+ * Never throws: a Redis error while pausing must not turn the pause into a spent attempt.
  */
 export async function pauseApiQueues(
   queues: Pick<Queues, 'enrollment' | 'rewardSync'>,

@@ -48,10 +48,7 @@ interface Batch {
   log: JobContext['logger'];
 }
 
-interface Failed {
-  consumerId: string;
-  error: unknown;
-}
+type Failed = { consumerId: string; error: unknown };
 
 /**
  * Consumers per sync job of a reconciliation's fan-out. BullMQ's limiter counts jobs, so
@@ -114,8 +111,8 @@ export async function processRewardSyncBatch(
       staying.push(...failed);
     }
   }
-  // Counted once out of this job: now when it ends, once narrowed when it stays (a narrow that
-  // fails keeps them all in the job, whose next attempt syncs and counts them again).
+  // Counted now if the job ends, once narrowed if it stays (a narrow that fails keeps them all
+  // in the job, whose next attempt syncs and counts them again).
   if (staying.length === 0 || (await narrow(batch, staying))) {
     await countSyncs(ctx.tallies, from.reconciliation, run.synced);
   }
@@ -126,9 +123,9 @@ export async function processRewardSyncBatch(
 }
 
 /**
- * Those of `consumerIds` with a sync job of their own (its deduplication key is set), whose
- * job is added again: deduplication answers it as for any job of one consumer (ignored while
- * that job is pending, run after it while it runs), and clears a key whose job is gone.
+ * Those of `consumerIds` with a sync job of their own (a deduplication key), whose job is added
+ * again: ignored while that job is pending, run after it while it runs, and clearing a key whose
+ * job is gone, as for any job of one consumer.
  */
 async function leaveToOwnJobs(batch: Batch, consumerIds: readonly string[]): Promise<string[]> {
   const queue = batch.ctx.queues.rewardSync;
@@ -154,19 +151,14 @@ async function addOwnJobs({ ctx, from }: Batch, consumerIds: string[], delays: n
 }
 
 /**
- * Every sync at once. A 429 or a failing mint stops the others at once and pauses the queues
- * now, not once the slowest of them has ended; `stopped` is true after either, or a cancel.
+ * Every sync at once. A 429 or a failing mint stops the others and pauses the queues now, not
+ * once the slowest has ended; `stopped` after either, or a cancel.
  */
 async function syncAtOnce(
   { ctx, job }: Batch,
   consumerIds: readonly string[],
   signal: AbortSignal | undefined,
-): Promise<{
-  synced: RewardSyncResult[];
-  failed: Failed[];
-  stopped: boolean;
-  paused?: BackToWait['why'];
-}> {
+) {
   const stop = new AbortController();
   const linked = linkSignals([signal, stop.signal]);
   // Each sync listens to it (one API call at a time each): up to 100.

@@ -106,11 +106,9 @@ function steered(ctx: JobContext, processor: Processor): Processor {
       ctx.metrics.jobAttempt(job.queueName, reason, seconds());
       if (reason === 'rate_limited') {
         const why = error instanceof BackToWait ? error.why : 'rate limited';
-        const attempt = { attempt: job.attemptsMade + 1, durationMs: Math.round(seconds() * 1000) };
-        ctx.logger.info(
-          { queue: job.queueName, jobId: job.id, ...subjectOf(job), ...attempt },
-          `job paused (${why}); back to waiting`,
-        );
+        const durationMs = Math.round(seconds() * 1000);
+        const fields = { ...attemptOf(job), attempt: job.attemptsMade + 1, durationMs };
+        ctx.logger.info(fields, `job paused (${why}); back to waiting`);
       }
       throw error;
     }
