@@ -18,7 +18,9 @@
  *
  * A job of several counts its consumers once: when it ends, or when narrowed to those left for
  * its next attempt. At least once: a replica killed between an outcome and its job's completion
- * counts it again on the retry, so figures may exceed `total` by that much.
+ * counts it again on the retry, so figures may exceed `total` by that much. An outcome no
+ * listener hears (a job failed by the stalled check) is never counted: `status` calls such a
+ * reconciliation finished once its job has completed and no sync job of it is left.
  */
 import { randomBytes } from 'node:crypto';
 import type { Job, Queue } from 'bullmq';
