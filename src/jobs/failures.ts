@@ -1,17 +1,15 @@
 /**
- * How an error thrown inside a processor steers BullMQ:
- * - the payload or our request is wrong, or the API refuses us for good (400, 403):
- *   UnrecoverableError, failed at once, no retry storm;
- * - the API throttles us (429): both API queues pause for Retry-After (`queue.rateLimit`;
- *   the limit is per token, and both queues spend the same token's budget) and the job goes
- *   back to wait without spending an attempt (RateLimitError);
- * - the token endpoint fails, whatever its status: both API queues pause with backoff until a
- *   mint works (MintOutage), and the job goes back to wait without spending an attempt (a 400
- *   there says nothing about this consumer, and must not fail every job for good);
- * - anything else (5xx after the client's own retries, timeouts, Redis or Postgres away):
- *   rethrown, so BullMQ retries it with exponential backoff.
+ * What an error thrown in a processor makes BullMQ do (`steerFailure`, applied by the worker):
+ * - our payload or request is wrong, or the API refuses us for good (400, 403): failed at once
+ *   (UnrecoverableError), no retry storm;
+ * - a 429, or the token endpoint failing (whatever its status: it says nothing about this
+ *   consumer): both API queues pause, for Retry-After or the mint's backoff (they spend one
+ *   token's budget), and the job goes back to wait without spending an attempt (BackToWait);
+ * - anything else (5xx after the client's retries, timeouts, Redis or Postgres away): retried
+ *   by BullMQ with exponential backoff.
  */
 import { RateLimitError, UnrecoverableError } from 'bullmq';
+import type { FailureReason } from '../ops/metrics.js';
 import {
   AuthError,
   InvalidInputError,
@@ -24,10 +22,7 @@ import { InvalidPayloadError } from '../queues/payloads.js';
 import type { Queues } from '../queues/queues.js';
 import type { JobContext } from './context.js';
 
-/**
- * Back to wait without spending an attempt: the queues are paused already. BullMQ knows it by
- * its message, RateLimitError's; `why` is for the log.
- */
+/** Back to wait, no attempt spent, the queues paused already; `why` is for the log. */
 export class BackToWait extends RateLimitError {
   constructor(readonly why: 'throttled by the API' | 'token mint failing') {
     super();
@@ -50,9 +45,8 @@ export function isPermanent(error: unknown): boolean {
 }
 
 /**
- * Pauses both API queues (every replica) for at least `ms`, never shortening a longer pause
- * already set (a 429's Retry-After, or a failing mint's backoff). Never throws: a Redis error
- * while pausing must not turn the pause into a spent attempt.
+ * Pauses both API queues (every replica) for at least `ms`, never shortening a longer pause.
+ * Never throws: a Redis error while pausing must not turn the pause into a spent attempt.
  */
 export async function pauseApiQueues(
   queues: Pick<Queues, 'enrollment' | 'rewardSync'>,
@@ -68,6 +62,13 @@ export async function pauseApiQueues(
 /** Pauses both API queues for the 429's Retry-After; never throws. */
 export async function pauseForThrottle(error: ThrottledError, queues: Queues): Promise<void> {
   await pauseApiQueues(queues, Math.max(error.retryAfterMs, minimumPauseMs));
+}
+
+/** An attempt's failure, for the metrics. */
+export function failureReason(error: unknown): FailureReason {
+  if (error instanceof RateLimitError) return 'rate_limited';
+  if (error instanceof UnrecoverableError) return 'unrecoverable';
+  return 'error';
 }
 
 export async function steerFailure(

@@ -1,7 +1,6 @@
 /**
- * A sync job of several consumers (a reconciliation's fan-out, `enqueueRewardSyncs`): syncs
- * them all at once, each exactly as a job of its own would (`syncConsumer`), and gives each
- * what its own job would:
+ * A sync job of several consumers (a reconciliation's fan-out): syncs them all at once, each as
+ * a job of its own would (`syncConsumer`), and gives each what its own job would:
  * - a consumer with a sync job of its own (pending or running) is left to it;
  * - a consumer that fails is handed to a job of its own, delayed as a first retry, with the
  *   usual attempts, and shows in `perks-worker failed` if it fails for good;
@@ -21,12 +20,11 @@ import {
   rewardSyncBatchPayloadSchema,
 } from '../queues/payloads.js';
 import { rewardSyncJob } from '../queues/producer.js';
-import { countOutcomes } from '../queues/reconciliation-tally.js';
+import { carryReconciliation, countSyncs } from '../reconciliation/index.js';
 import { linkSignals } from '../signals.js';
 import type { RewardPageWrite } from '../store/store.js';
 import type { JobContext } from './context.js';
-import { BackToWait, pauseForThrottle, steerFailure } from './failures.js';
-import { carryReconciliation } from './reconciliation-members.js';
+import { BackToWait, pauseForThrottle } from './failures.js';
 import { addWrites, type RewardSyncResult, syncConsumer } from './sync-rewards.js';
 
 export interface RewardSyncBatchResult {
@@ -41,12 +39,16 @@ export interface RewardSyncBatchResult {
   written: RewardPageWrite;
 }
 
-interface Failed {
-  consumerId: string;
-  error: unknown;
+/** One run of the job, as its steps see it. */
+interface Batch {
+  job: PerksJob<'sync-rewards-batch'>;
+  ctx: JobContext;
+  /** What a consumer's own job takes from this one. */
+  from: Pick<RewardSyncPayload, 'reason' | 'reconciliation'>;
+  log: JobContext['logger'];
 }
 
-type Log = JobContext['logger'];
+type Failed = { consumerId: string; error: unknown };
 
 /**
  * Consumers per sync job of a reconciliation's fan-out. BullMQ's limiter counts jobs, so
@@ -58,10 +60,7 @@ export function fanOutConsumersPerJob(
   return worker.rateLimitPerSecond === undefined ? worker.syncConsumersPerJob : 1;
 }
 
-/**
- * Consumer syncs one replica runs at once at most: SYNC_CONCURRENCY jobs of up to
- * `fanOutConsumersPerJob` consumers each, every one writing a page at a time.
- */
+/** Consumer syncs one replica runs at once at most, each writing a page at a time. */
 export const syncsInFlight = (
   worker: Pick<WorkerConfig, 'syncConcurrency' | 'syncConsumersPerJob' | 'rateLimitPerSecond'>,
 ) => worker.syncConcurrency * fanOutConsumersPerJob(worker);
@@ -71,115 +70,95 @@ export async function processRewardSyncBatch(
   ctx: JobContext,
   signal?: AbortSignal,
 ): Promise<RewardSyncBatchResult> {
-  try {
-    const { consumerIds, reason, reconciliation } = parsePayload(
-      rewardSyncBatchPayloadSchema,
-      job.data,
-      'reward sync batch',
-    );
-    const log = ctx.logger.child({
-      queue: job.queueName,
-      jobId: job.id,
-      attempt: job.attemptsMade + 1,
-    });
-    const from = { reason, reconciliation };
-    const leftToOwnJob = await leaveToOwnJobs(ctx, consumerIds, from, log);
-    const mine = consumerIds.filter((id) => !leftToOwnJob.includes(id));
-    const run = await syncAtOnce(mine, ctx, job, signal);
-
-    const result: RewardSyncBatchResult = {
-      consumers: consumerIds.length,
-      synced: 0,
-      notEnrolled: 0,
-      leftToOwnJob,
-      retriedAlone: [],
-      pages: 0,
-      written: { inserted: 0, updated: 0, unchanged: 0, statusChanges: 0 },
-    };
-    for (const synced of run.synced) {
-      ctx.metrics.rewardSync(synced.outcome);
-      if (synced.outcome === 'synced') result.synced += 1;
-      else result.notEnrolled += 1;
-      result.pages += synced.pages;
-      addWrites(result.written, synced.written);
-      log.info(synced, 'consumer synced');
-    }
-    // Counted once out of this job: now when it ends, after narrowing when it stays (a narrow
-    // that fails keeps them all in the job, whose next attempt syncs and counts them again).
-    const count = () =>
-      reconciliation
-        ? countOutcomes(ctx.tallies, reconciliation, {
-            synced: result.synced,
-            notEnrolled: result.notEnrolled,
-          })
-        : Promise.resolve();
-
-    // Stopped (a 429, a failing mint, a cancel): what did not finish stays in this job. Otherwise each
-    // consumer that failed goes to a job of its own.
-    const staying = run.stopped ? run.failed.map((f) => f.consumerId) : [];
-    let handOffError: unknown;
-    if (!run.stopped && run.failed.length > 0) {
-      try {
-        await handOff(run.failed, job, ctx, from, log);
-        result.retriedAlone.push(...run.failed.map((f) => f.consumerId));
-      } catch (error) {
-        handOffError = error;
-        staying.push(...run.failed.map((f) => f.consumerId));
-      }
-    }
-    if (staying.length > 0) {
-      if (await narrow(job, staying, from, log)) await count();
-      if (signal?.aborted) throw signal.reason ?? run.failed[0]?.error;
-      if (run.paused) throw new BackToWait(run.paused); // the queues are paused already
-      throw handOffError;
-    }
-    await count();
-    return result;
-  } catch (error) {
-    return steerFailure(error, ctx);
+  const payload = parsePayload(rewardSyncBatchPayloadSchema, job.data, 'reward sync batch');
+  const { consumerIds, ...from } = payload;
+  const attempt = job.attemptsMade + 1;
+  const log = ctx.logger.child({ queue: job.queueName, jobId: job.id, attempt });
+  const batch: Batch = { job, ctx, from, log };
+  const leftToOwnJob = await leaveToOwnJobs(batch, consumerIds);
+  const mine = consumerIds.filter((id) => !leftToOwnJob.includes(id));
+  const run = await syncAtOnce(batch, mine, signal);
+  const written = { inserted: 0, updated: 0, unchanged: 0, statusChanges: 0 };
+  const result: RewardSyncBatchResult = {
+    consumers: consumerIds.length,
+    synced: 0,
+    notEnrolled: 0,
+    leftToOwnJob,
+    retriedAlone: [],
+    pages: 0,
+    written,
+  };
+  for (const synced of run.synced) {
+    ctx.metrics.rewardSync(synced.outcome);
+    if (synced.outcome === 'synced') result.synced += 1;
+    else result.notEnrolled += 1;
+    result.pages += synced.pages;
+    addWrites(written, synced.written);
+    log.info(synced, 'consumer synced');
   }
+
+  // Stopped (a 429, a failing mint, a cancel): what did not finish stays in this job.
+  // Otherwise each consumer that failed goes to a job of its own.
+  const failed = failedIds(run.failed);
+  const staying = run.stopped ? [...failed] : [];
+  let handOffError: unknown;
+  if (!run.stopped && failed.length > 0) {
+    try {
+      await handOff(batch, run.failed);
+      result.retriedAlone = failed;
+    } catch (error) {
+      handOffError = error;
+      staying.push(...failed);
+    }
+  }
+  // Counted now if the job ends, once narrowed if it stays (a narrow that fails keeps them all
+  // in the job, whose next attempt syncs and counts them again).
+  if (staying.length === 0 || (await narrow(batch, staying))) {
+    await countSyncs(ctx.tallies, from.reconciliation, run.synced);
+  }
+  if (staying.length === 0) return result;
+  if (signal?.aborted) throw signal.reason ?? run.failed[0]?.error;
+  if (run.paused) throw new BackToWait(run.paused); // the queues are paused already
+  throw handOffError;
 }
 
 /**
- * Those of `consumerIds` with a sync job of their own (its deduplication key is set), whose
- * job is added again: deduplication answers it as for any job of one consumer (ignored while
- * that job is pending, run after it while it runs), and clears a key whose job is gone. That
- * job carries the reconciliation on, to count the consumer's outcome.
+ * Those of `consumerIds` with a sync job of their own (a deduplication key), whose job is added
+ * again: ignored while that job is pending, run after it while it runs, and clearing a key whose
+ * job is gone, as for any job of one consumer.
  */
-async function leaveToOwnJobs(
-  ctx: JobContext,
-  consumerIds: readonly string[],
-  from: Pick<RewardSyncPayload, 'reason' | 'reconciliation'>,
-  log: Log,
-): Promise<string[]> {
-  const queue = ctx.queues.rewardSync;
+async function leaveToOwnJobs(batch: Batch, consumerIds: readonly string[]): Promise<string[]> {
+  const queue = batch.ctx.queues.rewardSync;
   const owners = await Promise.all(consumerIds.map((id) => queue.getDeduplicationJobId(id)));
   const left = consumerIds.filter((_, i) => owners[i]);
   if (left.length > 0) {
-    await queue.addBulk(left.map((consumerId) => ownJob({ consumerId, ...from })));
-    if (from.reconciliation) {
-      await carryReconciliation(queue, ctx.tallies, left, from.reconciliation);
-    }
-    log.info({ consumerIds: left }, 'consumers left to their own sync job');
+    await addOwnJobs(batch, left);
+    batch.log.info({ consumerIds: left }, 'consumers left to their own sync job');
   }
   return left;
 }
 
+/** Each consumer's own sync job, optionally delayed, counting it in the reconciliation. */
+async function addOwnJobs({ ctx, from }: Batch, consumerIds: string[], delays: number[] = []) {
+  const queue = ctx.queues.rewardSync;
+  const jobs = consumerIds.map((consumerId, i) => {
+    const own = rewardSyncJob({ consumerId, ...from });
+    const delay = delays[i];
+    return delay === undefined ? own : { ...own, opts: { ...own.opts, delay } };
+  });
+  await queue.addBulk(jobs);
+  await carryReconciliation(queue, ctx.tallies, consumerIds, from.reconciliation);
+}
+
 /**
- * Every sync at once. A 429 or a failing mint stops the others at once and pauses the queues
- * now, not once the slowest of them has ended; `stopped` is true after either, or a cancel.
+ * Every sync at once. A 429 or a failing mint stops the others and pauses the queues now, not
+ * once the slowest has ended; `stopped` after either, or a cancel.
  */
 async function syncAtOnce(
+  { ctx, job }: Batch,
   consumerIds: readonly string[],
-  ctx: JobContext,
-  job: Job,
   signal: AbortSignal | undefined,
-): Promise<{
-  synced: RewardSyncResult[];
-  failed: Failed[];
-  stopped: boolean;
-  paused?: BackToWait['why'];
-}> {
+) {
   const stop = new AbortController();
   const linked = linkSignals([signal, stop.signal]);
   // Each sync listens to it (one API call at a time each): up to 100.
@@ -218,42 +197,21 @@ async function syncAtOnce(
   return { synced, failed, stopped: linked.signal.aborted, ...(paused ? { paused } : {}) };
 }
 
-/**
- * Each failed consumer to a job of its own, delayed as its first retry would be; that job
- * counts its outcome in the reconciliation's tally.
- */
-async function handOff(
-  failed: readonly Failed[],
-  job: Job,
-  ctx: JobContext,
-  from: Pick<RewardSyncPayload, 'reason' | 'reconciliation'>,
-  log: Log,
-): Promise<void> {
+/** Each failed consumer to a job of its own, delayed as its first retry would be. */
+async function handOff(batch: Batch, failed: readonly Failed[]): Promise<void> {
+  const { ctx, job, log } = batch;
   const queue = ctx.queues.rewardSync;
   const delays = await Promise.all(failed.map(({ error }) => firstRetryDelayMs(queue, job, error)));
-  await queue.addBulk(
-    failed.map(({ consumerId }, i) => ownJob({ consumerId, ...from }, delays[i])),
-  );
-  if (from.reconciliation) {
-    const ids = failed.map((f) => f.consumerId);
-    await carryReconciliation(queue, ctx.tallies, ids, from.reconciliation);
-  }
+  await addOwnJobs(batch, failedIds(failed), delays);
   failed.forEach(({ consumerId, error }, i) => {
     ctx.metrics.rewardSync('retried_alone');
-    log.warn(
-      { consumerId, err: describe(error), delayMs: delays[i] },
-      'consumer sync failed; retried in a job of its own',
-    );
+    const fields = { consumerId, err: describe(error), delayMs: delays[i] };
+    log.warn(fields, 'consumer sync failed; retried in a job of its own');
   });
 }
 
-/** Leaves in the job only `consumerIds`, for its next attempt. */
-async function narrow(
-  job: PerksJob<'sync-rewards-batch'>,
-  consumerIds: string[],
-  from: Pick<RewardSyncPayload, 'reason' | 'reconciliation'>,
-  log: Log,
-): Promise<boolean> {
+/** Leaves in the job only `consumerIds`, for its next attempt; false if that failed. */
+async function narrow({ job, from, log }: Batch, consumerIds: string[]): Promise<boolean> {
   try {
     await job.updateData({ consumerIds, ...from });
     return true;
@@ -264,12 +222,6 @@ async function narrow(
   }
 }
 
-/** A consumer's own sync job (deduplicated on the consumer), optionally delayed. */
-function ownJob(payload: RewardSyncPayload, delay?: number) {
-  const single = rewardSyncJob(payload);
-  return delay === undefined ? single : { ...single, opts: { ...single.opts, delay } };
-}
-
 /** The delay of a first retry under the queue's backoff policy, as BullMQ computes it. */
 async function firstRetryDelayMs(queue: Queue, job: Job, error: unknown): Promise<number> {
   const { backoff } = queue.defaultJobOptions;
@@ -278,6 +230,8 @@ async function firstRetryDelayMs(queue: Queue, job: Job, error: unknown): Promis
   const cause = error instanceof Error ? error : new Error(String(error));
   return (await Backoffs.calculate(policy, 1, cause, job)) ?? 0;
 }
+
+const failedIds = (failed: readonly Failed[]) => failed.map((f) => f.consumerId);
 
 const describe = (error: unknown) =>
   error instanceof Error

@@ -1,22 +1,17 @@
 /**
  * Reward sync: walks a consumer's rewards (per_page=1000, sort=-executed_at) and writes each
  * page as it arrives, so memory holds one page (plus the ids seen, for missing detection).
- *
- * - 500/502 are retried with backoff inside the client; past that the job fails and BullMQ
- *   retries it later. Re-writing pages already written is harmless: writes are idempotent.
- * - ERR-404-02: the consumer is not enrolled; recorded, and the job ends without retries.
- * - If `total` moved during the walk, rows may have shifted between pages: scan once more.
- *   Only a complete, consistent scan may mark rewards missing.
- *
- * A job of several consumers runs `syncConsumer` for each (sync-rewards-batch.ts).
+ * 500/502 are retried inside the client, then by BullMQ (a page written twice is harmless).
+ * ERR-404-02 (not enrolled) is recorded, and is an outcome, not a failure. If `total` moved
+ * during the walk, rows may have shifted between pages: it scans once more. Only a complete,
+ * consistent scan may mark rewards missing.
  */
 import type { Job } from 'bullmq';
 import { ConsumerNotEnrolledError } from '../perks/errors.js';
 import { type PerksJob, parsePayload, rewardSyncPayloadSchema } from '../queues/payloads.js';
-import { countOutcome } from '../queues/reconciliation-tally.js';
+import { countSyncs } from '../reconciliation/index.js';
 import type { RewardPageWrite } from '../store/store.js';
 import type { JobContext } from './context.js';
-import { steerFailure } from './failures.js';
 
 export interface RewardSyncResult {
   consumerId: string;
@@ -38,22 +33,11 @@ export async function processRewardSync(
   ctx: JobContext,
   signal?: AbortSignal,
 ): Promise<RewardSyncResult> {
-  try {
-    const { consumerId, reconciliation } = parsePayload(
-      rewardSyncPayloadSchema,
-      job.data,
-      'reward sync',
-    );
-    const result = await syncConsumer(consumerId, ctx, job, signal);
-    ctx.metrics.rewardSync(result.outcome);
-    if (reconciliation) {
-      const outcome = result.outcome === 'synced' ? 'synced' : 'notEnrolled';
-      await countOutcome(ctx.tallies, reconciliation, outcome);
-    }
-    return result;
-  } catch (error) {
-    return steerFailure(error, ctx);
-  }
+  const payload = parsePayload(rewardSyncPayloadSchema, job.data, 'reward sync');
+  const result = await syncConsumer(payload.consumerId, ctx, job, signal);
+  ctx.metrics.rewardSync(result.outcome);
+  await countSyncs(ctx.tallies, payload.reconciliation, [result]);
+  return result;
 }
 
 /** Adds one sync's or page's writes to a total. */
@@ -64,22 +48,15 @@ export function addWrites(total: RewardPageWrite, more: RewardPageWrite): void {
   total.statusChanges += more.statusChanges;
 }
 
-/**
- * One consumer's sync, for a job of its own or one of several. Not enrolled upstream
- * (ERR-404-02) is recorded and is an outcome; any other failure is thrown, unsteered.
- */
+/** One consumer's sync, in a job of its own or of several. Failures other than ERR-404-02 throw. */
 export async function syncConsumer(
   consumerId: string,
   ctx: JobContext,
   job: Job,
   signal: AbortSignal | undefined,
 ): Promise<RewardSyncResult> {
-  const log = ctx.logger.child({
-    queue: job.queueName,
-    jobId: job.id,
-    consumerId,
-    attempt: job.attemptsMade + 1,
-  });
+  const attempt = job.attemptsMade + 1;
+  const log = ctx.logger.child({ queue: job.queueName, jobId: job.id, consumerId, attempt });
   const result: RewardSyncResult = {
     consumerId,
     outcome: 'synced',
@@ -96,9 +73,8 @@ export async function syncConsumer(
     while (result.scans < maxScans && !result.consistent) {
       result.scans += 1;
       result.consistent = await scanOnce(consumerId, ctx, job, log, signal, result);
-      if (!result.consistent) {
+      if (!result.consistent)
         log.warn({ scan: result.scans }, 'total moved during the walk; rescanning');
-      }
     }
   } catch (error) {
     if (!(error instanceof ConsumerNotEnrolledError)) throw error;
@@ -110,10 +86,9 @@ export async function syncConsumer(
 }
 
 /**
- * One walk over the consumer's pages, each written as it arrives. The last page's statement
- * also ends the sync (missing rewards, last_synced_at) when this walk is consistent or no
- * rescan is left; otherwise it is written alone and the caller scans again. Returns whether
- * the walk was consistent.
+ * One walk over the consumer's pages, each written as it arrives; returns whether it was
+ * consistent. The last page's statement also ends the sync (missing rewards, last_synced_at),
+ * unless the walk was inconsistent and a rescan is left.
  */
 async function scanOnce(
   consumerId: string,
@@ -126,57 +101,43 @@ async function scanOnce(
   const startedAt = new Date();
   const seenIds: string[] = [];
   let consistent = true;
-  const pages = ctx.client.listRewardPages(consumerId, {
-    perPage: 1000,
-    sort: '-executed_at',
-    signal,
-  });
-  for await (const page of pages) {
+  const options = { perPage: 1000, sort: '-executed_at', signal } as const;
+  for await (const page of ctx.client.listRewardPages(consumerId, options)) {
     for (const reward of page.items) seenIds.push(reward.id);
-    if (page.totalChanged) consistent = false;
-    // A walk that ended with fewer distinct rewards than announced saw a shifting list.
-    if (page.lastPage && new Set(seenIds).size !== page.total) consistent = false;
+    // Fewer distinct rewards than announced at the end: the list shifted during the walk.
+    if (page.totalChanged || (page.lastPage && new Set(seenIds).size !== page.total)) {
+      consistent = false;
+    }
     // Stamped before the request: a slow answer must not overwrite a newer observation.
-    const observedAt = page.requestedAt;
-    const finish =
-      !page.lastPage || (!consistent && result.scans < maxScans)
-        ? undefined
-        : {
-            missing: consistent ? { seenIds, scanStartedAt: startedAt } : null,
-            at: observedAt,
-          };
+    const at = page.requestedAt;
+    const missing = consistent ? { seenIds, scanStartedAt: startedAt } : null;
+    const ends = page.lastPage && (consistent || result.scans >= maxScans);
     const started = performance.now();
     const { markedMissing, ...written } = await ctx.store.writeRewardPage({
       consumerId,
       rewards: page.items,
       json: page.json,
-      observedAt,
-      ...(finish ? { finish } : {}),
+      observedAt: at,
+      ...(ends ? { finish: { missing, at } } : {}),
     });
     ctx.metrics.rewardPageWritten(written);
-
     result.pages += 1;
     result.total = page.total;
     addWrites(result.written, written);
     result.markedMissing += markedMissing;
-    const pageCount = Math.max(1, Math.ceil(page.total / page.perPage));
+    const pages = Math.max(1, Math.ceil(page.total / page.perPage));
     // Progress is for long walks; a one-page sync would only pay a Redis round trip for it.
-    if (pageCount > 1) {
-      await job.updateProgress({
-        consumerId,
-        page: page.page,
-        pages: pageCount,
-        total: page.total,
-      });
+    if (pages > 1) {
+      await job.updateProgress({ consumerId, page: page.page, pages, total: page.total });
     }
     log.info(
       {
         page: page.page,
-        pages: pageCount,
+        pages,
         items: page.items.length,
         total: page.total,
         ...written,
-        ...(finish ? { markedMissing, finished: true } : {}),
+        ...(ends ? { markedMissing, finished: true } : {}),
         writeMs: Math.round(performance.now() - started),
       },
       'reward page written',

@@ -6,22 +6,16 @@
  *
  * Payloads are validated here, before anything reaches Redis, and again by the worker.
  */
-import { randomBytes } from 'node:crypto';
 import type { Job, Telemetry } from 'bullmq';
 import type { Logger } from '../ops/logger.js';
+import { type StartedReconciliation, startReconciliation } from '../reconciliation/index.js';
 import { connected, createRedisConnection, type RedisClient } from './connection.js';
 import { deriveConsumerId } from './consumer-id.js';
-import {
-  enrollmentDeduplicationId,
-  enrollmentJobId,
-  jobNames,
-  reconcileDeduplicationId,
-} from './names.js';
+import { enrollmentDeduplicationId, enrollmentJobId, jobNames } from './names.js';
 import {
   type EnrollmentPayload,
   enrollmentPayloadSchema,
   parsePayload,
-  type ReconciliationPayload,
   type RewardSyncBatchPayload,
   type RewardSyncPayload,
   rewardSyncBatchPayloadSchema,
@@ -159,30 +153,7 @@ function rewardSyncBatchJob(payload: RewardSyncBatchPayload) {
 const priorityOf = (reason: RewardSyncPayload['reason']) =>
   reason === 'reconciliation' ? { priority: reconciliationSyncPriority } : {};
 
-export interface StartedReconciliation {
-  jobId: string;
-  /** False when a reconciliation was already pending or running: that one goes on alone. */
-  started: boolean;
-}
-
-/** Starts a reconciliation unless one is already pending or running. */
-export async function startReconciliation(
-  queues: Queues,
-  trigger: 'manual' | 'schedule' = 'manual',
-): Promise<StartedReconciliation> {
-  const now = new Date();
-  // No startedAt: the worker that first runs it sets it (status tells queued from started).
-  const data: ReconciliationPayload = { trigger };
-  // Our own id, so that a deduplicated add (which answers with the running job's id) shows.
-  const jobId = `reconcile-${now.getTime()}-${randomBytes(3).toString('hex')}`;
-  const job = await queues.reconciliation.add(jobNames.reconcile, data, {
-    jobId,
-    deduplication: { id: reconcileDeduplicationId },
-    // A reconciliation resumes from its cursor; a few attempts cover a crashed replica.
-    attempts: 3,
-  });
-  return { jobId: job.id ?? jobId, started: job.id === jobId };
-}
+export { type StartedReconciliation, startReconciliation };
 
 export interface ProducerOptions {
   /** REDIS_URL of the worker; with `clusterNodes`, only its user, password and TLS are used. */

@@ -2,12 +2,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { processReconcileTick } from '../../src/jobs/reconcile.js';
 import type { PerksJob } from '../../src/queues/payloads.js';
-import {
-  enqueueRewardSyncs,
-  rewardSyncJob,
-  startReconciliation,
-} from '../../src/queues/producer.js';
-import { readTally, type Tally } from '../../src/queues/reconciliation-tally.js';
+import { enqueueRewardSyncs, rewardSyncJob } from '../../src/queues/producer.js';
+import { startReconciliation } from '../../src/reconciliation/index.js';
+import { readTally, type Tally } from '../../src/reconciliation/tally.js';
 import { waitFor } from '../support/processes.js';
 import { type Harness, startHarness } from '../support/worker-harness.js';
 

@@ -1,0 +1,82 @@
+/**
+ * A reconciliation's fan-out: consumer ids read in keyset batches and enqueued as sync jobs that
+ * carry its id, while the sync queue holds fewer than `maxPending` jobs: one batch in memory
+ * and about maxPending + batchSize jobs in Redis, whatever the number of consumers. The cursor
+ * (last id enqueued) is saved in the job after every batch: a replica killed mid-way leaves the
+ * job to another (stalled-job recovery), which resumes there.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { JobContext } from '../jobs/context.js';
+import type { PerksJob, ReconciliationState } from '../queues/payloads.js';
+import { enqueueRewardSyncs } from '../queues/producer.js';
+import { updateTally } from './tally.js';
+
+export interface ReconciliationResult {
+  enqueued: number;
+  batches: number;
+  startedAt: string;
+  finishedAt: string;
+}
+
+/** How often a fan-out waiting for the sync queue to drain looks again. */
+const backpressurePollMs = 250;
+
+export async function fanOut(
+  job: PerksJob<'reconcile'>,
+  state: ReconciliationState,
+  ctx: JobContext,
+  signal?: AbortSignal,
+): Promise<ReconciliationResult> {
+  // Names its tally, and prefixes the ids of the sync jobs it enqueues.
+  const reconciliation = job.id;
+  if (reconciliation === undefined) throw new Error('a reconciliation job without an id');
+  const startedAt = state.startedAt ?? new Date().toISOString();
+  // Saved at once: `status` shows it started, with its real start, before the first batch.
+  if (!state.startedAt) await job.updateData({ ...state, startedAt });
+  const attempt = job.attemptsMade + 1;
+  const log = ctx.logger.child({ queue: job.queueName, jobId: reconciliation, attempt });
+  const { batchSize, maxPending, consumersPerJob } = ctx.reconcile;
+  let { cursor, enqueued } = state;
+  let batches = 0;
+  if (cursor) log.info({ cursor, enqueued }, 'resuming reconciliation');
+  else {
+    const expected = await ctx.store.countReconcilableConsumers();
+    await updateTally(ctx.tallies, reconciliation, {}, ['expected', expected]);
+  }
+
+  for (;;) {
+    await waitForRoom(ctx, maxPending, signal);
+    const ids = await ctx.store.listEnrolledConsumerIds({ after: cursor, limit: batchSize });
+    if (ids.length === 0) break;
+    // The sync jobs' ids derive from the reconciliation's: resumed after a crash between this
+    // line and the cursor's save, it adds nothing for the consumers already enqueued.
+    const options = { consumersPerJob, reconciliation };
+    await enqueueRewardSyncs(ctx.queues, ids, 'reconciliation', options);
+    cursor = ids[ids.length - 1] ?? cursor;
+    enqueued += ids.length;
+    batches += 1;
+    await job.updateData({ ...state, cursor, enqueued, startedAt });
+    await job.updateProgress({ enqueued, cursor });
+    ctx.metrics.reconciliationProgress(enqueued);
+    log.info(
+      { batch: batches, size: ids.length, enqueued, cursor },
+      'reconciliation batch enqueued',
+    );
+    if (ids.length < batchSize) break;
+  }
+  await updateTally(ctx.tallies, reconciliation, {}, ['total', enqueued]);
+  const finishedAt = new Date().toISOString();
+  log.info({ enqueued, batches, startedAt, finishedAt }, 'reconciliation fanned out');
+  ctx.metrics.reconciliationFinished();
+  return { enqueued, batches, startedAt, finishedAt };
+}
+
+/** Backpressure: the sync queue's backlog stays under maxPending. */
+async function waitForRoom(ctx: JobContext, maxPending: number, signal?: AbortSignal) {
+  for (;;) {
+    signal?.throwIfAborted();
+    const counts = await ctx.queues.rewardSync.getJobCounts('wait', 'prioritized', 'delayed');
+    if (Object.values(counts).reduce((sum, n) => sum + n, 0) < maxPending) return;
+    await sleep(backpressurePollMs, undefined, { signal });
+  }
+}
