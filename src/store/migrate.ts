@@ -1,6 +1,19 @@
 /**
- * Creates the database when it does not exist yet and applies the numbered SQL migrations of
- * ./migrations/ in order, each in its own transaction, recorded in <schema>.schema_migrations.
+ * Creates the database when it does not exist yet, applies the numbered SQL migrations of
+ * ./migrations/ in order, each in its own transaction, recorded in <schema>.schema_migrations,
+ * then the repeatable ones of ./migrations/repeatable/ (functions, one file each, written with
+ * `create or replace`), each applied again whenever its checksum differs from the one recorded
+ * in <schema>.schema_repeatable_migrations, as Flyway's repeatable migrations are. During a
+ * rolling deploy the last build to migrate wins: change a function's signature under a new
+ * name, never in place.
+ *
+ * Released numbered files are never edited, with one exception: 000002, 000003 and 000005 each
+ * held a whole copy of write_reward_pages, moved to its repeatable file so that its body is
+ * written once. A schema that ran their earlier editions has the same tables, and its function
+ * is replaced from the repeatable file, so their earlier checksums are accepted
+ * (supersededChecksums; migrate.test.ts migrates a database with the released editions, then
+ * with these, and compares its functions with a fresh one's). A build before this one refuses
+ * a schema created by this one (it finds the new checksums).
  *
  * Schema name: the files use unqualified names and each runs after
  * `set local search_path to "<schema>"`, so one file serves any DATABASE_SCHEMA and the
@@ -10,10 +23,9 @@
  * advisory lock keyed by the schema, then reads what is applied, so the second replica waits
  * and finds nothing left to do. Transaction-scoped, not a session lock: through PgBouncer's
  * transaction pooling each transaction may run on another server connection, where a session
- * lock would be taken on one, released (or not) on another, and shared by whichever client
- * gets that connection next. A transaction stays on one server connection, so this works
- * through PgBouncer and directly alike. Creating a missing database needs a direct connection
- * (see migrate()); two processes racing to CREATE DATABASE both succeed (42P04 / 23505).
+ * lock would be taken on one and released on another. Creating a missing database needs a
+ * direct connection (see migrate()); two processes racing to CREATE DATABASE both succeed
+ * (42P04 / 23505).
  */
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
@@ -36,11 +48,13 @@ export interface MigrateOptions {
   /** Schema holding the tables (created when missing). */
   schema: string;
   logger?: Logger;
+  /** Directory of the migration files: this build's, unless a test passes released editions. */
+  migrations?: URL;
 }
 
 export interface MigrateResult {
   databaseCreated: boolean;
-  /** File names applied by this call, in order; empty when the schema was up to date. */
+  /** Numbered files applied by this call, in order; empty when the schema was up to date. */
   applied: string[];
   /** Version of the latest applied migration, e.g. "000001". */
   current: string;
@@ -58,25 +72,21 @@ export interface MigrationFile {
 
 const migrationsDirectory = new URL('./migrations/', import.meta.url);
 const filePattern = /^(\d{6})_([a-z0-9_]+)\.sql$/;
+const repeatablePattern = /^([a-z0-9_]+)\.sql$/;
 /** First key of the advisory lock: "perks-worker migrations" (the second is the schema). */
 const lockNamespace = 'perks-worker migrations';
 
 /**
- * Checksums of one file before and after an edit of its comments alone (its statements byte
- * for byte the same): a schema recording either is accepted while the file has either, so a
- * rollback to the earlier build still starts. The recorded checksum is left as it is. Any
- * other mismatch is a MigrationChecksumError: a file whose SQL changed needs a new migration.
+ * Checksums of earlier editions of released files, accepted when recorded (see the top of this
+ * file). 000002's first one is its edition before an edit of its comments alone.
  */
-const sameStatements: Readonly<Record<string, readonly string[]>> = {
+const supersededChecksums: Readonly<Record<string, readonly string[]>> = {
   '000002': [
     '70d527fecd9185ac3014a66babf4572b18bada1ccd53053d35fff6eb41522434',
     '96f657391427819a950f6d117bf35284c134abe009412cf0bbfa55019f7944a2',
   ],
-};
-
-const sameStatementsAs = (file: MigrationFile, applied: string): boolean => {
-  const known = sameStatements[file.version] ?? [];
-  return known.includes(file.checksum) && known.includes(applied);
+  '000003': ['ac641aed1ba019442d59434553c6183452d69d37cb785e650db9a0382dc4d00c'],
+  '000005': ['635c127b11b39495fa52b755103c5b107ec856e4f06157cbbfca5fa90459339b'],
 };
 
 const pgErrors = {
@@ -87,7 +97,9 @@ const pgErrors = {
 
 export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
   const schema = assertSchemaName(options.schema);
-  const files = await loadMigrationFiles();
+  const directory = options.migrations ?? migrationsDirectory;
+  const files = await loadMigrationFiles(directory);
+  const repeatables = await loadRepeatableFiles(directory);
   const target = describeUrl(options.databaseUrl);
 
   let databaseCreated = false;
@@ -107,7 +119,9 @@ export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
   }
 
   try {
-    const applied = await applyPending(client, schema, files, options.logger);
+    const recorded = await prepareSchema(client, schema);
+    const applied = await applyPending(client, schema, files, recorded.migrations, options.logger);
+    await applyRepeatables(client, schema, repeatables, recorded.repeatables, options.logger);
     const current = await currentVersion(client, schema);
     const count = files.filter((f) => f.version <= current).length;
     return { databaseCreated, applied, current, count };
@@ -116,11 +130,12 @@ export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
   }
 }
 
-/** The migration files shipped with this build, sorted by version. */
-export async function loadMigrationFiles(): Promise<MigrationFile[]> {
-  const names = (await readdir(migrationsDirectory)).filter((n) => n.endsWith('.sql')).sort();
+/** The numbered migration files shipped with this build, sorted by version. */
+export async function loadMigrationFiles(
+  directory = migrationsDirectory,
+): Promise<MigrationFile[]> {
   const files: MigrationFile[] = [];
-  for (const file of names) {
+  for (const { file, sql, checksum } of await readSqlFiles(directory)) {
     const match = filePattern.exec(file);
     if (!match?.[1] || !match[2]) {
       throw new MigrationFileError(`migration file ${file} must be named like 000001_init.sql`);
@@ -128,26 +143,59 @@ export async function loadMigrationFiles(): Promise<MigrationFile[]> {
     if (files.some((f) => f.version === match[1])) {
       throw new MigrationFileError(`two migration files have version ${match[1]}`);
     }
-    const sql = await readFile(new URL(file, migrationsDirectory), 'utf8');
-    const checksum = createHash('sha256').update(sql).digest('hex');
     files.push({ version: match[1], name: match[2], file, sql, checksum });
   }
   return files;
 }
 
-async function applyPending(
-  client: pg.Client,
-  schema: string,
-  files: readonly MigrationFile[],
-  logger: Logger | undefined,
-): Promise<string[]> {
+type SqlFile = Omit<MigrationFile, 'version' | 'name'>;
+
+async function loadRepeatableFiles(directory: URL): Promise<SqlFile[]> {
+  const files = await readSqlFiles(new URL('repeatable/', directory)).catch((error: unknown) => {
+    if (errorCode(error) === 'ENOENT') return [];
+    throw error;
+  });
+  for (const { file } of files) {
+    if (!repeatablePattern.test(file)) {
+      throw new MigrationFileError(
+        `repeatable migration ${file} must be named like a_function.sql`,
+      );
+    }
+  }
+  return files;
+}
+
+async function readSqlFiles(directory: URL): Promise<SqlFile[]> {
+  const names = (await readdir(directory)).filter((n) => n.endsWith('.sql')).sort();
+  return Promise.all(
+    names.map(async (file) => {
+      const sql = await readFile(new URL(file, directory), 'utf8');
+      return { file, sql, checksum: createHash('sha256').update(sql).digest('hex') };
+    }),
+  );
+}
+
+interface Recorded {
+  /** version -> checksum */
+  migrations: Map<string, string>;
+  /** repeatable file -> checksum */
+  repeatables: Map<string, string>;
+}
+
+/** Creates the schema and its two tables of applied migrations, and reads them. */
+async function prepareSchema(client: pg.Client, schema: string): Promise<Recorded> {
   const q = quoteIdentifier(schema);
-  const appliedChecksums = await inTransaction(client, async () => {
+  return inTransaction(client, async () => {
     await lockMigrations(client, schema);
     await client.query(`create schema if not exists ${q}`);
     await client.query(`create table if not exists ${q}.schema_migrations (
       version text primary key,
       name text not null,
+      applied_at timestamptz not null default now(),
+      checksum text not null
+    )`);
+    await client.query(`create table if not exists ${q}.schema_repeatable_migrations (
+      file text primary key,
       applied_at timestamptz not null default now(),
       checksum text not null
     )`);
@@ -158,13 +206,32 @@ async function applyPending(
       comment on column ${q}.schema_migrations.name is 'Name part of the file (init for 000001_init.sql).';
       comment on column ${q}.schema_migrations.applied_at is 'When the migration was applied.';
       comment on column ${q}.schema_migrations.checksum is 'sha256 of the file; the statements of an applied file must never change.';
+      comment on table ${q}.schema_repeatable_migrations is 'Repeatable migrations (functions, migrations/repeatable/) as last applied; each is applied again when its file changes.';
+      comment on column ${q}.schema_repeatable_migrations.file is 'File name (write_reward_pages.sql).';
+      comment on column ${q}.schema_repeatable_migrations.applied_at is 'When this checksum was applied.';
+      comment on column ${q}.schema_repeatable_migrations.checksum is 'sha256 of the file as last applied.';
     `);
-    const { rows } = await client.query<{ version: string; checksum: string }>(
-      `select version, checksum from ${q}.schema_migrations order by version`,
+    const migrations = await client.query<{ version: string; checksum: string }>(
+      `select version, checksum from ${q}.schema_migrations`,
     );
-    return new Map(rows.map((r) => [r.version, r.checksum]));
+    const repeatables = await client.query<{ file: string; checksum: string }>(
+      `select file, checksum from ${q}.schema_repeatable_migrations`,
+    );
+    return {
+      migrations: new Map(migrations.rows.map((r) => [r.version, r.checksum])),
+      repeatables: new Map(repeatables.rows.map((r) => [r.file, r.checksum])),
+    };
   });
+}
 
+async function applyPending(
+  client: pg.Client,
+  schema: string,
+  files: readonly MigrationFile[],
+  appliedChecksums: ReadonlyMap<string, string>,
+  logger: Logger | undefined,
+): Promise<string[]> {
+  const q = quoteIdentifier(schema);
   for (const file of files) {
     const appliedChecksum = appliedChecksums.get(file.version);
     if (appliedChecksum !== undefined) assertUnchanged(file, appliedChecksum);
@@ -206,6 +273,38 @@ async function applyPending(
   return applied;
 }
 
+async function applyRepeatables(
+  client: pg.Client,
+  schema: string,
+  files: readonly SqlFile[],
+  appliedChecksums: ReadonlyMap<string, string>,
+  logger: Logger | undefined,
+): Promise<void> {
+  const q = quoteIdentifier(schema);
+  for (const file of files) {
+    if (appliedChecksums.get(file.file) === file.checksum) continue;
+    const appliedHere = await inTransaction(client, async () => {
+      await lockMigrations(client, schema);
+      const { rows } = await client.query<{ checksum: string }>(
+        `select checksum from ${q}.schema_repeatable_migrations where file = $1`,
+        [file.file],
+      );
+      if (rows[0]?.checksum === file.checksum) return false;
+      await client.query(`set local search_path to ${q}`);
+      await client.query(file.sql);
+      await client.query(
+        `insert into ${q}.schema_repeatable_migrations (file, checksum) values ($1, $2)
+         on conflict (file) do update set checksum = excluded.checksum, applied_at = now()`,
+        [file.file, file.checksum],
+      );
+      return true;
+    });
+    if (appliedHere) {
+      logger?.info({ schema, migration: `repeatable/${file.file}` }, 'applied migration');
+    }
+  }
+}
+
 /** Held until the caller's transaction ends (see the top of this file). */
 async function lockMigrations(client: pg.Client, schema: string): Promise<void> {
   await client.query('select pg_advisory_xact_lock(hashtext($1), hashtext($2))', [
@@ -215,7 +314,8 @@ async function lockMigrations(client: pg.Client, schema: string): Promise<void> 
 }
 
 export function assertUnchanged(file: MigrationFile, appliedChecksum: string): void {
-  if (appliedChecksum === file.checksum || sameStatementsAs(file, appliedChecksum)) return;
+  if (appliedChecksum === file.checksum) return;
+  if (supersededChecksums[file.version]?.includes(appliedChecksum)) return;
   throw new MigrationChecksumError(file.file, appliedChecksum, file.checksum);
 }
 
