@@ -21,7 +21,6 @@
  * every page of the statement: each job retries.
  */
 import type pg from 'pg';
-import type { RewardEventType } from '../config/events.js';
 import { errorCode } from './errors.js';
 import {
   isEmptyWrite,
@@ -33,6 +32,7 @@ import {
   type WriteRewardPageInput,
   writeRewardPages,
 } from './rewards.js';
+import type { RewardEventType } from './types.js';
 
 export interface RewardWriterLimits {
   /** Statements of small pages running at once. */

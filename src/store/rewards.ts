@@ -11,9 +11,8 @@
  * 000005_reward_events.sql); see rewardWriteSql.
  */
 import type pg from 'pg';
-import type { RewardEventType } from '../config/events.js';
 import { StoreInputError } from './errors.js';
-import type { RewardPageWrite, RewardRecord } from './types.js';
+import type { RewardEventType, RewardPageWrite, RewardRecord } from './types.js';
 
 /** The API's amount pattern: a decimal with at least one digit, optional sign and point. */
 const amountPattern = /^(?!^[-+.]*$)[+-]?0*\d*\.?\d*$/;

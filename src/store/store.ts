@@ -5,16 +5,22 @@
  * SQL text, is validated and quoted once here.
  */
 import pg from 'pg';
-import { type RewardEventType, rewardEventTypes } from '../config/events.js';
 import type { Logger } from '../ops/logger.js';
 import * as consumers from './consumers.js';
 import { assertSchemaName, quoteIdentifier } from './identifier.js';
 import { defaultWriterLimits, RewardWriter } from './reward-writer.js';
 import type { FinishSync, RewardPageResult, WriteRewardPageInput } from './rewards.js';
-import type { ConsumerRow } from './types.js';
+import { type ConsumerRow, type RewardEventType, rewardEventTypes } from './types.js';
 
 export type { FinishSync } from './rewards.js';
-export type { ConsumerRow, EnrollmentOutcome, RewardPageWrite, RewardRecord } from './types.js';
+export {
+  type ConsumerRow,
+  type EnrollmentOutcome,
+  type RewardEventType,
+  type RewardPageWrite,
+  type RewardRecord,
+  rewardEventTypes,
+} from './types.js';
 
 export interface StoreConfig {
   /** postgres:// URL (DATABASE_URL). */

@@ -4,6 +4,15 @@
  * src/perks (it knows SQL, not HTTP).
  */
 
+/** The changes of a reward recorded in reward_events (EVENT_TYPES picks among them). */
+export const rewardEventTypes = [
+  'reward.created',
+  'reward.status_changed',
+  'reward.missing',
+  'reward.restored',
+] as const;
+export type RewardEventType = (typeof rewardEventTypes)[number];
+
 export interface RewardRecord {
   /** uuid, lower-cased as received. */
   id: string;

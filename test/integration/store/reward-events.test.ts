@@ -5,7 +5,7 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { type RewardEventType, rewardEventTypes } from '../../../src/config/events.js';
+import { type RewardEventType, rewardEventTypes } from '../../../src/store/types.js';
 import {
   preparePage,
   rewardWriteSql,

@@ -3,7 +3,7 @@
  * statement, yet each page gets its own counts, its own sync end and its own failure.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rewardEventTypes } from '../../../src/config/events.js';
+import { rewardEventTypes } from '../../../src/store/types.js';
 import { migrate } from '../../../src/store/migrate.js';
 import { preparePage, rewardWriteSql } from '../../../src/store/rewards.js';
 import { createStore, type RewardRecord, type Store } from '../../../src/store/store.js';
