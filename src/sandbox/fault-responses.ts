@@ -4,7 +4,7 @@
  * it (HTML pages, plain text, empty bodies, dropped connections).
  */
 import type { ApiRoute, Fault } from './faults.js';
-import { envelope, type Reply, titles } from './reply.js';
+import type { Reply } from './reply.js';
 
 const gatewayHtml = `<!DOCTYPE html>
 <html><head><title>502 Bad Gateway</title></head>
@@ -29,8 +29,7 @@ export function applyFault(fault: Fault, route: ApiRoute, reply: Reply): 'answer
   switch (fault.kind) {
     case 'status': {
       const status = fault.status ?? 500;
-      const code = `ERR-${status}-00`;
-      reply.json(status, envelope(status, code, titles[status] ?? 'Error'));
+      reply.error(status, `ERR-${status}-00`);
       return 'answered';
     }
     case 'html502':

@@ -12,16 +12,7 @@ export interface ErrorItem {
   type: string;
 }
 
-/** The spec's envelope: code, title, status always; errors and instance null unless relevant. */
-export interface ErrorEnvelope {
-  code: string;
-  title: string;
-  status: number;
-  errors: ErrorItem[] | null;
-  instance: string | null;
-}
-
-export const titles: Readonly<Record<number, string>> = {
+const titles: Readonly<Record<number, string>> = {
   400: 'Bad Request',
   401: 'Unauthorized',
   403: 'Forbidden',
@@ -33,14 +24,12 @@ export const titles: Readonly<Record<number, string>> = {
   504: 'Gateway Timeout',
 };
 
-export function envelope(
-  status: number,
-  code: string,
-  title: string = titles[status] ?? 'Error',
-  errors: ErrorItem[] | null = null,
-  instance: string | null = null,
-): ErrorEnvelope {
-  return { code, title, status, errors, instance };
+/** The envelope's optional members (null unless given), a title other than the status's, headers. */
+export interface ErrorDetail {
+  title?: string;
+  errors?: ErrorItem[];
+  instance?: string;
+  headers?: Record<string, string>;
 }
 
 /** Timers of held responses, so close() can cancel them all. */
@@ -75,14 +64,11 @@ export class Reply {
     this.send(status, text, 'application/json');
   }
 
-  error(
-    status: number,
-    code: string,
-    title?: string,
-    errors: ErrorItem[] | null = null,
-    instance: string | null = null,
-  ): void {
-    this.json(status, envelope(status, code, title, errors, instance));
+  /** The spec's error envelope: code, title and status always, errors and instance or null. */
+  error(status: number, code: string, detail: ErrorDetail = {}): void {
+    const { title = titles[status] ?? 'Error', errors = null, instance = null } = detail;
+    const body = JSON.stringify({ code, title, status, errors, instance });
+    this.send(status, body, 'application/json', detail.headers);
   }
 
   /** Sends after `extraDelayMs` plus the configured latency. An empty body has no type. */

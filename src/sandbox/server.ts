@@ -160,7 +160,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     const target = matchRoute(method, url.pathname);
     state.countRequest(target?.route ?? 'unknown');
     if (!target) {
-      reply.error(404, 'ERR-404-00', 'Not Found', null, url.pathname);
+      reply.error(404, 'ERR-404-00', { instance: url.pathname });
       return;
     }
     const body = method === 'POST' ? await readBody(req) : ({ kind: 'empty' } as const);
