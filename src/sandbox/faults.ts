@@ -5,23 +5,8 @@
  */
 import { z } from 'zod';
 
-export const faultRoutes = ['token', 'enroll', 'listRewards', 'getReward', '*'] as const;
-export type FaultRoute = (typeof faultRoutes)[number];
-export type ApiRoute = Exclude<FaultRoute, '*'>;
-
-export const faultKinds = [
-  'status',
-  'html502',
-  'throttle429',
-  'empty401',
-  'empty',
-  'delay',
-  'reset',
-  'malformed',
-] as const;
-
 export const faultSchema = z.strictObject({
-  route: z.enum(faultRoutes),
+  route: z.enum(['token', 'enroll', 'listRewards', 'getReward', '*']),
   /** Only requests about this consumer (path, or enrollment body) are affected. */
   consumerId: z.string().min(1).optional(),
   /** How many matching responses the fault replaces; then it is spent. */
@@ -40,7 +25,16 @@ export const faultSchema = z.strictObject({
    * malformed: a 200 whose body is not JSON (`body: 'not-json'`, the default) or JSON of the
    *   wrong shape (`body: 'wrong-shape'`).
    */
-  kind: z.enum(faultKinds),
+  kind: z.enum([
+    'status',
+    'html502',
+    'throttle429',
+    'empty401',
+    'empty',
+    'delay',
+    'reset',
+    'malformed',
+  ]),
   status: z.int().min(400).max(599).optional(),
   retryAfterSeconds: z.int().min(0).max(86_400).optional(),
   delayMs: z.int().min(0).max(600_000).optional(),
@@ -49,11 +43,10 @@ export const faultSchema = z.strictObject({
 });
 
 export type Fault = z.infer<typeof faultSchema>;
-
+export type FaultRoute = Fault['route'];
+export type ApiRoute = Exclude<FaultRoute, '*'>;
 /** A fault as stored: what is left of its count. */
-export interface ActiveFault extends Fault {
-  remaining: number;
-}
+type ActiveFault = Fault & { remaining: number };
 
 export function validateFault(fault: Fault): Fault {
   const parsed = faultSchema.parse(fault);

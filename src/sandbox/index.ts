@@ -3,7 +3,7 @@ export type { RewardSort } from './consumer-rewards.js';
 export type { ApiRoute, Fault, FaultController, FaultRoute } from './faults.js';
 export { SandboxLookupError } from './lookup-error.js';
 export type { RequestLogEntry, SandboxCounters } from './request-log.js';
-export { amountPattern, type RewardJson } from './rewards.js';
+export type { RewardJson } from './rewards.js';
 export { loadScenario, type Scenario } from './scenario.js';
 export { type Sandbox, type SandboxOptions, sandboxApiEnv, startSandbox } from './server.js';
 export type { RewardsPerConsumer, SandboxState } from './state.js';

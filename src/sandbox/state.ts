@@ -71,10 +71,6 @@ export class SandboxState {
     this.addRewards(id, count);
   }
 
-  hasConsumer(id: string): boolean {
-    return this.consumers.has(id);
-  }
-
   isEnrolled(id: string): boolean {
     const consumer = this.consumers.get(id);
     return consumer ? consumer.enrolled : this.autoEnroll;

@@ -46,7 +46,7 @@ export class TokenAuthority {
     private readonly privateKey: CryptoKey,
     private readonly publicKey: CryptoKey,
     readonly program: string,
-    private ttlSeconds: number,
+    private readonly ttlSeconds: number,
   ) {}
 
   /** A fresh key pair per start: tokens never outlive the sandbox that minted them. */
@@ -108,10 +108,6 @@ export class TokenAuthority {
   revokeAll(): void {
     this.generation++;
     this.verified.clear();
-  }
-
-  setTtl(seconds: number): void {
-    this.ttlSeconds = seconds;
   }
 
   private async verify(token: string): Promise<CachedGrant | undefined> {
