@@ -95,12 +95,11 @@ export async function authorize(
   req: IncomingMessage,
   reply: Reply,
 ): Promise<boolean> {
-  const check = await ctx.tokens.check(req.headers.authorization);
-  if (!check.ok) {
+  const grant = await ctx.tokens.check(req.headers.authorization);
+  if (!grant) {
     reply.error(401, 'ERR-401-00');
     return false;
   }
-  const { grant } = check;
   const scoped = grant.scopes.includes('PERKS') || grant.scopes.includes('ALL');
   if (!scoped || grant.program !== ctx.tokens.program || grant.environment !== 'sandbox') {
     reply.error(403, 'ERR-403-00');

@@ -1,7 +1,4 @@
-/**
- * Writes one API response: the error envelope exactly as the spec shapes it, raw bodies for
- * gateway-style failures, the added latency, and one request-log entry per response.
- */
+/** Writes one API response (envelope or raw gateway body) after the latency, and logs it. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestLogEntry } from './request-log.js';
 
@@ -59,7 +56,7 @@ export class Reply {
     this.send(status, JSON.stringify(value), 'application/json');
   }
 
-  /** A body that is already JSON text, or its bytes (cached reward strings, joined pages). */
+  /** A body already serialised (cached reward strings, joined pages). */
   jsonText(status: number, text: string | Buffer): void {
     this.send(status, text, 'application/json');
   }

@@ -148,22 +148,19 @@ export class SandboxState {
     }
   }
 
-  /** The consumer's rewards as API JSON items (copies), in insertion order. */
   rewardsOf(consumerId: string): RewardJson[] {
     return this.record(consumerId).rewards.list();
   }
 
-  /** The cached serialisation of one reward, or undefined when the consumer has no such id. */
   rewardText(consumerId: string, rewardId: string): string | undefined {
     return this.consumers.get(consumerId)?.rewards.text(rewardId);
   }
 
-  /** One page of a consumer's rewards, filtered by type (any of `types`, case-insensitive). */
+  /** One page of a consumer's rewards, filtered by type (any of `types`, any case). */
   rewardPage(consumerId: string, query: RewardPageQuery): RewardPage {
     return this.pagedRewards(consumerId)?.page(query) ?? { ...emptyPage };
   }
 
-  /** The page as the API's response body, cached with the page (see ConsumerRewards). */
   rewardPageBody(consumerId: string, query: RewardPageQuery): Buffer {
     return this.pagedRewards(consumerId)?.pageBody(query) ?? rewardPageBody(emptyPage, query);
   }
