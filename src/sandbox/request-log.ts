@@ -1,8 +1,4 @@
-/**
- * What the sandbox saw: a bounded request log and counters. Built for tests and benchmarks to
- * assert on, so it records only method, path, status and consumer id: never headers or
- * bodies, hence never a token or a client secret.
- */
+/** What the sandbox saw, for tests and benchmarks: never headers or bodies, so no secret. */
 
 export interface RequestLogEntry {
   method: string;
