@@ -5,7 +5,6 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { type RewardEventType, rewardEventTypes } from '../../../src/store/types.js';
 import {
   preparePage,
   rewardWriteSql,
@@ -13,6 +12,7 @@ import {
   writeRewardPages,
 } from '../../../src/store/rewards.js';
 import { createStore, type RewardRecord, type Store } from '../../../src/store/store.js';
+import { type RewardEventType, rewardEventTypes } from '../../../src/store/types.js';
 import { createTestDatabase, type TestDatabase } from '../../support/database.js';
 import { at, reward, withStatus } from './fixtures.js';
 
