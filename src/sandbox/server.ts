@@ -16,8 +16,7 @@ import {
   listRewards,
 } from './api.js';
 import { type ControlContext, handleControl } from './control.js';
-import { applyFault } from './fault-responses.js';
-import { FaultController } from './faults.js';
+import { applyFault, FaultController } from './faults.js';
 import { RateLimiter } from './rate-limit.js';
 import { Reply, type TimerSet } from './reply.js';
 import { decodeSegment, enrollmentId, matchRoute, readBody } from './request.js';

@@ -8,7 +8,6 @@ import {
   type RewardPageQuery,
   rewardPageBody,
 } from './consumer-rewards.js';
-import { SandboxLookupError } from './lookup-error.js';
 import { SeededRandom } from './random.js';
 import {
   emptyCounters,
@@ -17,6 +16,17 @@ import {
   type SandboxCounters,
 } from './request-log.js';
 import { generateReward, type RewardJson } from './rewards.js';
+
+/** A consumer or reward the sandbox does not hold, or a consumer added twice (control: 404, 409). */
+export class SandboxLookupError extends Error {
+  override readonly name = 'SandboxLookupError';
+  constructor(
+    readonly reason: 'unknown-consumer' | 'unknown-reward' | 'consumer-exists',
+    message: string,
+  ) {
+    super(message);
+  }
+}
 
 export type RewardsPerConsumer = number | { min: number; max: number };
 

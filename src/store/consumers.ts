@@ -86,7 +86,7 @@ export async function recordConsumerError(
 /**
  * The API answered ERR-404-02 to a request sent at `at`: the consumer is left out of
  * reconciliation, unless an enrollment or a successful sync is newer than that request (it
- * raced the refusal and won). A later successful sync clears the mark (migration 000003).
+ * raced the refusal and won). A later successful sync clears the mark (write_reward_pages).
  */
 export async function markNotEnrolled(
   pool: pg.Pool,
