@@ -31,7 +31,7 @@ const integerParam = z.string().transform((raw, ctx) => {
 });
 
 const rewardListQuerySchema = z.object({
-  page: integerParam.pipe(z.int().min(1)).default(1),
+  page: integerParam.pipe(z.number().min(1)).default(1),
   per_page: integerParam.pipe(perPageSchema).default(50),
   sort: z.enum(rewardSorts).default(defaultRewardSort),
 });
