@@ -14,7 +14,7 @@ import {
   validateEnrollment,
 } from './validation.js';
 
-export const supportedApiVersions: readonly string[] = ['2.0.0'];
+const supportedApiVersions: readonly string[] = ['2.0.0'];
 
 export interface ApiContext {
   state: SandboxState;
@@ -41,26 +41,14 @@ export async function issueToken(
 ): Promise<void> {
   const credentials = parseBasic(req.headers.authorization);
   if (
-    !credentials ||
-    credentials.clientId !== ctx.clientId ||
+    credentials?.clientId !== ctx.clientId ||
     !secretMatches(credentials.clientSecret, ctx.clientSecret)
   ) {
-    reply.send(
-      401,
-      JSON.stringify({
-        code: 'ERR-401-00',
-        title: 'Unauthorized',
-        status: 401,
-        errors: null,
-        instance: null,
-      }),
-      'application/json',
-      { 'www-authenticate': 'Basic realm="perks"' },
-    );
+    reply.error(401, 'ERR-401-00', { headers: { 'www-authenticate': 'Basic realm="perks"' } });
     return;
   }
   if (body.kind === 'malformed') {
-    reply.error(400, 'ERR-400-00', 'Bad Request', []);
+    reply.error(400, 'ERR-400-00', { errors: [] });
     return;
   }
   const field = (name: string): unknown => {
@@ -72,22 +60,17 @@ export async function issueToken(
   };
   const grantType = field('grant_type');
   if (grantType !== undefined && grantType !== 'client_credentials') {
-    const item = {
-      loc: ['body', 'grant_type'],
-      msg: "Input should be 'client_credentials'",
-      type: 'literal_error',
-    };
-    reply.error(400, 'ERR-400-00', 'Bad Request', [item]);
+    const msg = "Input should be 'client_credentials'";
+    const errors = [{ loc: ['body', 'grant_type'], msg, type: 'literal_error' }];
+    reply.error(400, 'ERR-400-00', { errors });
     return;
   }
   const scopes = grantedScopes(ctx.scopes, field('scope'));
   if (scopes.length === 0) {
-    const item = {
-      loc: ['body', 'scope'],
-      msg: 'No requested scope is allowed',
-      type: 'value_error',
-    };
-    reply.error(400, 'ERR-400-00', 'Bad Request', [item]);
+    const msg = 'No requested scope is allowed';
+    reply.error(400, 'ERR-400-00', {
+      errors: [{ loc: ['body', 'scope'], msg, type: 'value_error' }],
+    });
     return;
   }
   const minted = await ctx.tokens.mint(ctx.clientId, scopes);
@@ -112,53 +95,50 @@ export async function authorize(
   req: IncomingMessage,
   reply: Reply,
 ): Promise<boolean> {
-  const check = await ctx.tokens.check(req.headers.authorization);
-  if (!check.ok) {
-    reply.error(401, 'ERR-401-00', 'Unauthorized');
+  const grant = await ctx.tokens.check(req.headers.authorization);
+  if (!grant) {
+    reply.error(401, 'ERR-401-00');
     return false;
   }
-  const { grant } = check;
   const scoped = grant.scopes.includes('PERKS') || grant.scopes.includes('ALL');
   if (!scoped || grant.program !== ctx.tokens.program || grant.environment !== 'sandbox') {
-    reply.error(403, 'ERR-403-00', 'Forbidden');
+    reply.error(403, 'ERR-403-00');
     return false;
   }
   const version = req.headers['x-api-version'];
   const loc = ['header', 'x-api-version'];
   if (version === undefined || version === '') {
-    const item = { loc, msg: 'Field required', type: 'missing' };
-    reply.error(400, 'ERR-400-01', 'Missing API Version', [item]);
+    const errors = [{ loc, msg: 'Field required', type: 'missing' }];
+    reply.error(400, 'ERR-400-01', { title: 'Missing API Version', errors });
     return false;
   }
   if (typeof version !== 'string' || !supportedApiVersions.includes(version.trim())) {
-    const item = {
-      loc,
-      msg: `Unsupported version; supported: ${supportedApiVersions.join(', ')}`,
-      type: 'value_error',
-    };
-    reply.error(400, 'ERR-400-02', 'Unsupported API Version', [item]);
+    const msg = `Unsupported version; supported: ${supportedApiVersions.join(', ')}`;
+    const errors = [{ loc, msg, type: 'value_error' }];
+    reply.error(400, 'ERR-400-02', { title: 'Unsupported API Version', errors });
     return false;
   }
   return true;
 }
 
 export function enrollConsumer(ctx: ApiContext, body: ParsedBody, reply: Reply): void {
-  if (body.kind === 'malformed') {
-    // The spec: "for 400, an empty errors means the body was not valid JSON".
-    reply.error(400, 'ERR-400-00', 'Bad Request', []);
+  // The spec: "for 400, an empty errors means the body was not valid JSON".
+  const checked =
+    body.kind === 'malformed'
+      ? { ok: false as const, errors: [] }
+      : validateEnrollment(
+          body.kind === 'json' ? body.value : body.kind === 'form' ? null : undefined,
+        );
+  if (!checked.ok) {
+    reply.error(400, 'ERR-400-00', { errors: checked.errors });
     return;
   }
-  const value = body.kind === 'json' ? body.value : body.kind === 'form' ? null : undefined;
-  const result = validateEnrollment(value);
-  if (!result.ok) {
-    reply.error(400, 'ERR-400-00', 'Bad Request', result.errors);
+  const id = checked.value;
+  if (ctx.state.enroll(id, ctx.rewardsOnEnroll) === 'conflict') {
+    reply.error(409, 'ERR-409-00', { instance: `/perks/consumers/${id}` });
     return;
   }
-  if (ctx.state.enroll(result.id, ctx.rewardsOnEnroll) === 'conflict') {
-    reply.error(409, 'ERR-409-00', 'Conflict', null, `/perks/consumers/${result.id}`);
-    return;
-  }
-  reply.json(201, { id: result.id });
+  reply.json(201, { id });
 }
 
 export function listRewards(
@@ -167,18 +147,20 @@ export function listRewards(
   params: URLSearchParams,
   reply: Reply,
 ): void {
-  const idErrors = consumerIdErrors(consumerId, ['path', 'consumer_id']);
-  const parsed = parseRewardListQuery(params);
-  const errors = [...idErrors, ...(parsed.ok ? [] : parsed.errors)];
-  if (errors.length > 0 || !parsed.ok) {
-    reply.error(400, 'ERR-400-00', 'Bad Request', errors);
+  const query = parseRewardListQuery(params);
+  const errors = [
+    ...consumerIdErrors(consumerId, ['path', 'consumer_id']),
+    ...(query.ok ? [] : query.errors),
+  ];
+  if (errors.length > 0 || !query.ok) {
+    reply.error(400, 'ERR-400-00', { errors });
     return;
   }
   if (!ctx.state.isEnrolled(consumerId)) {
-    reply.error(404, 'ERR-404-02', 'Consumer Not Enrolled', null, `/perks/consumers/${consumerId}`);
+    notEnrolled(reply, `/perks/consumers/${consumerId}`);
     return;
   }
-  reply.jsonText(200, ctx.state.rewardPageBody(consumerId, parsed.query));
+  reply.jsonText(200, ctx.state.rewardPageBody(consumerId, query.value));
 }
 
 export function getReward(
@@ -192,21 +174,22 @@ export function getReward(
     ...rewardIdErrors(rewardId),
   ];
   if (errors.length > 0) {
-    reply.error(400, 'ERR-400-00', 'Bad Request', errors);
+    reply.error(400, 'ERR-400-00', { errors });
     return;
   }
   const instance = `/perks/consumers/${consumerId}/rewards/${rewardId}`;
   if (!ctx.state.isEnrolled(consumerId)) {
-    reply.error(404, 'ERR-404-02', 'Consumer Not Enrolled', null, instance);
+    notEnrolled(reply, instance);
     return;
   }
   // A uuid is case-insensitive; generated ids are lower-case.
   const text =
     ctx.state.rewardText(consumerId, rewardId) ??
     ctx.state.rewardText(consumerId, rewardId.toLowerCase());
-  if (text === undefined) {
-    reply.error(404, 'ERR-404-00', 'Not Found', null, instance);
-    return;
-  }
-  reply.jsonText(200, text);
+  if (text === undefined) reply.error(404, 'ERR-404-00', { instance });
+  else reply.jsonText(200, text);
+}
+
+function notEnrolled(reply: Reply, instance: string): void {
+  reply.error(404, 'ERR-404-02', { title: 'Consumer Not Enrolled', instance });
 }

@@ -1,15 +1,12 @@
 /**
- * One consumer's rewards, held for fast paging under benchmarks: each reward's JSON is
- * serialised once and cached as a string, a page is a join of cached strings (itself cached
- * until the rewards change), and each sort order is computed once and kept until a reward is
- * added or removed (a status change rewrites the cached string in place and keeps every order).
+ * One consumer's rewards, held for fast paging under benchmarks (the sandbox shares the
+ * worker's cores there): each reward serialised once, a page a join of those strings, each
+ * sort order computed once; all cached until the rewards change.
  */
 import { consumerStatusOf, type RewardJson } from './rewards.js';
 
-/** The closed list of `sort` values the rewards collection accepts. */
 export const rewardSorts = ['created_at', '-created_at', 'executed_at', '-executed_at'] as const;
 export type RewardSort = (typeof rewardSorts)[number];
-/** Applied when the request has no `sort`. */
 export const defaultRewardSort: RewardSort = 'created_at';
 
 export interface RewardPageQuery {
@@ -73,11 +70,7 @@ export class ConsumerRewards {
     return true;
   }
 
-  /**
-   * Sets the status and derives consumer_status (see SandboxState.setRewardStatus); returns a
-   * copy, or undefined when there is no such reward. Neither field is a sort key, so every
-   * sort order is kept.
-   */
+  /** See SandboxState.setRewardStatus; undefined when there is no such reward. */
   setStatus(rewardId: string, status: string, consumerStatus?: string): RewardJson | undefined {
     const stored = this.byId.get(rewardId);
     if (!stored) return undefined;
@@ -89,17 +82,14 @@ export class ConsumerRewards {
     return structuredClone(stored.json);
   }
 
-  /** Copies of the rewards, in insertion order. */
   list(): RewardJson[] {
     return [...this.byId.values()].map((r) => structuredClone(r.json));
   }
 
-  /** The cached serialisation of one reward, or undefined when there is no such id. */
   text(rewardId: string): string | undefined {
     return this.byId.get(rewardId)?.text;
   }
 
-  /** One page, filtered by type (any of `types`, case-insensitive). */
   page(query: RewardPageQuery): RewardPage {
     // Not the cached object: once served it also holds the body, which a caller on another
     // thread (the bench's) would receive as a copy.
@@ -107,12 +97,7 @@ export class ConsumerRewards {
     return { itemsJson, total };
   }
 
-  /**
-   * The page as the API's response body, encoded once and kept with the page until the
-   * rewards change, so serving a page again costs no serialisation. Under a benchmark the
-   * sandbox shares the worker's cores, as the real API would not, so its CPU time would count
-   * against the worker.
-   */
+  /** The page as the API's response body, encoded once and kept with the page. */
   pageBody(query: RewardPageQuery): Buffer {
     const page = this.cachedPage(query);
     page.body ??= rewardPageBody(page, query);

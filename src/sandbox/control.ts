@@ -27,10 +27,9 @@
 import { z } from 'zod';
 import type { ParsedBody } from './api.js';
 import { type FaultController, faultSchema, validateFault } from './faults.js';
-import { SandboxLookupError } from './lookup-error.js';
 import type { Reply } from './reply.js';
 import type { RewardJson } from './rewards.js';
-import type { SandboxState } from './state.js';
+import { SandboxLookupError, type SandboxState } from './state.js';
 import type { TokenAuthority } from './tokens.js';
 
 export interface ControlContext {

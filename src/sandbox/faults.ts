@@ -4,24 +4,10 @@
  * FaultController, the control API (`/_sandbox/faults`) or a scenario file.
  */
 import { z } from 'zod';
-
-export const faultRoutes = ['token', 'enroll', 'listRewards', 'getReward', '*'] as const;
-export type FaultRoute = (typeof faultRoutes)[number];
-export type ApiRoute = Exclude<FaultRoute, '*'>;
-
-export const faultKinds = [
-  'status',
-  'html502',
-  'throttle429',
-  'empty401',
-  'empty',
-  'delay',
-  'reset',
-  'malformed',
-] as const;
+import type { Reply } from './reply.js';
 
 export const faultSchema = z.strictObject({
-  route: z.enum(faultRoutes),
+  route: z.enum(['token', 'enroll', 'listRewards', 'getReward', '*']),
   /** Only requests about this consumer (path, or enrollment body) are affected. */
   consumerId: z.string().min(1).optional(),
   /** How many matching responses the fault replaces; then it is spent. */
@@ -40,7 +26,16 @@ export const faultSchema = z.strictObject({
    * malformed: a 200 whose body is not JSON (`body: 'not-json'`, the default) or JSON of the
    *   wrong shape (`body: 'wrong-shape'`).
    */
-  kind: z.enum(faultKinds),
+  kind: z.enum([
+    'status',
+    'html502',
+    'throttle429',
+    'empty401',
+    'empty',
+    'delay',
+    'reset',
+    'malformed',
+  ]),
   status: z.int().min(400).max(599).optional(),
   retryAfterSeconds: z.int().min(0).max(86_400).optional(),
   delayMs: z.int().min(0).max(600_000).optional(),
@@ -49,11 +44,10 @@ export const faultSchema = z.strictObject({
 });
 
 export type Fault = z.infer<typeof faultSchema>;
-
+export type FaultRoute = Fault['route'];
+export type ApiRoute = Exclude<FaultRoute, '*'>;
 /** A fault as stored: what is left of its count. */
-export interface ActiveFault extends Fault {
-  remaining: number;
-}
+type ActiveFault = Fault & { remaining: number };
 
 export function validateFault(fault: Fault): Fault {
   const parsed = faultSchema.parse(fault);
@@ -103,5 +97,74 @@ export class FaultController {
     fault.remaining--;
     if (fault.remaining <= 0) this.active.splice(index, 1);
     return fault;
+  }
+}
+
+// What each fault looks like on the wire: the application's envelope, or what a gateway, an
+// auth edge or a throttle in front of it sends (HTML, plain text, empty bodies, resets).
+
+const gatewayHtml = `<!DOCTYPE html>
+<html><head><title>502 Bad Gateway</title></head>
+<body><center><h1>502 Bad Gateway</h1></center><hr><center>perks-gateway</center></body></html>
+`;
+
+/** Bodies a robust client must reject: 200 OK, yet not the resource it asked for. */
+const wrongShapes: Record<ApiRoute, string> = {
+  token: '{"token":"","expires":"soon"}',
+  enroll: '{"consumer":{"ok":true}}',
+  listRewards: '{"items":{"0":null},"meta":"page 1"}',
+  getReward: '{"id":42,"amount":12.5}',
+};
+
+const truncated = '{"items": [ {"id": "trunc';
+
+/**
+ * Answers with `fault`. Returns 'answered' when the fault replaced the response, or 'process'
+ * when the request must still be handled (a delay that applies the write: the reply is held).
+ */
+export function applyFault(fault: Fault, route: ApiRoute, reply: Reply): 'answered' | 'process' {
+  switch (fault.kind) {
+    case 'status': {
+      const status = fault.status ?? 500;
+      reply.error(status, `ERR-${status}-00`);
+      return 'answered';
+    }
+    case 'html502':
+      reply.send(502, gatewayHtml, 'text/html');
+      return 'answered';
+    case 'throttle429': {
+      const seconds = fault.retryAfterSeconds ?? 1;
+      reply.send(429, 'Too Many Requests', 'text/plain', { 'retry-after': String(seconds) });
+      return 'answered';
+    }
+    case 'empty401':
+      reply.send(401, '');
+      return 'answered';
+    case 'empty':
+      reply.send(fault.status ?? 503, '');
+      return 'answered';
+    case 'delay': {
+      const delayMs = fault.delayMs ?? 0;
+      if (fault.applyWrite === false) {
+        // Nothing is processed; the gateway gives up after the delay.
+        reply.send(504, '', undefined, {}, delayMs);
+        return 'answered';
+      }
+      reply.holdMs = delayMs;
+      return 'process';
+    }
+    case 'reset':
+      reply.reset();
+      return 'answered';
+    case 'malformed': {
+      const text = fault.body === 'wrong-shape' ? wrongShapes[route] : truncated;
+      if (route === 'enroll') {
+        // The enrollment is applied: only a successful answer's body is mangled.
+        reply.successBodyOverride = { text, contentType: 'application/json' };
+        return 'process';
+      }
+      reply.jsonText(200, text);
+      return 'answered';
+    }
   }
 }

@@ -1,7 +1,4 @@
-/**
- * A per-token request rate limit, as the spec's throttling ("per-token request limits").
- * Fixed one-second windows: simple, cheap, and enough to make a client meet 429s.
- */
+/** The spec's "per-token request limits", in fixed one-second windows. */
 export class RateLimiter {
   private windows = new Map<string, { second: number; count: number }>();
 
@@ -17,16 +14,13 @@ export class RateLimiter {
     this.windows.clear();
   }
 
-  /**
-   * Counts one request for `key` (the Authorization header value, never stored elsewhere).
-   * Returns the seconds to wait when over the limit, else undefined.
-   */
+  /** Counts a request of `key` (the Authorization header); the seconds to wait when over. */
   hit(key: string): number | undefined {
     if (this.perSecond === undefined) return undefined;
     const second = Math.floor(Date.now() / 1000);
     let window = this.windows.get(key);
     if (!window || window.second !== second) {
-      // Forget old windows now and then so a token per request cannot grow the map.
+      // A token per request must not grow the map.
       if (this.windows.size > 10_000) this.windows.clear();
       window = { second, count: 0 };
       this.windows.set(key, window);

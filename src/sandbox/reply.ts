@@ -1,7 +1,4 @@
-/**
- * Writes one API response: the error envelope exactly as the spec shapes it, raw bodies for
- * gateway-style failures, the added latency, and one request-log entry per response.
- */
+/** Writes one API response (envelope or raw gateway body) after the latency, and logs it. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestLogEntry } from './request-log.js';
 
@@ -12,16 +9,7 @@ export interface ErrorItem {
   type: string;
 }
 
-/** The spec's envelope: code, title, status always; errors and instance null unless relevant. */
-export interface ErrorEnvelope {
-  code: string;
-  title: string;
-  status: number;
-  errors: ErrorItem[] | null;
-  instance: string | null;
-}
-
-export const titles: Readonly<Record<number, string>> = {
+const titles: Readonly<Record<number, string>> = {
   400: 'Bad Request',
   401: 'Unauthorized',
   403: 'Forbidden',
@@ -33,14 +21,12 @@ export const titles: Readonly<Record<number, string>> = {
   504: 'Gateway Timeout',
 };
 
-export function envelope(
-  status: number,
-  code: string,
-  title: string = titles[status] ?? 'Error',
-  errors: ErrorItem[] | null = null,
-  instance: string | null = null,
-): ErrorEnvelope {
-  return { code, title, status, errors, instance };
+/** The envelope's optional members (null unless given), a title other than the status's, headers. */
+export interface ErrorDetail {
+  title?: string;
+  errors?: ErrorItem[];
+  instance?: string;
+  headers?: Record<string, string>;
 }
 
 /** Timers of held responses, so close() can cancel them all. */
@@ -70,19 +56,16 @@ export class Reply {
     this.send(status, JSON.stringify(value), 'application/json');
   }
 
-  /** A body that is already JSON text, or its bytes (cached reward strings, joined pages). */
+  /** A body already serialised (cached reward strings, joined pages). */
   jsonText(status: number, text: string | Buffer): void {
     this.send(status, text, 'application/json');
   }
 
-  error(
-    status: number,
-    code: string,
-    title?: string,
-    errors: ErrorItem[] | null = null,
-    instance: string | null = null,
-  ): void {
-    this.json(status, envelope(status, code, title, errors, instance));
+  /** The spec's error envelope: code, title and status always, errors and instance or null. */
+  error(status: number, code: string, detail: ErrorDetail = {}): void {
+    const { title = titles[status] ?? 'Error', errors = null, instance = null } = detail;
+    const body = JSON.stringify({ code, title, status, errors, instance });
+    this.send(status, body, 'application/json', detail.headers);
   }
 
   /** Sends after `extraDelayMs` plus the configured latency. An empty body has no type. */

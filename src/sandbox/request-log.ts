@@ -1,8 +1,4 @@
-/**
- * What the sandbox saw: a bounded request log and counters. Built for tests and benchmarks to
- * assert on, so it records only method, path, status and consumer id: never headers or
- * bodies, hence never a token or a client secret.
- */
+/** What the sandbox saw, for tests and benchmarks: never headers or bodies, so no secret. */
 
 export interface RequestLogEntry {
   method: string;
@@ -23,31 +19,24 @@ export interface SandboxCounters {
   enrollmentsConflicted: number;
 }
 
-/** A ring buffer: a long benchmark keeps the last `capacity` entries, not all of them. */
+/** The last `capacity` entries: a long benchmark does not keep them all. */
 export class RequestLog {
   private readonly entries: RequestLogEntry[] = [];
-  private next = 0;
 
   constructor(private readonly capacity = 1000) {}
 
   add(entry: RequestLogEntry): void {
-    if (this.entries.length < this.capacity) {
-      this.entries.push(entry);
-    } else {
-      this.entries[this.next] = entry;
-    }
-    this.next = (this.next + 1) % this.capacity;
+    this.entries.push(entry);
+    if (this.entries.length > this.capacity) this.entries.shift();
   }
 
   /** Oldest first. */
   list(): RequestLogEntry[] {
-    if (this.entries.length < this.capacity) return [...this.entries];
-    return [...this.entries.slice(this.next), ...this.entries.slice(0, this.next)];
+    return [...this.entries];
   }
 
   clear(): void {
     this.entries.length = 0;
-    this.next = 0;
   }
 }
 

@@ -18,9 +18,6 @@ export interface RewardJson {
   [extra: string]: unknown;
 }
 
-/** The spec's amount pattern, kept here so tests can check every generated amount. */
-export const amountPattern = /^(?!^[-+.]*$)[+-]?0*\d*\.?\d*$/;
-
 /** Known status -> consumer_status; an unknown status keeps the reward's previous value. */
 export const consumerStatusOf: Readonly<Record<string, string>> = {
   VALIDATED: 'VALIDATION',

@@ -27,7 +27,7 @@ export const scenarioSchema = z.strictObject({
 
 export type Scenario = z.infer<typeof scenarioSchema>;
 
-/** Reads and validates a scenario file; the error names the file and the first problem. */
+/** The error names the file and the first problem. */
 export async function loadScenario(file: string): Promise<Scenario> {
   let raw: unknown;
   try {

@@ -6,6 +6,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
+import { z } from 'zod';
 import {
   type ApiContext,
   authorize,
@@ -15,53 +16,56 @@ import {
   listRewards,
 } from './api.js';
 import { type ControlContext, handleControl } from './control.js';
-import { applyFault } from './fault-responses.js';
-import { FaultController } from './faults.js';
+import { applyFault, FaultController } from './faults.js';
 import { RateLimiter } from './rate-limit.js';
 import { Reply, type TimerSet } from './reply.js';
 import { decodeSegment, enrollmentId, matchRoute, readBody } from './request.js';
 import type { Scenario } from './scenario.js';
-import { type RewardsPerConsumer, SandboxState } from './state.js';
+import { SandboxState } from './state.js';
 import { knownScopes, TokenAuthority } from './tokens.js';
 
-export interface SandboxOptions {
-  /** Interface to listen on. Default 127.0.0.1. */
-  host?: string;
-  /** Port; 0 (the default) picks a free one, see `baseUrl`. */
-  port?: number;
-  /** Seed of the generated data: the same seed gives the same consumers and rewards. Default 1. */
-  seed?: number;
-  /** Enrolled consumers generated at start, ids sbx_0001, sbx_0002, ... Default 0. */
-  consumers?: number;
-  /** Rewards of each generated consumer: a fixed count or a range. Default {min: 0, max: 30}. */
-  rewardsPerConsumer?: RewardsPerConsumer;
-  /** Rewards generated for a consumer enrolled through the API for the first time. Default 0. */
-  rewardsOnEnroll?: number;
+const optionsSchema = z.object({
+  /** Interface to listen on. */
+  host: z.string().default('127.0.0.1'),
+  /** 0 picks a free port, see `baseUrl`. */
+  port: z.int().min(0).default(0),
+  /** Seed of the generated data: the same seed gives the same consumers and rewards. */
+  seed: z.number().default(1),
+  /** Enrolled consumers generated at start, ids sbx_0001, sbx_0002, ... */
+  consumers: z.int().min(0).default(0),
+  /** Rewards of each generated consumer: a fixed count or a range. */
+  rewardsPerConsumer: z
+    .union([z.int().min(0), z.object({ min: z.int().min(0), max: z.int().min(0) })])
+    .default({ min: 0, max: 30 }),
+  /** Rewards generated for a consumer enrolled through the API for the first time. */
+  rewardsOnEnroll: z.int().min(0).default(0),
   /**
    * Any valid consumer id the sandbox does not hold is answered as enrolled with no rewards,
-   * without storing it (benchmarks of a million consumers). Enrolling one through the API
-   * still creates it. Default false.
+   * without storing it (benchmarks of a million consumers); enrolling one still creates it.
    */
-  autoEnroll?: boolean;
-  /** Default 'sandbox-client'. */
-  clientId?: string;
-  /** Must look like sk_sandbox_...; default 'sk_sandbox_demo_secret'. */
-  clientSecret?: string;
-  /** Scopes granted to the client (ALL, LOYALTIES, PERKS, TX_INJECTION). Default ['PERKS']. */
-  scopes?: string[];
-  /** Program reference carried in tokens. Default 'sandbox-program'. */
-  program?: string;
-  /** Lifetime of minted tokens, whole seconds. Default 3600. */
-  tokenTtlSeconds?: number;
-  /** Added to every API response, for benchmarks. Default 0. */
-  latencyMs?: number;
-  /** Requests per second per token before text/plain 429s. Default: no limit. */
-  rateLimitPerSecond?: number;
+  autoEnroll: z.boolean().default(false),
+  clientId: z.string().default('sandbox-client'),
+  clientSecret: z
+    .string()
+    .regex(/^sk_sandbox_\S+$/, { error: 'must look like sk_sandbox_...' })
+    .default('sk_sandbox_demo_secret'),
+  /** Scopes granted to the client. */
+  scopes: z.array(z.enum(knownScopes)).default(['PERKS']),
+  /** Program reference carried in tokens. */
+  program: z.string().default('sandbox-program'),
+  /** Lifetime of minted tokens. */
+  tokenTtlSeconds: z.int().min(1).default(3600),
+  /** Added to every API response, for benchmarks; default the scenario's, else 0. */
+  latencyMs: z.int().min(0).optional(),
+  /** Requests per second per token before text/plain 429s; default the scenario's, else none. */
+  rateLimitPerSecond: z.number().positive().optional(),
   /** Extra consumers, settings and faults to start with. */
-  scenario?: Scenario;
+  scenario: z.custom<Scenario>().optional(),
   /** Receives one line at start and unexpected errors; never a token or secret. */
-  logger?: Logger;
-}
+  logger: z.custom<Logger>().optional(),
+});
+
+export type SandboxOptions = z.input<typeof optionsSchema>;
 
 export interface Sandbox {
   /** Server root, e.g. http://127.0.0.1:4010 (PERKS_BASE_URL). */
@@ -98,7 +102,9 @@ export function sandboxApiEnv(
 }
 
 export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbox> {
-  const settings = resolveOptions(options);
+  const parsed = optionsSchema.safeParse(options);
+  if (!parsed.success) throw new RangeError(`sandbox options: ${z.prettifyError(parsed.error)}`);
+  const settings = parsed.data;
   const state = new SandboxState(settings.seed, settings.autoEnroll);
   const faults = new FaultController();
   const tokens = await TokenAuthority.create(settings.program, settings.tokenTtlSeconds);
@@ -117,12 +123,12 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
       const id = `sbx_${String(i).padStart(4, '0')}`;
       state.addConsumerWithDistribution(id, settings.rewardsPerConsumer);
     }
-    const scenario = options.scenario;
+    const { scenario } = settings;
     for (const c of scenario?.consumers ?? []) state.addConsumer(c.id, c);
     for (const fault of scenario?.faults ?? []) faults.inject(fault);
     // Explicit options win over the scenario's settings (a command-line flag over a file).
-    latencyMs = options.latencyMs ?? scenario?.latencyMs ?? 0;
-    limiter.set(options.rateLimitPerSecond ?? scenario?.rateLimitPerSecond);
+    latencyMs = settings.latencyMs ?? scenario?.latencyMs ?? 0;
+    limiter.set(settings.rateLimitPerSecond ?? scenario?.rateLimitPerSecond);
   };
   const reset = () => {
     state.clear();
@@ -160,7 +166,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     const target = matchRoute(method, url.pathname);
     state.countRequest(target?.route ?? 'unknown');
     if (!target) {
-      reply.error(404, 'ERR-404-00', 'Not Found', null, url.pathname);
+      reply.error(404, 'ERR-404-00', { instance: url.pathname });
       return;
     }
     const body = method === 'POST' ? await readBody(req) : ({ kind: 'empty' } as const);
@@ -225,34 +231,5 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
       server.closeAllConnections();
       await closed;
     },
-  };
-}
-
-function resolveOptions(options: SandboxOptions) {
-  const clientSecret = options.clientSecret ?? 'sk_sandbox_demo_secret';
-  if (!/^sk_sandbox_\S+$/.test(clientSecret)) {
-    throw new RangeError('clientSecret must look like sk_sandbox_...');
-  }
-  const scopes = options.scopes ?? ['PERKS'];
-  const unknown = scopes.filter((s) => !(knownScopes as readonly string[]).includes(s));
-  if (unknown.length > 0) throw new RangeError(`unknown scopes: ${unknown.join(', ')}`);
-  const ttl = options.tokenTtlSeconds ?? 3600;
-  if (!Number.isInteger(ttl) || ttl < 1) {
-    throw new RangeError('tokenTtlSeconds must be a whole number ≥ 1');
-  }
-  return {
-    host: options.host ?? '127.0.0.1',
-    port: options.port ?? 0,
-    seed: options.seed ?? 1,
-    consumers: options.consumers ?? 0,
-    rewardsPerConsumer: options.rewardsPerConsumer ?? { min: 0, max: 30 },
-    rewardsOnEnroll: options.rewardsOnEnroll ?? 0,
-    autoEnroll: options.autoEnroll ?? false,
-    clientId: options.clientId ?? 'sandbox-client',
-    clientSecret,
-    scopes,
-    program: options.program ?? 'sandbox-program',
-    tokenTtlSeconds: ttl,
-    logger: options.logger,
   };
 }

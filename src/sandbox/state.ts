@@ -8,7 +8,6 @@ import {
   type RewardPageQuery,
   rewardPageBody,
 } from './consumer-rewards.js';
-import { SandboxLookupError } from './lookup-error.js';
 import { SeededRandom } from './random.js';
 import {
   emptyCounters,
@@ -17,6 +16,17 @@ import {
   type SandboxCounters,
 } from './request-log.js';
 import { generateReward, type RewardJson } from './rewards.js';
+
+/** A consumer or reward the sandbox does not hold, or a consumer added twice (control: 404, 409). */
+export class SandboxLookupError extends Error {
+  override readonly name = 'SandboxLookupError';
+  constructor(
+    readonly reason: 'unknown-consumer' | 'unknown-reward' | 'consumer-exists',
+    message: string,
+  ) {
+    super(message);
+  }
+}
 
 export type RewardsPerConsumer = number | { min: number; max: number };
 
@@ -69,10 +79,6 @@ export class SandboxState {
     const count =
       typeof distribution === 'number' ? distribution : rng.int(distribution.min, distribution.max);
     this.addRewards(id, count);
-  }
-
-  hasConsumer(id: string): boolean {
-    return this.consumers.has(id);
   }
 
   isEnrolled(id: string): boolean {
@@ -152,22 +158,19 @@ export class SandboxState {
     }
   }
 
-  /** The consumer's rewards as API JSON items (copies), in insertion order. */
   rewardsOf(consumerId: string): RewardJson[] {
     return this.record(consumerId).rewards.list();
   }
 
-  /** The cached serialisation of one reward, or undefined when the consumer has no such id. */
   rewardText(consumerId: string, rewardId: string): string | undefined {
     return this.consumers.get(consumerId)?.rewards.text(rewardId);
   }
 
-  /** One page of a consumer's rewards, filtered by type (any of `types`, case-insensitive). */
+  /** One page of a consumer's rewards, filtered by type (any of `types`, any case). */
   rewardPage(consumerId: string, query: RewardPageQuery): RewardPage {
     return this.pagedRewards(consumerId)?.page(query) ?? { ...emptyPage };
   }
 
-  /** The page as the API's response body, cached with the page (see ConsumerRewards). */
   rewardPageBody(consumerId: string, query: RewardPageQuery): Buffer {
     return this.pagedRewards(consumerId)?.pageBody(query) ?? rewardPageBody(emptyPage, query);
   }

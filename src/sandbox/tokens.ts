@@ -19,19 +19,12 @@ export interface MintedToken {
   scope: string;
 }
 
-export interface TokenGrant {
+interface TokenGrant {
   scopes: readonly string[];
   program: string;
   environment: string;
   /** Expiry, epoch milliseconds. */
   expiresAtMs: number;
-}
-
-export type BearerCheck =
-  | { ok: true; grant: TokenGrant }
-  | { ok: false; reason: 'missing' | 'invalid' | 'expired' | 'revoked' };
-
-interface CachedGrant extends TokenGrant {
   generation: number;
 }
 
@@ -40,13 +33,13 @@ const cacheLimit = 10_000;
 
 export class TokenAuthority {
   private generation = 0;
-  private readonly verified = new Map<string, CachedGrant>();
+  private readonly verified = new Map<string, TokenGrant>();
 
   private constructor(
     private readonly privateKey: CryptoKey,
     private readonly publicKey: CryptoKey,
     readonly program: string,
-    private ttlSeconds: number,
+    private readonly ttlSeconds: number,
   ) {}
 
   /** A fresh key pair per start: tokens never outlive the sandbox that minted them. */
@@ -82,26 +75,22 @@ export class TokenAuthority {
     return { access_token: token, token_type: 'Bearer', expires_in: ttl, scope: scopes.join(' ') };
   }
 
-  /** Checks an Authorization header value. Never logs or returns the token. */
-  async check(authorization: string | undefined): Promise<BearerCheck> {
-    if (!authorization) return { ok: false, reason: 'missing' };
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
-    const token = match?.[1];
-    if (!token) return { ok: false, reason: 'invalid' };
+  /** The grant of a valid bearer token in an Authorization header value, else undefined. */
+  async check(authorization: string | undefined): Promise<TokenGrant | undefined> {
+    const token = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '')?.[1];
+    if (!token) return undefined;
     let grant = this.verified.get(token);
     if (!grant) {
-      const verified = await this.verify(token);
-      if (!verified) return { ok: false, reason: 'invalid' };
-      grant = verified;
+      grant = await this.verify(token);
+      if (!grant) return undefined;
       if (this.verified.size >= cacheLimit) this.evictExpired();
       this.verified.set(token, grant);
     }
     if (Date.now() >= grant.expiresAtMs) {
       this.verified.delete(token);
-      return { ok: false, reason: 'expired' };
+      return undefined;
     }
-    if (grant.generation !== this.generation) return { ok: false, reason: 'revoked' };
-    return { ok: true, grant };
+    return grant.generation === this.generation ? grant : undefined;
   }
 
   /** Every token minted so far stops working; new ones work. */
@@ -110,13 +99,9 @@ export class TokenAuthority {
     this.verified.clear();
   }
 
-  setTtl(seconds: number): void {
-    this.ttlSeconds = seconds;
-  }
-
-  private async verify(token: string): Promise<CachedGrant | undefined> {
+  private async verify(token: string): Promise<TokenGrant | undefined> {
     try {
-      // Expiry is checked by the caller, so that an expired token reads as "expired".
+      // Expiry is checked by the caller, to the millisecond (exp_ms).
       const { payload } = await jwtVerify(token, this.publicKey, {
         algorithms: ['ES256'],
         issuer,

@@ -1,156 +1,106 @@
 /**
- * Request validation with the spec's field-level errors: every problem is reported, each with
- * its `loc` path (`["body","extra_consents",1]`, `["query","per_page"]`), a message and a
- * machine-readable type.
+ * Request validation with the spec's field-level errors: every invalid field is reported once,
+ * with its `loc` path (`["body","extra_consents",1]`, `["query","per_page"]`), a message and a
+ * machine-readable type (pydantic's names, as the API's own). The rules are the client's
+ * (src/perks/schemas.ts): the sandbox checks what the client promises to send.
  */
-import { defaultRewardSort, type RewardSort, rewardSorts } from './consumer-rewards.js';
+import { z } from 'zod';
+import { consentSchema, consumerIdSchema, perPageSchema, uuidSchema } from '../perks/schemas.js';
+import { defaultRewardSort, type RewardPageQuery, rewardSorts } from './consumer-rewards.js';
 import type { ErrorItem } from './reply.js';
 
-export const consents = [
-  'BASIC',
-  'TRANSACTION_TRIGGERS',
-  'TARGETING',
-  'STATISTICS',
-  'SMART_RANKING',
-  'WEB_ANALYTICS',
-] as const;
+type Loc = (string | number)[];
+type Checked<T> = { ok: true; value: T } | { ok: false; errors: ErrorItem[] };
 
-const consumerIdPattern = /^[a-zA-Z0-9_-]+$/;
-const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const enrollmentSchema = z.object({
+  id: consumerIdSchema,
+  // Optional: the spec does not say these lists are required, so absent or null is fine.
+  extra_consents: z.array(consentSchema).nullish(),
+  removed_consents: z.array(consentSchema).nullish(),
+});
 
-/** Problems with a consumer id found at `loc` (body or path). */
-export function consumerIdErrors(value: unknown, loc: (string | number)[]): ErrorItem[] {
-  if (value === undefined) return [{ loc, msg: 'Field required', type: 'missing' }];
-  if (typeof value !== 'string') {
-    return [{ loc, msg: 'Input should be a valid string', type: 'string_type' }];
-  }
-  if (value.length < 2) {
-    return [{ loc, msg: 'String should have at least 2 characters', type: 'string_too_short' }];
-  }
-  if (value.length > 100) {
-    return [{ loc, msg: 'String should have at most 100 characters', type: 'string_too_long' }];
-  }
-  if (!consumerIdPattern.test(value)) {
-    return [
-      {
-        loc,
-        msg: "String should match pattern '^[a-zA-Z0-9_-]+$'",
-        type: 'string_pattern_mismatch',
-      },
-    ];
-  }
-  return [];
+/** A whole number in a query string; anything else is pydantic's int_parsing. */
+const integerParam = z.string().transform((raw, ctx) => {
+  if (/^[+-]?\d+$/.test(raw.trim())) return Number(raw);
+  ctx.addIssue({
+    code: 'custom',
+    message: 'must be a whole number',
+    params: { type: 'int_parsing' },
+  });
+  return z.NEVER;
+});
+
+const rewardListQuerySchema = z.object({
+  page: integerParam.pipe(z.number().min(1)).default(1),
+  per_page: integerParam.pipe(perPageSchema).default(50),
+  sort: z.enum(rewardSorts).default(defaultRewardSort),
+});
+
+export function consumerIdErrors(value: unknown, loc: Loc): ErrorItem[] {
+  return check(consumerIdSchema, value, loc).errors ?? [];
 }
 
 export function rewardIdErrors(value: string): ErrorItem[] {
-  if (uuidPattern.test(value)) return [];
-  return [
-    { loc: ['path', 'reward_id'], msg: 'Input should be a valid UUID', type: 'uuid_parsing' },
-  ];
+  return check(uuidSchema, value, ['path', 'reward_id']).errors ?? [];
 }
 
 /** Validates an enrollment body (already parsed JSON). Returns the id when valid. */
-export function validateEnrollment(
-  body: unknown,
-): { ok: true; id: string } | { ok: false; errors: ErrorItem[] } {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    return {
-      ok: false,
-      errors: [{ loc: ['body'], msg: 'Input should be a valid object', type: 'model_type' }],
-    };
-  }
-  const fields = body as Record<string, unknown>;
-  const errors = consumerIdErrors(fields.id, ['body', 'id']);
-  for (const key of ['extra_consents', 'removed_consents'] as const) {
-    errors.push(...consentListErrors(fields[key], key));
-  }
-  if (errors.length > 0) return { ok: false, errors };
-  return { ok: true, id: fields.id as string };
-}
-
-function consentListErrors(value: unknown, key: string): ErrorItem[] {
-  // Optional: the spec does not say these lists are required, so absent or null is fine.
-  if (value === undefined || value === null) return [];
-  if (!Array.isArray(value)) {
-    return [{ loc: ['body', key], msg: 'Input should be a valid list', type: 'list_type' }];
-  }
-  const errors: ErrorItem[] = [];
-  value.forEach((item, index) => {
-    if (!(consents as readonly unknown[]).includes(item)) {
-      errors.push({
-        loc: ['body', key, index],
-        msg: `Input should be ${consents.map((c) => `'${c}'`).join(', ')}`,
-        type: 'enum',
-      });
-    }
-  });
-  return errors;
-}
-
-export interface RewardListQuery {
-  page: number;
-  perPage: number;
-  sort: RewardSort;
-  types: string[];
+export function validateEnrollment(body: unknown): Checked<string> {
+  const checked = check(enrollmentSchema, body, ['body']);
+  return checked.ok ? { ok: true, value: checked.value.id } : checked;
 }
 
 /** Parses page, per_page, sort and type; unknown parameters are ignored. */
-export function parseRewardListQuery(
-  params: URLSearchParams,
-): { ok: true; query: RewardListQuery } | { ok: false; errors: ErrorItem[] } {
-  const errors: ErrorItem[] = [];
-  const page = integerParam(params, 'page', 1, 1, undefined, errors);
-  const perPage = integerParam(params, 'per_page', 50, 1, 1000, errors);
-  const sortValue = params.get('sort');
-  let sort: RewardSort = defaultRewardSort;
-  if (sortValue !== null) {
-    if ((rewardSorts as readonly string[]).includes(sortValue)) {
-      sort = sortValue as RewardSort;
-    } else {
-      errors.push({
-        loc: ['query', 'sort'],
-        msg: `Input should be ${rewardSorts.map((s) => `'${s}'`).join(', ')}`,
-        type: 'enum',
-      });
-    }
-  }
+export function parseRewardListQuery(params: URLSearchParams): Checked<RewardPageQuery> {
+  const named = (name: string) => params.get(name) ?? undefined;
+  const checked = check(
+    rewardListQuerySchema,
+    { page: named('page'), per_page: named('per_page'), sort: named('sort') },
+    ['query'],
+  );
+  if (!checked.ok) return checked;
+  const { page, per_page: perPage, sort } = checked.value;
   const types = params.getAll('type').filter((t) => t !== '');
-  if (errors.length > 0) return { ok: false, errors };
-  return { ok: true, query: { page, perPage, sort, types } };
+  return { ok: true, value: { page, perPage, sort, types } };
 }
 
-function integerParam(
-  params: URLSearchParams,
-  name: string,
-  fallback: number,
-  min: number,
-  max: number | undefined,
-  errors: ErrorItem[],
-): number {
-  const raw = params.get(name);
-  if (raw === null) return fallback;
-  const loc = ['query', name];
-  if (!/^[+-]?\d+$/.test(raw.trim())) {
-    errors.push({
-      loc,
-      msg: 'Input should be a valid integer, unable to parse string as an integer',
-      type: 'int_parsing',
-    });
-    return fallback;
+function check<T>(
+  schema: z.ZodType<T>,
+  value: unknown,
+  loc: Loc,
+): { ok: true; value: T; errors?: undefined } | { ok: false; errors: ErrorItem[] } {
+  const result = schema.safeParse(value, { reportInput: true });
+  if (result.success) return { ok: true, value: result.data };
+  const errors: ErrorItem[] = [];
+  for (const issue of result.error.issues) {
+    const at = [...loc, ...(issue.path as Loc)];
+    // One error per field, its first, as pydantic reports it.
+    if (errors.some((e) => JSON.stringify(e.loc) === JSON.stringify(at))) continue;
+    errors.push({ loc: at, msg: issue.message, type: pydanticType(issue) });
   }
-  const value = Number(raw);
-  if (value < min) {
-    errors.push({
-      loc,
-      msg: `Input should be greater than or equal to ${min}`,
-      type: 'greater_than_equal',
-    });
-  } else if (max !== undefined && value > max) {
-    errors.push({
-      loc,
-      msg: `Input should be less than or equal to ${max}`,
-      type: 'less_than_equal',
-    });
+  return { ok: false, errors };
+}
+
+function pydanticType(issue: z.core.$ZodIssue): string {
+  switch (issue.code) {
+    case 'invalid_type':
+      if (issue.input === undefined) return 'missing';
+      return issue.expected === 'array'
+        ? 'list_type'
+        : issue.expected === 'object'
+          ? 'model_type'
+          : `${issue.expected}_type`;
+    case 'too_small':
+      return issue.origin === 'string' ? 'string_too_short' : 'greater_than_equal';
+    case 'too_big':
+      return issue.origin === 'string' ? 'string_too_long' : 'less_than_equal';
+    case 'invalid_format':
+      return issue.format === 'regex' ? 'string_pattern_mismatch' : 'uuid_parsing';
+    case 'invalid_value':
+      return 'enum';
+    case 'custom':
+      return String(issue.params?.type ?? 'value_error');
+    default:
+      return 'value_error';
   }
-  return value;
 }

@@ -86,7 +86,7 @@ export async function recordConsumerError(
 /**
  * The API answered ERR-404-02 to a request sent at `at`: the consumer is left out of
  * reconciliation, unless an enrollment or a successful sync is newer than that request (it
- * raced the refusal and won). A later successful sync clears the mark (migration 000003).
+ * raced the refusal and won). A later successful sync clears the mark (write_reward_pages).
  */
 export async function markNotEnrolled(
   pool: pg.Pool,
@@ -104,44 +104,20 @@ export async function markNotEnrolled(
   );
 }
 
-interface ConsumerDbRow {
-  consumer_id: string;
-  user_id: string | null;
-  enrolled_at: Date | null;
-  enrollment_outcome: EnrollmentOutcome | null;
-  extra_consents: string[] | null;
-  removed_consents: string[] | null;
-  last_synced_at: Date | null;
-  not_enrolled_at: Date | null;
-  last_error: string | null;
-  updated_at: Date;
-}
-
 export async function getConsumer(
   pool: pg.Pool,
   schema: string,
   consumerId: string,
 ): Promise<ConsumerRow | undefined> {
-  const { rows } = await pool.query<ConsumerDbRow>(
-    `select consumer_id, user_id, enrolled_at, enrollment_outcome, extra_consents,
-       removed_consents, last_synced_at, not_enrolled_at, last_error, updated_at
+  const { rows } = await pool.query<ConsumerRow>(
+    `select consumer_id as "consumerId", user_id as "userId", enrolled_at as "enrolledAt",
+       enrollment_outcome as "enrollmentOutcome", extra_consents as "extraConsents",
+       removed_consents as "removedConsents", last_synced_at as "lastSyncedAt",
+       not_enrolled_at as "notEnrolledAt", last_error as "lastError", updated_at as "updatedAt"
      from ${schema}.consumers where consumer_id = $1`,
     [consumerId],
   );
-  const row = rows[0];
-  if (!row) return undefined;
-  return {
-    consumerId: row.consumer_id,
-    userId: row.user_id,
-    enrolledAt: row.enrolled_at,
-    enrollmentOutcome: row.enrollment_outcome,
-    extraConsents: row.extra_consents,
-    removedConsents: row.removed_consents,
-    lastSyncedAt: row.last_synced_at,
-    notEnrolledAt: row.not_enrolled_at,
-    lastError: row.last_error,
-    updatedAt: row.updated_at,
-  };
+  return rows[0];
 }
 
 /**
@@ -160,19 +136,13 @@ export async function listEnrolledConsumerIds(
   if (!Number.isInteger(input.limit) || input.limit < 1) {
     throw new RangeError(`limit must be a positive integer, got ${input.limit}`);
   }
-  const { rows } =
-    input.after === null
-      ? await pool.query<{ consumer_id: string }>(
-          `select consumer_id from ${schema}.consumers where not_enrolled_at is null
-           order by consumer_id limit $1`,
-          [input.limit],
-        )
-      : await pool.query<{ consumer_id: string }>(
-          `select consumer_id from ${schema}.consumers
-           where not_enrolled_at is null and consumer_id > $1
-           order by consumer_id limit $2`,
-          [input.after, input.limit],
-        );
+  // '' sorts before every id (ids have at least 2 characters): the first page.
+  const { rows } = await pool.query<{ consumer_id: string }>(
+    `select consumer_id from ${schema}.consumers
+     where not_enrolled_at is null and consumer_id > $1
+     order by consumer_id limit $2`,
+    [input.after ?? '', input.limit],
+  );
   return rows.map((r) => r.consumer_id);
 }
 

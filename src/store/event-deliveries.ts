@@ -1,11 +1,8 @@
 /**
- * Webhook delivery state over the reward_events feed (migration 000005), the worker's own:
- * - reward_event_pending: consumers with events not yet delivered, marked by write_reward_pages
- *   in the events' own transaction (so a committed event always has its mark);
- * - reward_event_cursors: per consumer, the last event id delivered or given up (events are
- *   delivered in id order, one consumer at a time, so one number says what is done);
- * - reward_event_failures: events given up after WEBHOOK_MAX_AGE_HOURS.
- * `schema` is quoted (identifier.ts).
+ * Webhook delivery state over the reward_events feed (migration 000005): reward_event_pending
+ * (consumers with undelivered events, marked in the events' own transaction),
+ * reward_event_cursors (per consumer, the last event id delivered or given up: delivery goes
+ * in id order) and reward_event_failures (events given up). `schema` is quoted.
  */
 import type pg from 'pg';
 import { inTransaction } from './transaction.js';
@@ -25,11 +22,9 @@ export interface FeedEvent {
 const redispatchAfter = '10 minutes';
 
 /**
- * Claims up to `limit` consumers whose events are waiting for a delivery job and marks them
- * dispatched (replicas claim different ones: skip locked), then calls `dispatch` with them,
- * after the commit: no row stays locked while Redis is slow or away, which would hold up the
- * reward writes marking those consumers. A dispatch that fails puts the marks back; one lost
- * with the process is taken again after `redispatchAfter`. Returns how many were claimed.
+ * Claims up to `limit` consumers waiting for a delivery job (skip locked), then calls
+ * `dispatch` after the commit: no row stays locked, holding up reward writes, while Redis is
+ * slow. A failed dispatch puts the marks back; a lost one is retaken after `redispatchAfter`.
  */
 export async function dispatchPending(
   pool: pg.Pool,
@@ -189,7 +184,7 @@ export async function deliveryLag(pool: pg.Pool, schema: string): Promise<Delive
   };
 }
 
-export interface DeliveryRow {
+interface DeliveryRow {
   id: string;
   type: string;
   consumer_id: string;

@@ -1,7 +1,4 @@
-/**
- * SQL identifiers (schema and database names) cannot be bound as query parameters, so they
- * are validated and double-quoted here, the one place that builds them into SQL text.
- */
+/** SQL identifiers cannot be bound as parameters: validated and quoted here, once. */
 
 /** The same rule as DATABASE_SCHEMA in config.ts: a lower-case, unquoted-safe identifier. */
 const schemaPattern = /^[a-z_][a-z0-9_]{0,62}$/;

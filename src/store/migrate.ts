@@ -1,46 +1,46 @@
 /**
- * Creates the database when it does not exist yet and applies the numbered SQL migrations of
- * ./migrations/ in order, each in its own transaction, recorded in <schema>.schema_migrations.
+ * Creates the database when missing (database.ts), applies the numbered migrations of
+ * ./migrations/ in order, each in its own transaction, recorded in <schema>.schema_migrations,
+ * then the repeatable ones of ./migrations/repeatable/ (a function per file, written with
+ * `create or replace`): each applied again when its checksum differs from the one in
+ * <schema>.schema_repeatable_migrations, as Flyway's repeatable migrations are. During a
+ * rolling deploy the last build to migrate wins: change a function's signature under a new
+ * name, never in place.
  *
- * Schema name: the files use unqualified names and each runs after
- * `set local search_path to "<schema>"`, so one file serves any DATABASE_SCHEMA and the
- * checksum does not depend on it. The name is validated and quoted (identifier.ts).
+ * Released numbered files are never edited, with one exception: 000002, 000003 and 000005 each
+ * held a whole copy of write_reward_pages, now in its repeatable file so that its body is
+ * written once. A schema that ran their earlier editions has the same tables and gets its
+ * function from the repeatable file, so their earlier checksums are accepted
+ * (supersededChecksums; migrate.test.ts migrates a database with the released editions, then
+ * with these, and compares its functions with a fresh one's). A build before this one refuses
+ * a schema created by this one: it finds the new checksums.
  *
+ * Each file runs after `set local search_path to "<schema>"`: one file serves any schema.
  * Replicas starting together are safe: every transaction first takes a transaction-scoped
- * advisory lock keyed by the schema, then reads what is applied, so the second replica waits
- * and finds nothing left to do. Transaction-scoped, not a session lock: through PgBouncer's
- * transaction pooling each transaction may run on another server connection, where a session
- * lock would be taken on one, released (or not) on another, and shared by whichever client
- * gets that connection next. A transaction stays on one server connection, so this works
- * through PgBouncer and directly alike. Creating a missing database needs a direct connection
- * (see migrate()); two processes racing to CREATE DATABASE both succeed (42P04 / 23505).
+ * advisory lock keyed by the schema (a session lock would not hold through PgBouncer's
+ * transaction pooling), then reads what is applied.
  */
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
-import pg from 'pg';
+import type pg from 'pg';
 import type { Logger } from '../ops/logger.js';
-import {
-  DatabaseUnreachableError,
-  errorCode,
-  MigrationChecksumError,
-  MigrationFileError,
-} from './errors.js';
+import { connectCreating } from './database.js';
+import { errorCode, MigrationChecksumError, MigrationFileError } from './errors.js';
 import { assertSchemaName, quoteIdentifier } from './identifier.js';
 
 export interface MigrateOptions {
-  /**
-   * postgres:// URL of the datastore (DATABASE_DIRECT_URL, else DATABASE_URL); its database is
-   * created when missing, if the URL is a direct one.
-   */
+  /** DATABASE_DIRECT_URL, else DATABASE_URL; a missing database is created on a direct URL. */
   databaseUrl: string;
   /** Schema holding the tables (created when missing). */
   schema: string;
   logger?: Logger;
+  /** Directory of the migration files: this build's, unless a test passes released editions. */
+  migrations?: URL;
 }
 
 export interface MigrateResult {
   databaseCreated: boolean;
-  /** File names applied by this call, in order; empty when the schema was up to date. */
+  /** Numbered files applied by this call, in order; empty when the schema was up to date. */
   applied: string[];
   /** Version of the latest applied migration, e.g. "000001". */
   current: string;
@@ -48,67 +48,49 @@ export interface MigrateResult {
   count: number;
 }
 
-export interface MigrationFile {
-  version: string;
-  name: string;
+interface SqlFile {
   file: string;
   sql: string;
   checksum: string;
 }
 
+export interface MigrationFile extends SqlFile {
+  version: string;
+  name: string;
+}
+
 const migrationsDirectory = new URL('./migrations/', import.meta.url);
 const filePattern = /^(\d{6})_([a-z0-9_]+)\.sql$/;
-/** First key of the advisory lock: "perks-worker migrations" (the second is the schema). */
+const repeatablePattern = /^[a-z0-9_]+\.sql$/;
+/** First key of the advisory lock (the second is the schema). */
 const lockNamespace = 'perks-worker migrations';
 
-/**
- * Checksums of one file before and after an edit of its comments alone (its statements byte
- * for byte the same): a schema recording either is accepted while the file has either, so a
- * rollback to the earlier build still starts. The recorded checksum is left as it is. Any
- * other mismatch is a MigrationChecksumError: a file whose SQL changed needs a new migration.
- */
-const sameStatements: Readonly<Record<string, readonly string[]>> = {
+/** Checksums of earlier editions of released files (see the top); 000002 had two. */
+const supersededChecksums: Readonly<Record<string, readonly string[]>> = {
   '000002': [
     '70d527fecd9185ac3014a66babf4572b18bada1ccd53053d35fff6eb41522434',
     '96f657391427819a950f6d117bf35284c134abe009412cf0bbfa55019f7944a2',
   ],
+  '000003': ['ac641aed1ba019442d59434553c6183452d69d37cb785e650db9a0382dc4d00c'],
+  '000005': ['635c127b11b39495fa52b755103c5b107ec856e4f06157cbbfca5fa90459339b'],
 };
-
-const sameStatementsAs = (file: MigrationFile, applied: string): boolean => {
-  const known = sameStatements[file.version] ?? [];
-  return known.includes(file.checksum) && known.includes(applied);
-};
-
-const pgErrors = {
-  invalidCatalogName: '3D000',
-  duplicateDatabase: '42P04',
-  uniqueViolation: '23505',
-} as const;
 
 export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
   const schema = assertSchemaName(options.schema);
-  const files = await loadMigrationFiles();
-  const target = describeUrl(options.databaseUrl);
-
-  let databaseCreated = false;
-  let client: pg.Client;
+  const directory = options.migrations ?? migrationsDirectory;
+  const files = await loadMigrationFiles(directory);
+  const repeatables = await loadRepeatableFiles(directory);
+  const { client, databaseCreated } = await connectCreating(options.databaseUrl, (database) =>
+    options.logger?.info({ database }, 'created database'),
+  );
   try {
-    client = await connect(options.databaseUrl);
-  } catch (error) {
-    // Through PgBouncer a missing database is refused with 08P01, like any refusal of its own,
-    // and stays unreachable there for server_login_retry after it is created: it is created
-    // on a direct connection only (DATABASE_DIRECT_URL), and reported unreachable here.
-    if (errorCode(error) !== pgErrors.invalidCatalogName) throw unreachable(target, error);
-    databaseCreated = await createDatabase(options.databaseUrl, target.database);
-    if (databaseCreated) options.logger?.info({ database: target.database }, 'created database');
-    client = await connect(options.databaseUrl).catch((e: unknown) => {
-      throw unreachable(target, e);
-    });
-  }
-
-  try {
-    const applied = await applyPending(client, schema, files, options.logger);
-    const current = await currentVersion(client, schema);
+    const recorded = await prepareSchema(client, schema);
+    const applied = await applyNumbered(client, schema, files, recorded.numbered, options.logger);
+    await applyRepeatables(client, schema, repeatables, recorded.repeatable, options.logger);
+    const { rows } = await client.query<{ version: string | null }>(
+      `select max(version) as version from ${quoteIdentifier(schema)}.schema_migrations`,
+    );
+    const current = rows[0]?.version ?? '';
     const count = files.filter((f) => f.version <= current).length;
     return { databaseCreated, applied, current, count };
   } finally {
@@ -116,38 +98,63 @@ export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
   }
 }
 
-/** The migration files shipped with this build, sorted by version. */
-export async function loadMigrationFiles(): Promise<MigrationFile[]> {
-  const names = (await readdir(migrationsDirectory)).filter((n) => n.endsWith('.sql')).sort();
+/** The numbered migration files shipped with this build, sorted by version. */
+export async function loadMigrationFiles(
+  directory = migrationsDirectory,
+): Promise<MigrationFile[]> {
   const files: MigrationFile[] = [];
-  for (const file of names) {
-    const match = filePattern.exec(file);
-    if (!match?.[1] || !match[2]) {
-      throw new MigrationFileError(`migration file ${file} must be named like 000001_init.sql`);
+  for (const sqlFile of await readSqlFiles(directory)) {
+    const [, version, name] = filePattern.exec(sqlFile.file) ?? [];
+    if (!version || !name) {
+      throw new MigrationFileError(
+        `migration file ${sqlFile.file} must be named like 000001_init.sql`,
+      );
     }
-    if (files.some((f) => f.version === match[1])) {
-      throw new MigrationFileError(`two migration files have version ${match[1]}`);
+    if (files.some((f) => f.version === version)) {
+      throw new MigrationFileError(`two migration files have version ${version}`);
     }
-    const sql = await readFile(new URL(file, migrationsDirectory), 'utf8');
-    const checksum = createHash('sha256').update(sql).digest('hex');
-    files.push({ version: match[1], name: match[2], file, sql, checksum });
+    files.push({ ...sqlFile, version, name });
   }
   return files;
 }
 
-async function applyPending(
-  client: pg.Client,
-  schema: string,
-  files: readonly MigrationFile[],
-  logger: Logger | undefined,
-): Promise<string[]> {
+async function loadRepeatableFiles(directory: URL): Promise<SqlFile[]> {
+  const files = await readSqlFiles(new URL('repeatable/', directory)).catch((error: unknown) => {
+    if (errorCode(error) === 'ENOENT') return [];
+    throw error;
+  });
+  const misnamed = files.find(({ file }) => !repeatablePattern.test(file));
+  if (misnamed) {
+    throw new MigrationFileError(
+      `repeatable migration ${misnamed.file} must be named like a_b.sql`,
+    );
+  }
+  return files;
+}
+
+async function readSqlFiles(directory: URL): Promise<SqlFile[]> {
+  const names = (await readdir(directory)).filter((n) => n.endsWith('.sql')).sort();
+  return Promise.all(
+    names.map(async (file) => {
+      const sql = await readFile(new URL(file, directory), 'utf8');
+      return { file, sql, checksum: createHash('sha256').update(sql).digest('hex') };
+    }),
+  );
+}
+
+/** Creates the schema and its two tables of applied migrations; returns file -> checksum. */
+async function prepareSchema(client: pg.Client, schema: string) {
   const q = quoteIdentifier(schema);
-  const appliedChecksums = await inTransaction(client, async () => {
-    await lockMigrations(client, schema);
+  return inTransaction(client, schema, async () => {
     await client.query(`create schema if not exists ${q}`);
     await client.query(`create table if not exists ${q}.schema_migrations (
       version text primary key,
       name text not null,
+      applied_at timestamptz not null default now(),
+      checksum text not null
+    )`);
+    await client.query(`create table if not exists ${q}.schema_repeatable_migrations (
+      file text primary key,
       applied_at timestamptz not null default now(),
       checksum text not null
     )`);
@@ -158,31 +165,47 @@ async function applyPending(
       comment on column ${q}.schema_migrations.name is 'Name part of the file (init for 000001_init.sql).';
       comment on column ${q}.schema_migrations.applied_at is 'When the migration was applied.';
       comment on column ${q}.schema_migrations.checksum is 'sha256 of the file; the statements of an applied file must never change.';
+      comment on table ${q}.schema_repeatable_migrations is 'Repeatable migrations (functions, migrations/repeatable/) as last applied; each is applied again when its file changes.';
+      comment on column ${q}.schema_repeatable_migrations.file is 'File name (write_reward_pages.sql).';
+      comment on column ${q}.schema_repeatable_migrations.applied_at is 'When this checksum was applied.';
+      comment on column ${q}.schema_repeatable_migrations.checksum is 'sha256 of the file as last applied.';
     `);
-    const { rows } = await client.query<{ version: string; checksum: string }>(
-      `select version, checksum from ${q}.schema_migrations order by version`,
+    const numbered = await client.query<{ version: string; checksum: string }>(
+      `select version, checksum from ${q}.schema_migrations`,
     );
-    return new Map(rows.map((r) => [r.version, r.checksum]));
+    const repeatable = await client.query<{ file: string; checksum: string }>(
+      `select file, checksum from ${q}.schema_repeatable_migrations`,
+    );
+    return {
+      numbered: new Map(numbered.rows.map((r) => [r.version, r.checksum])),
+      repeatable: new Map(repeatable.rows.map((r) => [r.file, r.checksum])),
+    };
   });
+}
 
+async function applyNumbered(
+  client: pg.Client,
+  schema: string,
+  files: readonly MigrationFile[],
+  recorded: ReadonlyMap<string, string>,
+  logger: Logger | undefined,
+): Promise<string[]> {
+  const q = quoteIdentifier(schema);
   for (const file of files) {
-    const appliedChecksum = appliedChecksums.get(file.version);
-    if (appliedChecksum !== undefined) assertUnchanged(file, appliedChecksum);
+    const checksum = recorded.get(file.version);
+    if (checksum !== undefined) assertUnchanged(file, checksum);
   }
   const known = new Set(files.map((f) => f.version));
-  const unknown = [...appliedChecksums.keys()].filter((version) => !known.has(version));
+  const unknown = [...recorded.keys()].filter((version) => !known.has(version));
   if (unknown.length > 0) {
     // A newer release migrated this schema (rolling deploy or rollback). Migrations only add,
     // so this older code keeps working: warn rather than crash-loop the replica.
     logger?.warn({ schema, versions: unknown }, 'schema has migrations this build does not know');
   }
-
   const applied: string[] = [];
   for (const file of files) {
-    if (appliedChecksums.has(file.version)) continue;
-    const appliedHere = await inTransaction(client, async () => {
-      await lockMigrations(client, schema);
-      // Another replica may have applied it while this one waited for the lock.
+    if (recorded.has(file.version)) continue;
+    const appliedHere = await applyLocked(client, schema, file.sql, async () => {
       const { rows } = await client.query<{ checksum: string }>(
         `select checksum from ${q}.schema_migrations where version = $1`,
         [file.version],
@@ -191,8 +214,6 @@ async function applyPending(
         assertUnchanged(file, rows[0].checksum);
         return false;
       }
-      await client.query(`set local search_path to ${q}`);
-      await client.query(file.sql);
       await client.query(
         `insert into ${q}.schema_migrations (version, name, checksum) values ($1, $2, $3)`,
         [file.version, file.name, file.checksum],
@@ -206,29 +227,68 @@ async function applyPending(
   return applied;
 }
 
-/** Held until the caller's transaction ends (see the top of this file). */
-async function lockMigrations(client: pg.Client, schema: string): Promise<void> {
-  await client.query('select pg_advisory_xact_lock(hashtext($1), hashtext($2))', [
-    lockNamespace,
-    schema,
-  ]);
+async function applyRepeatables(
+  client: pg.Client,
+  schema: string,
+  files: readonly SqlFile[],
+  recorded: ReadonlyMap<string, string>,
+  logger: Logger | undefined,
+): Promise<void> {
+  const q = quoteIdentifier(schema);
+  for (const file of files) {
+    if (recorded.get(file.file) === file.checksum) continue;
+    const appliedHere = await applyLocked(client, schema, file.sql, async () => {
+      const { rows } = await client.query(
+        `insert into ${q}.schema_repeatable_migrations (file, checksum) values ($1, $2)
+         on conflict (file) do update set checksum = excluded.checksum, applied_at = now()
+         where schema_repeatable_migrations.checksum <> excluded.checksum
+         returning file`,
+        [file.file, file.checksum],
+      );
+      return rows.length === 1;
+    });
+    if (appliedHere) {
+      logger?.info({ schema, migration: `repeatable/${file.file}` }, 'applied migration');
+    }
+  }
+}
+
+/**
+ * Under the lock, records the file and runs its SQL; `record` returns false when another
+ * replica applied it while this one waited.
+ */
+async function applyLocked(
+  client: pg.Client,
+  schema: string,
+  sql: string,
+  record: () => Promise<boolean>,
+): Promise<boolean> {
+  return inTransaction(client, schema, async () => {
+    if (!(await record())) return false;
+    await client.query(`set local search_path to ${quoteIdentifier(schema)}`);
+    await client.query(sql);
+    return true;
+  });
 }
 
 export function assertUnchanged(file: MigrationFile, appliedChecksum: string): void {
-  if (appliedChecksum === file.checksum || sameStatementsAs(file, appliedChecksum)) return;
+  if (appliedChecksum === file.checksum) return;
+  if (supersededChecksums[file.version]?.includes(appliedChecksum)) return;
   throw new MigrationChecksumError(file.file, appliedChecksum, file.checksum);
 }
 
-async function currentVersion(client: pg.Client, schema: string): Promise<string> {
-  const { rows } = await client.query<{ version: string | null }>(
-    `select max(version) as version from ${quoteIdentifier(schema)}.schema_migrations`,
-  );
-  return rows[0]?.version ?? '';
-}
-
-async function inTransaction<T>(client: pg.Client, work: () => Promise<T>): Promise<T> {
+/** Runs `work` in a transaction holding the schema's migration lock (see the top). */
+async function inTransaction<T>(
+  client: pg.Client,
+  schema: string,
+  work: () => Promise<T>,
+): Promise<T> {
   await client.query('begin');
   try {
+    await client.query('select pg_advisory_xact_lock(hashtext($1), hashtext($2))', [
+      lockNamespace,
+      schema,
+    ]);
     const result = await work();
     await client.query('commit');
     return result;
@@ -236,58 +296,4 @@ async function inTransaction<T>(client: pg.Client, work: () => Promise<T>): Prom
     await client.query('rollback').catch(() => undefined);
     throw error;
   }
-}
-
-/**
- * CREATE DATABASE from the server's `postgres` maintenance database. Returns false when
- * another process created it first: 42P04, or 23505 when both inserted into pg_database at
- * the same instant.
- */
-async function createDatabase(databaseUrl: string, database: string): Promise<boolean> {
-  const maintenance = new URL(databaseUrl);
-  maintenance.pathname = '/postgres';
-  const client = await connect(maintenance.toString()).catch((error: unknown) => {
-    throw unreachable(describeUrl(maintenance.toString()), error);
-  });
-  try {
-    await client.query(`create database ${quoteIdentifier(database)}`);
-    return true;
-  } catch (error) {
-    const code = errorCode(error);
-    if (code === pgErrors.duplicateDatabase || code === pgErrors.uniqueViolation) return false;
-    throw error;
-  } finally {
-    await client.end();
-  }
-}
-
-async function connect(connectionString: string): Promise<pg.Client> {
-  const client = new pg.Client({
-    connectionString,
-    connectionTimeoutMillis: 10_000,
-    application_name: 'perks-worker migrate',
-  });
-  // A connection dropped while idle must not crash the process with an unhandled 'error'.
-  client.on('error', () => undefined);
-  await client.connect();
-  return client;
-}
-
-interface UrlParts {
-  host: string;
-  port: number;
-  database: string;
-}
-
-function describeUrl(databaseUrl: string): UrlParts {
-  const url = new URL(databaseUrl);
-  return {
-    host: url.hostname || 'localhost',
-    port: url.port ? Number(url.port) : 5432,
-    database: decodeURIComponent(url.pathname.replace(/^\//, '')) || 'postgres',
-  };
-}
-
-function unreachable(target: UrlParts, cause: unknown): DatabaseUnreachableError {
-  return new DatabaseUnreachableError(target.host, target.port, target.database, cause);
 }

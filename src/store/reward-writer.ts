@@ -1,27 +1,17 @@
 /**
- * Coalesces the small page writes of concurrent syncs into one statement (group commit).
+ * Coalesces the small page writes of concurrent syncs into one statement (group commit): a
+ * small page costs PostgreSQL more to plan than to run, and every statement waits for its WAL
+ * flush. While `lanes` statements of small pages run, further small pages queue and go in the
+ * next one; a page that finds a lane free is written at once. A large page is written alone.
  *
- * A small page costs PostgreSQL more to plan than to run (about 1 ms of its CPU for a 10-row
- * page), and every statement is a commit waiting for its WAL flush. So
- * while `lanes` statements of small pages are running, further small pages queue; when a
- * statement ends, the queue (within limits) goes in the next one. An idle writer adds no
- * delay: a page that finds a lane free is written at once. A large page (more than
- * `smallRows` rows, or a sync end listing more than `smallSeenIds` ids) is written alone and
- * at once: its own rows dominate its cost.
+ * Pages of one statement share no consumer and no reward id; a page that would waits, with
+ * its consumer's later pages (they keep their order), and so does a page whose consumer is
+ * being written (two overlapping syncs of one consumer wait instead of deadlocking).
  *
- * Pages of one statement share no consumer and no reward id. A page that would is left for a
- * later statement, and so are the later pages of its consumer: a consumer's pages keep their
- * order. Nor does a small page join a statement while one of its consumer's is being written: two
- * overlapping syncs of one consumer (a stalled job run again) wait for each other instead of
- * deadlocking.
- *
- * A statement of several pages that PostgreSQL refuses for its data (a bad value, a
- * constraint, a deadlock) is written again page by page, so that one page's error fails that
- * page's job only, not its neighbours'. Any other failure (the connection, the server) fails
- * every page of the statement: each job retries.
+ * A statement of several pages refused for its data (SQLSTATE 22, 23, 40) is written again page
+ * by page, so one page's error fails that page's job only. Any other failure fails them all.
  */
 import type pg from 'pg';
-import type { RewardEventType } from '../config/events.js';
 import { errorCode } from './errors.js';
 import {
   isEmptyWrite,
@@ -33,6 +23,7 @@ import {
   type WriteRewardPageInput,
   writeRewardPages,
 } from './rewards.js';
+import type { RewardEventType } from './types.js';
 
 export interface RewardWriterLimits {
   /** Statements of small pages running at once. */
@@ -50,20 +41,13 @@ export interface RewardWriterLimits {
 /** The most pages one statement of small pages writes, whatever the writers. */
 const maxPagesPerStatement = 100;
 
-/**
- * `writers`: the most writes that can be in flight at once (the syncs a replica runs at once,
- * `syncsInFlight`); unknown, a statement takes up to 100 pages.
- */
+/** `writers`: the syncs a replica runs at once (`syncsInFlight`), if known. */
 export const defaultWriterLimits = (poolSize: number, writers?: number): RewardWriterLimits => ({
-  // One lane per 8 connections: small pages wait for the running statement, so the fewer the
-  // lanes the larger the batches; the rest of the pool stays free for large pages and the
-  // other queries.
+  // Fewer lanes, larger batches; the rest of the pool serves large pages and other queries.
   lanes: Math.max(1, Math.floor(poolSize / 8)),
   smallRows: 100,
   smallSeenIds: 1000,
-  // Half the writers at most: a statement holding every sync's page leaves the database idle
-  // afterwards, while all of them fetch their next page at once. Half of them fetch while the
-  // other half is written.
+  // Half the writers at most: half of them fetch their next page while the other half is written.
   maxPages:
     writers === undefined
       ? maxPagesPerStatement
@@ -94,14 +78,7 @@ function sqlStateClass(error: unknown): string | undefined {
   return code && /^[0-9A-Z]{5}$/.test(code) ? code.slice(0, 2) : undefined;
 }
 
-/** SQLSTATE class 22: a value PostgreSQL refuses (a jsonb it cannot hold, a bad cast). */
-const dataException = (error: unknown) => sqlStateClass(error) === '22';
-
-/**
- * SQLSTATE classes of a refusal caused by the statement's data, which writing each page alone
- * attributes to its page: 22 data exception, 23 integrity constraint, 40 transaction rollback
- * (deadlock, serialization).
- */
+/** 22 data exception, 23 integrity constraint, 40 transaction rollback (deadlock). */
 const perPageRefusal = (error: unknown) => ['22', '23', '40'].includes(sqlStateClass(error) ?? '');
 
 export class RewardWriter {
@@ -116,7 +93,6 @@ export class RewardWriter {
   /** Statements run and pages they wrote, since the start (pages / statements: the batching). */
   readonly totals = { statements: 0, pages: 0 };
 
-  /** `eventTypes`: the reward events every statement records (none when empty). */
   constructor(
     pool: pg.Pool,
     schemaSql: string,
@@ -192,18 +168,14 @@ export class RewardWriter {
     return batch;
   }
 
-  /**
-   * One statement, counted in `totals`. Refused for a data exception while holding a body as
-   * the API sent it, it runs once more with the items serialized from their parse (see
-   * `reserialized`).
-   */
+  /** One statement; refused for a value in a body as sent, once more `reserialized`. */
   async #statement(pages: readonly PreparedPage[]): Promise<RewardPageResult[]> {
     this.totals.statements += 1;
     this.totals.pages += pages.length;
     try {
       return await writeRewardPages(this.#pool, this.#sql, pages, this.#eventTypes);
     } catch (error) {
-      if (!dataException(error) || !pages.some((page) => page.asSent)) throw error;
+      if (sqlStateClass(error) !== '22' || !pages.some((page) => page.asSent)) throw error;
       this.totals.statements += 1;
       return writeRewardPages(this.#pool, this.#sql, pages.map(reserialized), this.#eventTypes);
     }
@@ -236,9 +208,8 @@ export class RewardWriter {
       this.#release(batch);
       return;
     }
-    // The next statement goes out before the jobs of this one go on: resolved at once, they
-    // would run first (BullMQ's next job, logs, the next request; the pool sends the query on
-    // a later tick) and keep the database waiting. setImmediate runs them right after.
+    // The next statement goes out before this one's jobs go on (the pool sends a query on a
+    // later tick): resolved at once, they would run first and keep the database waiting.
     setImmediate(() => {
       batch.forEach((entry, i) => {
         entry.resolve(results[i] ?? nothingWritten(entry.page));

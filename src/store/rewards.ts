@@ -1,31 +1,16 @@
 /**
- * Writes of <schema>.rewards, <schema>.reward_status_changes and <schema>.reward_events.
- *
- * Pages are written by ONE statement (one round trip, one implicit transaction) for one page
- * or several (reward-writer.ts coalesces the small pages of concurrent syncs): the rewards
- * travel as a single jsonb parameter holding each reward's `raw` item once, the columns are
- * read from it in SQL, and data-modifying CTEs create the consumer rows when missing, upsert
- * the rewards and record the status changes and the reward events. The last page of a sync
- * also ends it (missing rewards, last_synced_at) in the same statement. The statement is a
- * function of the schema (migrations/000002_write_reward_pages.sql, with the events since
- * 000005_reward_events.sql); see rewardWriteSql.
+ * Writes of rewards, their status changes and events: one call of the schema's
+ * write_reward_pages (migrations/repeatable/write_reward_pages.sql, which states its rules)
+ * for one page or several (reward-writer.ts), the rewards as one jsonb parameter holding each
+ * `raw` item once. The last page of a sync also ends it in the same statement.
  */
 import type pg from 'pg';
-import type { RewardEventType } from '../config/events.js';
 import { StoreInputError } from './errors.js';
-import type { RewardPageWrite, RewardRecord } from './types.js';
+import type { RewardEventType, RewardPageWrite, RewardRecord } from './types.js';
 
 /** The API's amount pattern: a decimal with at least one digit, optional sign and point. */
 const amountPattern = /^(?!^[-+.]*$)[+-]?0*\d*\.?\d*$/;
 
-/**
- * THE write statement: any number of pages of different consumers, each optionally ending its
- * sync, in one call of the schema's write_reward_pages function (one round trip, one plan kept
- * per session, one commit; see reward-writer.ts for who is written together). The statement,
- * its parameters and its rules (stale-write guard, locks, missing rewards) are in the
- * migration 000002_write_reward_pages.sql; its events ($4: the types to record) in
- * 000005_reward_events.sql.
- */
 export function rewardWriteSql(s: string): string {
   return `select p, inserted, updated, status_changes, marked_missing
   from ${s}.write_reward_pages($1::jsonb, $2::jsonb, $3::uuid[], $4::text[])`;
@@ -39,10 +24,9 @@ export interface WriteRewardPageInput {
   /** Given on the last page of a sync: the end of the sync is written by the same statement. */
   finish?: FinishSync;
   /**
-   * The API's response body (JSON text) whose `items` are `rewards`, parsed, in the same order.
-   * Given, the items are written as the API sent them instead of each reward being serialized
-   * again (on a large page, the largest cost after the parse); the columns come from the
-   * text as they would from `raw`. Not used when the page lists a reward twice.
+   * The API's response body whose `items` parse to `rewards`: written as sent instead of
+   * serializing each reward again (on a large page, the largest cost after the parse). Not
+   * used when the page lists a reward twice.
    */
   json?: string;
 }
@@ -66,10 +50,7 @@ export interface PreparedPage {
   consumerId: string;
   /** Distinct reward ids of the page. */
   ids: readonly string[];
-  /**
-   * The page as one element of the statement's first parameter: { consumer_id, body }, where
-   * body.items are the page's items, one per distinct id.
-   */
+  /** The page as one element of the statement's first parameter: { consumer_id, body }. */
   entryJson: string;
   /** entryJson holds the response body as the API sent it (see reserialized). */
   asSent: boolean;
@@ -81,11 +62,7 @@ export interface PreparedPage {
   finish: FinishSync | undefined;
 }
 
-/**
- * Checks a page and serializes it (its items as the API sent them when `json` is given).
- * Throws StoreInputError naming the reward when an amount is not a decimal string: nothing of
- * the page is written.
- */
+/** Checks and serializes a page; StoreInputError names a reward whose amount is not decimal. */
 export function preparePage(input: WriteRewardPageInput): PreparedPage {
   const rewards = distinctRewards(input.rewards);
   const sent = rewards.length === input.rewards.length ? input.json : undefined;
@@ -102,10 +79,8 @@ export function preparePage(input: WriteRewardPageInput): PreparedPage {
 }
 
 /**
- * The page with its items serialized from their parse. A body as the API sent it can hold
- * what JSON.parse takes and PostgreSQL's jsonb refuses (a \u0000 escape or a number out of
- * numeric's range, anywhere in the body): such a page is written again this way, where the
- * parse has made such a number Infinity, which JSON.stringify writes as null.
+ * The page with its items serialized from their parse: for a body as sent that jsonb refuses
+ * (a \u0000 escape, a number out of numeric's range, which the parse made Infinity: null).
  */
 export function reserialized(page: PreparedPage): PreparedPage {
   if (!page.asSent) return page;
@@ -122,11 +97,7 @@ const entryOf = (consumerId: string, body: string) =>
 export const isEmptyWrite = (page: PreparedPage) =>
   page.ids.length === 0 && page.finish === undefined;
 
-/**
- * Writes `pages` (distinct consumers, distinct reward ids) with one statement, recording the
- * reward events of `eventTypes`; returns each page's counts, in order. All or nothing: a
- * failure fails every page of the statement, its events with it.
- */
+/** Writes `pages` in one statement, all or nothing; returns each page's counts, in order. */
 export async function writeRewardPages(
   pool: pg.Pool,
   sql: string,
@@ -180,10 +151,8 @@ export async function writeRewardPages(
 const plainUuid = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 
 /**
- * A uuid[] parameter as PostgreSQL's array text, made by one join. node-postgres would quote,
- * escape and concatenate it element by element, about 5% of the memory a 10-reward sync
- * allocates. An id of any other form is left to node-postgres, which quotes it; the
- * statement's uuid cast then takes or refuses it.
+ * A uuid[] parameter as PostgreSQL's array text, made by one join (node-postgres's quoting
+ * element by element was 5% of a sync's allocations). Other ids are left to node-postgres.
  */
 export function uuidArrayParameter(ids: readonly string[]): string | readonly string[] {
   for (const id of ids) if (!plainUuid.test(id)) return ids;
@@ -207,10 +176,7 @@ function assertDisjoint(pages: readonly PreparedPage[]): void {
   }
 }
 
-/**
- * The page's rewards, each id once. A reward listed twice (pages shifting under a concurrent
- * insert) is kept once, its last occurrence: ON CONFLICT cannot touch a row twice.
- */
+/** Each id once, its last occurrence (pages shift under inserts): ON CONFLICT touches a row once. */
 function distinctRewards(rewards: readonly RewardRecord[]): RewardRecord[] {
   const byId = new Map<string, RewardRecord>();
   for (const reward of rewards) {

@@ -1,20 +1,24 @@
 /**
- * The datastore: one pg pool and the operations the job processors call. The SQL lives in
- * one module per table family (consumers.ts, rewards.ts); this file only binds them to a pool
- * and a schema. Every value is a bound parameter; the schema name, the only identifier in the
- * SQL text, is validated and quoted once here.
+ * The datastore: one pg pool bound to the operations of each table family (consumers.ts,
+ * rewards.ts). The schema name, the only identifier in the SQL text, is quoted once here.
  */
 import pg from 'pg';
-import { type RewardEventType, rewardEventTypes } from '../config/events.js';
 import type { Logger } from '../ops/logger.js';
 import * as consumers from './consumers.js';
 import { assertSchemaName, quoteIdentifier } from './identifier.js';
 import { defaultWriterLimits, RewardWriter } from './reward-writer.js';
 import type { FinishSync, RewardPageResult, WriteRewardPageInput } from './rewards.js';
-import type { ConsumerRow } from './types.js';
+import { type ConsumerRow, type RewardEventType, rewardEventTypes } from './types.js';
 
 export type { FinishSync } from './rewards.js';
-export type { ConsumerRow, EnrollmentOutcome, RewardPageWrite, RewardRecord } from './types.js';
+export {
+  type ConsumerRow,
+  type EnrollmentOutcome,
+  type RewardEventType,
+  type RewardPageWrite,
+  type RewardRecord,
+  rewardEventTypes,
+} from './types.js';
 
 export interface StoreConfig {
   /** postgres:// URL (DATABASE_URL). */
@@ -30,20 +34,12 @@ export interface Store {
   readonly schema: string;
   /** Reward write statements run and the pages they wrote (see reward-writer.ts). */
   readonly writes: RewardWriter['totals'];
-  /**
-   * Writes one API page of a consumer's rewards in one statement (one transaction), which may
-   * also write the small pages of other syncs (reward-writer.ts); given `finish` (the last
-   * page of a sync), the end of the sync too (see rewards.ts). The reward events of the
-   * changes are written by the same statement.
-   */
+  /** One API page, its events and, given `finish`, the end of its sync, in one statement. */
   writeRewardPage(input: WriteRewardPageInput): Promise<RewardPageResult>;
   recordEnrollment(input: consumers.RecordEnrollmentInput): Promise<void>;
   recordConsumerError(input: consumers.RecordConsumerErrorInput): Promise<void>;
   markNotEnrolled(input: { consumerId: string; at: Date }): Promise<void>;
-  /**
-   * The end of a sync without a page to write with it: marks rewards missing (after a
-   * complete, consistent scan) and sets last_synced_at, in one statement (see rewards.ts).
-   */
+  /** The end of a sync without a page: marks rewards missing and sets last_synced_at. */
   finishSync(input: { consumerId: string } & FinishSync): Promise<{ markedMissing: number }>;
   getConsumer(consumerId: string): Promise<ConsumerRow | undefined>;
   listEnrolledConsumerIds(input: { after: string | null; limit: number }): Promise<string[]>;
@@ -55,15 +51,9 @@ export interface Store {
 
 export interface StoreOptions {
   logger?: Logger;
-  /**
-   * The most reward writes in flight at once: the syncs the process runs at once
-   * (`syncsInFlight`). Sizes the statements of small pages (reward-writer.ts).
-   */
+  /** The syncs the process runs at once (`syncsInFlight`): sizes reward-writer.ts's batches. */
   writers?: number;
-  /**
-   * The reward events recorded in reward_events by every write (EVENT_TYPES); empty: none.
-   * Default: all four.
-   */
+  /** The reward events every write records (EVENT_TYPES); default all, empty none. */
   eventTypes?: readonly RewardEventType[];
 }
 
@@ -75,13 +65,10 @@ export function createStore(config: StoreConfig, options: StoreOptions = {}): St
     max: config.poolSize,
     application_name: 'perks-worker',
     connectionTimeoutMillis: 10_000,
-    // No startup `options` (such as `-c jit=off`): PgBouncer refuses a connection that sends
-    // one unless told to ignore it. JIT, which cost ~160 ms of CPU for ~10 ms of work, is off
-    // where it was paid, in the SET clauses of write_reward_pages (migrations 000002, 000005);
-    // the statement that calls it is estimated far below jit_above_cost.
+    // No startup `options` (`-c jit=off`): PgBouncer refuses them. JIT is off where it was
+    // paid, in write_reward_pages' SET clauses.
   });
-  // An idle connection dropped by the server emits 'error' on the pool; unhandled, it would
-  // crash the process. The next query simply opens a new connection.
+  // Unhandled, a dropped idle connection's 'error' would crash the process.
   pool.on('error', (error) => {
     options.logger?.warn({ err: error }, 'idle PostgreSQL connection lost');
   });

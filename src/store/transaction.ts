@@ -1,9 +1,8 @@
 import type pg from 'pg';
 
 /**
- * Runs `work` in one transaction on a connection of the pool; rolls back when it throws. The
- * pool does not listen to a connection it has lent: one lost meanwhile would raise an unhandled
- * 'error' (the query in flight rejects as well), and is discarded rather than lent again.
+ * Runs `work` in one transaction of a pooled connection. The pool does not listen to a lent
+ * connection: its 'error' is caught here, and a broken connection discarded.
  */
 export async function inTransaction<T>(
   pool: pg.Pool,

@@ -4,6 +4,15 @@
  * src/perks (it knows SQL, not HTTP).
  */
 
+/** The changes of a reward recorded in reward_events (EVENT_TYPES picks among them). */
+export const rewardEventTypes = [
+  'reward.created',
+  'reward.status_changed',
+  'reward.missing',
+  'reward.restored',
+] as const;
+export type RewardEventType = (typeof rewardEventTypes)[number];
+
 export interface RewardRecord {
   /** uuid, lower-cased as received. */
   id: string;
@@ -19,11 +28,7 @@ export interface RewardRecord {
   consumerStatus: string;
   transaction: { externalId: string; executedAt: string } | null;
   brand: { name: string | null; logo?: string | null };
-  /**
-   * The item exactly as received (extra fields kept), stored as raw jsonb. The store reads
-   * every column from it (write_reward_pages, migration 000002): the fields above must be its
-   * parse.
-   */
+  /** The item as received, stored as raw jsonb; the columns are read from it: the fields above must be its parse. */
   raw: Record<string, unknown>;
 }
 
@@ -33,10 +38,7 @@ export interface RewardPageWrite {
   inserted: number;
   /** Stored rewards whose content changed, or that came back after being marked missing. */
   updated: number;
-  /**
-   * Rewards whose content did not change (nothing written, or only last_seen_at refreshed),
-   * stale observations (an older read than the stored one), and duplicate ids in the page.
-   */
+  /** Rewards not changed (or only last_seen_at), stale observations and duplicate ids. */
   unchanged: number;
   /** Rows added to reward_status_changes. */
   statusChanges: number;

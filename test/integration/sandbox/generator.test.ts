@@ -1,10 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  amountPattern,
-  type RewardJson,
-  type Sandbox,
-  startSandbox,
-} from '../../../src/sandbox/index.js';
+import { AMOUNT_PATTERN as amountPattern } from '../../../src/perks/schemas.js';
+import { type RewardJson, type Sandbox, startSandbox } from '../../../src/sandbox/index.js';
 import { apiClient } from './http.js';
 
 const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;

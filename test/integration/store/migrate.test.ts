@@ -34,6 +34,17 @@ async function query<T extends pg.QueryResultRow>(url: string, sql: string): Pro
   }
 }
 
+/** Every function of the schema perks: signature, definition and comment. */
+function functionsOf(url: string) {
+  return query<{ signature: string; definition: string; comment: string | null }>(
+    url,
+    `select p.oid::regprocedure::text as signature, pg_get_functiondef(p.oid) as definition,
+            obj_description(p.oid, 'pg_proc') as comment
+     from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+     where n.nspname = 'perks' order by 1`,
+  );
+}
+
 afterAll(async () => {
   for (const name of created) {
     await query(adminUrl, `drop database if exists ${name} with (force)`);
@@ -71,6 +82,7 @@ describe('migrate', () => {
       'reward_status_changes',
       'rewards',
       'schema_migrations',
+      'schema_repeatable_migrations',
       'signup_outbox',
     ]);
   });
@@ -108,8 +120,8 @@ describe('migrate', () => {
          where table_schema like 'perks%' group by 1 order by 1`,
       );
       expect(rows).toEqual([
-        { table_schema: 'perks', n: 9 },
-        { table_schema: 'perks_alt', n: 9 },
+        { table_schema: 'perks', n: 10 },
+        { table_schema: 'perks_alt', n: 10 },
       ]);
     } finally {
       await db.drop();
@@ -155,6 +167,36 @@ describe('migrate', () => {
     } finally {
       await db.drop();
     }
+  });
+
+  it('migrates a schema the released editions of 000001-000005 made, to the functions of a fresh one', async () => {
+    const released = new URL('./released-migrations/', import.meta.url);
+    const old = newDatabaseUrl();
+    await migrate({ databaseUrl: old.url, schema: 'perks', migrations: released });
+    // What the released build left: the function of 000005 and the overload of 000002/000003.
+    const before = await functionsOf(old.url);
+    expect(before.map((f) => f.signature)).toContain(
+      'perks.write_reward_pages(jsonb,jsonb,uuid[])',
+    );
+    await query(old.url, 'drop table perks.schema_repeatable_migrations');
+
+    const upgrade = await migrate({ databaseUrl: old.url, schema: 'perks' });
+    expect(upgrade.applied).toEqual(['000006_drop_write_reward_pages_overload.sql']);
+    const fresh = newDatabaseUrl();
+    await migrate({ databaseUrl: fresh.url, schema: 'perks' });
+    const upgraded = await functionsOf(old.url);
+    expect(upgraded).toEqual(await functionsOf(fresh.url));
+    expect(upgraded.map((f) => f.signature)).toEqual([
+      'perks.enqueue_enrollment(text,text[],text[])',
+      'perks.notify_reward_events()',
+      'perks.notify_signup_outbox()',
+      'perks.write_reward_pages(jsonb,jsonb,uuid[],text[])',
+    ]);
+    // Unchanged, the repeatable file is not applied again: the function keeps its oid.
+    const oid = "select oid::text from pg_proc where proname = 'write_reward_pages'";
+    const [first] = await query<{ oid: string }>(old.url, oid);
+    await migrate({ databaseUrl: old.url, schema: 'perks' });
+    expect(await query<{ oid: string }>(old.url, oid)).toEqual([first]);
   });
 
   it('still refuses any other checksum of 000002', async () => {
@@ -211,12 +253,12 @@ describe('perks-worker migrate', () => {
     const first = capture();
     expect(await run([])).toBe(0);
     expect(first.out.join('')).toBe(
-      `created database ${name}\napplied 000001_init.sql\napplied 000002_write_reward_pages.sql\napplied 000003_not_enrolled_race.sql\napplied 000004_signup_outbox.sql\napplied 000005_reward_events.sql\nschema perks is at 000005 (5 migrations)\n`,
+      `created database ${name}\napplied 000001_init.sql\napplied 000002_write_reward_pages.sql\napplied 000003_not_enrolled_race.sql\napplied 000004_signup_outbox.sql\napplied 000005_reward_events.sql\napplied 000006_drop_write_reward_pages_overload.sql\nschema perks is at 000006 (6 migrations)\n`,
     );
     vi.restoreAllMocks();
     const second = capture();
     expect(await run([])).toBe(0);
-    expect(second.out.join('')).toBe('schema perks is at 000005 (5 migrations)\n');
+    expect(second.out.join('')).toBe('schema perks is at 000006 (6 migrations)\n');
   });
 
   it('says in one line that the server cannot be reached, and exits 1', async () => {

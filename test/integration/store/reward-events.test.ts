@@ -5,7 +5,6 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { type RewardEventType, rewardEventTypes } from '../../../src/config/events.js';
 import {
   preparePage,
   rewardWriteSql,
@@ -13,6 +12,7 @@ import {
   writeRewardPages,
 } from '../../../src/store/rewards.js';
 import { createStore, type RewardRecord, type Store } from '../../../src/store/store.js';
+import { type RewardEventType, rewardEventTypes } from '../../../src/store/types.js';
 import { createTestDatabase, type TestDatabase } from '../../support/database.js';
 import { at, reward, withStatus } from './fixtures.js';
 
@@ -490,15 +490,12 @@ describe('reward events', () => {
     }
   });
 
-  it('the three-argument function of earlier builds still writes, without events', async () => {
-    const r = reward();
-    const page = preparePage({ consumerId: 'ev_old', rewards: [r], observedAt: new Date() });
-    const pages = [{ p: 0, consumer_id: 'ev_old', observed_at: new Date(), finish: false }];
+  it('write_reward_pages has one signature: the three-argument one of earlier builds is dropped', async () => {
     const { rows } = await store.pool.query(
-      'select inserted from perks.write_reward_pages($1::jsonb, $2::jsonb, $3::uuid[])',
-      [`[${page.entryJson}]`, JSON.stringify(pages), '{}'],
+      `select p.oid::regprocedure::text as signature from pg_proc p
+       join pg_namespace n on n.oid = p.pronamespace
+       where n.nspname = 'perks' and p.proname = 'write_reward_pages'`,
     );
-    expect(rows).toEqual([{ inserted: 1 }]);
-    expect(await eventsOf('ev_old')).toEqual([]);
+    expect(rows).toEqual([{ signature: 'perks.write_reward_pages(jsonb,jsonb,uuid[],text[])' }]);
   });
 });

@@ -3,10 +3,10 @@
  * statement, yet each page gets its own counts, its own sync end and its own failure.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rewardEventTypes } from '../../../src/config/events.js';
 import { migrate } from '../../../src/store/migrate.js';
 import { preparePage, rewardWriteSql } from '../../../src/store/rewards.js';
 import { createStore, type RewardRecord, type Store } from '../../../src/store/store.js';
+import { rewardEventTypes } from '../../../src/store/types.js';
 import { createTestDatabase, type TestDatabase } from '../../support/database.js';
 import { at, reward, withStatus } from './fixtures.js';
 
