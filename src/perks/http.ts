@@ -1,32 +1,30 @@
 /**
- * One HTTP exchange with the Perks API: undici `request` on a keep-alive dispatcher, a
- * deadline covering headers and body, a bounded body read. The body is consumed or destroyed
- * on every path, so a connection is never left hanging in the pool.
+ * One exchange with the API, no retries, no tokens: the request built from a RequestSpec, a
+ * deadline over headers and body, a bounded read that consumes or destroys the body on every
+ * path (no connection left hanging in the pool), a non-2xx turned into its typed error, and
+ * each exchange reported to the hooks and the debug log.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { type Dispatcher, request } from 'undici';
 import { linkSignals } from '../signals.js';
-import { PerksError, ResponseShapeError, ResponseTooLargeError, TransportError } from './errors.js';
+import {
+  errorFromResponse,
+  PerksError,
+  ResponseShapeError,
+  ResponseTooLargeError,
+  TransportError,
+} from './errors.js';
+import type { PerksClientOptions } from './options.js';
 import { redactSecrets } from './redact.js';
 
-export interface HttpExchangeOptions {
-  dispatcher: Dispatcher;
-  /** Deadline of the whole exchange (connect, headers and body), in milliseconds. */
-  timeoutMs: number;
-  /** Bodies larger than this are destroyed unread and fail the call. */
-  maxResponseBytes: number;
-  /** Values masked in any message built here. */
-  secrets: readonly string[];
-}
-
-export interface HttpRequest {
+export interface RequestSpec {
   operation: string;
   method: 'GET' | 'POST';
-  /** Absolute URL, query included. */
-  url: string;
-  headers: Record<string, string>;
-  body?: string;
-  signal?: AbortSignal | undefined;
+  path: string;
+  query?: URLSearchParams;
+  body?: unknown;
+  /** How `body` is encoded. Default json. */
+  encoding?: 'json' | 'form';
 }
 
 export interface HttpResponse {
@@ -35,38 +33,94 @@ export interface HttpResponse {
   body: string;
 }
 
-export async function exchange(
-  options: HttpExchangeOptions,
-  req: HttpRequest,
+export interface TransportOptions
+  extends Pick<PerksClientOptions, 'apiVersion' | 'clientSecret' | 'hooks' | 'logger'> {
+  /** The base URL without a trailing slash. */
+  baseUrl: string;
+  dispatcher: Dispatcher;
+  timeoutMs: number;
+  maxResponseBytes: number;
+  /** The Basic credentials of POST /tokens, redacted like the secret. */
+  basicAuth: string;
+}
+
+/** One exchange; a non-2xx becomes its typed error. */
+export async function send(
+  options: TransportOptions,
+  spec: RequestSpec,
+  authorization: string,
+  signal: AbortSignal,
 ): Promise<HttpResponse> {
-  const linked = linkSignals([req.signal], options.timeoutMs);
-  const signal = linked.signal;
+  const { operation } = spec;
+  const secrets = [options.clientSecret, options.basicAuth, authorization.replace(/^\S+ /, '')];
+  const startedAt = performance.now();
+  let status: number | undefined;
   try {
-    const response = await request(req.url, {
+    const response = await exchange(options, spec, authorization, signal, secrets);
+    status = response.status;
+    if (status < 200 || status > 299) {
+      throw errorFromResponse({ operation, ...response, secrets });
+    }
+    report(options, operation, status, startedAt);
+    return response;
+  } catch (error) {
+    report(options, operation, status, startedAt, error);
+    throw error;
+  }
+}
+
+async function exchange(
+  options: TransportOptions,
+  spec: RequestSpec,
+  authorization: string,
+  callSignal: AbortSignal,
+  secrets: readonly string[],
+): Promise<HttpResponse> {
+  const { operation, method } = spec;
+  const headers: Record<string, string> = {
+    authorization,
+    'x-api-version': options.apiVersion ?? '2.0.0',
+    accept: 'application/json',
+  };
+  let body: string | undefined;
+  if (spec.body !== undefined && spec.encoding === 'form') {
+    body = new URLSearchParams(spec.body as Record<string, string>).toString();
+    headers['content-type'] = 'application/x-www-form-urlencoded';
+  } else if (spec.body !== undefined) {
+    body = JSON.stringify(spec.body);
+    headers['content-type'] = 'application/json';
+  }
+  const query = spec.query?.toString();
+  const url = `${options.baseUrl}${spec.path}${query ? `?${query}` : ''}`;
+  const { timeoutMs, maxResponseBytes } = options;
+  const linked = linkSignals([callSignal], timeoutMs);
+  try {
+    const response = await request(url, {
       dispatcher: options.dispatcher,
-      method: req.method,
-      headers: req.headers,
-      body: req.body,
-      signal,
-      headersTimeout: options.timeoutMs,
-      bodyTimeout: options.timeoutMs,
+      method,
+      headers,
+      body,
+      signal: linked.signal,
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
     });
-    const body = await readBody(response.body, response.headers, options.maxResponseBytes, req);
-    return { status: response.statusCode, headers: response.headers, body };
+    const text = await readBody(response.body, response.headers, maxResponseBytes, operation);
+    return { status: response.statusCode, headers: response.headers, body: text };
   } catch (error) {
     // The caller's own cancellation is not a transport failure: it must not be retried.
-    if (req.signal?.aborted) throw req.signal.reason;
+    if (callSignal.aborted) throw callSignal.reason;
     if (error instanceof PerksError) throw error;
     const transportCode = linked.timedOut() ? 'ETIMEDOUT' : transportCodeOf(error);
     const reason = linked.timedOut()
-      ? `no complete response within ${options.timeoutMs} ms`
+      ? `no complete response within ${timeoutMs} ms`
       : error instanceof Error
         ? error.message
         : String(error);
-    throw new TransportError(
-      redactSecrets(`${req.operation}: ${transportCode} ${reason}`, options.secrets),
-      { operation: req.operation, transportCode, cause: error },
-    );
+    throw new TransportError(redactSecrets(`${operation}: ${transportCode} ${reason}`, secrets), {
+      operation,
+      transportCode,
+      cause: error,
+    });
   } finally {
     linked.dispose();
   }
@@ -76,14 +130,17 @@ async function readBody(
   body: Dispatcher.ResponseData['body'],
   headers: IncomingHttpHeaders,
   maxBytes: number,
-  req: HttpRequest,
+  operation: string,
 ): Promise<string> {
-  const declared = Number(headers['content-length']);
-  if (Number.isFinite(declared) && declared > maxBytes) {
-    // Destroyed unread, the body emits an abort error: expected here, and with no listener
-    // it would be thrown as uncaught once the whole body had arrived before this check.
+  const tooLarge = () =>
+    new ResponseTooLargeError(
+      `${operation}: response body exceeds maxResponseBytes (${maxBytes} bytes)`,
+      { operation },
+    );
+  if (Number(headers['content-length']) > maxBytes) {
+    // Destroyed unread, the body emits an abort error: with no listener it would be uncaught.
     body.on('error', () => undefined).destroy();
-    throw tooLarge(req, maxBytes);
+    throw tooLarge();
   }
   const chunks: Buffer[] = [];
   let size = 0;
@@ -93,7 +150,7 @@ async function readBody(
     size += buffer.length;
     if (size > maxBytes) {
       body.destroy();
-      throw tooLarge(req, maxBytes);
+      throw tooLarge();
     }
     chunks.push(buffer);
   }
@@ -101,22 +158,32 @@ async function readBody(
   return (chunks.length === 1 && chunks[0] ? chunks[0] : Buffer.concat(chunks)).toString('utf8');
 }
 
-function tooLarge(req: HttpRequest, maxBytes: number): ResponseTooLargeError {
-  return new ResponseTooLargeError(
-    `${req.operation}: response body exceeds maxResponseBytes (${maxBytes} bytes)`,
-    { operation: req.operation },
-  );
-}
-
 function transportCodeOf(error: unknown): string {
   if (typeof error === 'object' && error !== null) {
-    const code = (error as { code?: unknown }).code;
+    const { code, cause, name } = error as { code?: unknown; cause?: unknown; name?: unknown };
     if (typeof code === 'string' && code) return code;
-    const cause = (error as { cause?: unknown }).cause;
     if (cause !== undefined && cause !== error) return transportCodeOf(cause);
-    if ((error as { name?: unknown }).name === 'TimeoutError') return 'ETIMEDOUT';
+    if (name === 'TimeoutError') return 'ETIMEDOUT';
   }
   return 'UNKNOWN';
+}
+
+function report(
+  options: TransportOptions,
+  operation: string,
+  status: number | undefined,
+  startedAt: number,
+  error?: unknown,
+): void {
+  const durationMs = Math.round(performance.now() - startedAt);
+  const errorName = error === undefined ? undefined : error instanceof Error ? error.name : 'Error';
+  options.hooks?.onRequest?.({
+    operation,
+    status,
+    durationMs,
+    ...(errorName === undefined ? {} : { error: errorName }),
+  });
+  options.logger?.debug({ operation, status, durationMs, error: errorName }, 'perks: request');
 }
 
 /** A 2xx body -> JSON, or a ResponseShapeError saying it is not JSON. */

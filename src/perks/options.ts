@@ -1,10 +1,9 @@
-/** Options of PerksClient, each with its default. */
 import type { Logger } from 'pino';
 import type { Dispatcher } from 'undici';
 import type { RetryEvent, RetryOptions } from './retry.js';
-import type { TokenCache } from './token-cache.js';
+import type { TokenCache } from './tokens.js';
 
-export interface PerksClientHooks {
+interface PerksClientHooks {
   /** After every HTTP exchange, token requests included. `error` is the error's class name. */
   onRequest?(event: {
     operation: string;
@@ -40,7 +39,7 @@ export interface PerksClientOptions {
   dispatcher?: Dispatcher;
   logger?: Logger;
   hooks?: PerksClientHooks;
-  /** Clock for token expiry (epoch ms). Default Date.now; tests inject their own. */
+  /** Clock for token expiry (epoch ms). Default Date.now. */
   now?: () => number;
 }
 

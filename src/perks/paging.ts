@@ -1,8 +1,7 @@
 /**
- * Parsing and walking reward pages. A page is accepted whole or not at all: one bad item fails
- * it with a ResponseShapeError naming the item's index and field. The walk stops at
- * ceil(total / per_page) and refuses a server that repeats a page or over-delivers, so a
- * buggy or hostile server cannot keep a sync looping.
+ * Reward pages, accepted whole or not at all: one bad item fails the page, naming its index
+ * and field. The walk stops at ceil(total / per_page) and refuses a server that repeats a page
+ * or over-delivers, so a buggy or hostile server cannot keep a sync looping.
  */
 import type { z } from 'zod';
 import { ResponseShapeError } from './errors.js';
@@ -20,24 +19,13 @@ export interface RewardPage {
   /** This page's total differs from page 1's: records came or went mid-walk; rescan later. */
   totalChanged: boolean;
   /**
-   * When this page was asked for, before its request (and any retry of it) was sent: what it
-   * shows was true at that time or later, so a write stamped with it never passes for newer
-   * than it is, however slow the answer.
+   * Taken before the page's request (and its retries) was sent: what it shows was true then or
+   * later, so a write stamped with it never passes for newer than it is.
    */
   requestedAt: Date;
 }
 
-export interface ParsedPage {
-  page: number;
-  perPage: number;
-  total: number;
-  items: Reward[];
-}
-
-/** A parsed page and the body it was parsed from. */
-export interface FetchedPage extends ParsedPage {
-  json: string;
-}
+type ParsedPage = Pick<RewardPage, 'page' | 'perPage' | 'total' | 'items'>;
 
 /** `['items', 3, 'brand', 'logo']` -> `items[3].brand.logo`. */
 export function formatPath(path: ReadonlyArray<PropertyKey>): string {
@@ -82,7 +70,7 @@ export function parseRewardPage(operation: string, json: unknown): ParsedPage {
 export async function* walkRewardPages(
   operation: string,
   perPage: number,
-  fetchPage: (page: number) => Promise<FetchedPage>,
+  fetchPage: (page: number) => Promise<ParsedPage & { json: string }>,
 ): AsyncGenerator<RewardPage, void, undefined> {
   let firstTotal: number | undefined;
   let servedPerPage: number | undefined;

@@ -3,7 +3,7 @@
  * that outlived the expiry must not delete the lock another process has taken since).
  */
 import { randomUUID } from 'node:crypto';
-import type { RedisClient } from '../queues/connection.js';
+import type { RedisClient } from './connection.js';
 
 const deleteIfValueIs = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end

@@ -8,8 +8,8 @@
  * different `name`s (the client id is a good one; it is not a secret).
  */
 import { z } from 'zod';
-import type { CachedToken, TokenCache, TokenLock } from '../perks/token-cache.js';
-import type { RedisClient } from '../queues/connection.js';
+import type { CachedToken, TokenCache, TokenLock } from '../perks/tokens.js';
+import type { RedisClient } from './connection.js';
 import { acquireRedisLock } from './lock.js';
 
 export interface RedisTokenCacheOptions {

@@ -5,8 +5,7 @@ import {
   ThrottledError,
   TokenMintError,
 } from '../../../src/perks/errors.js';
-import { InMemoryTokenCache } from '../../../src/perks/token-cache.js';
-import { refreshMarginMs } from '../../../src/perks/tokens.js';
+import { InMemoryTokenCache, refreshMarginMs } from '../../../src/perks/tokens.js';
 import {
   CLIENT_ID,
   CONSUMER,
