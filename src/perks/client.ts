@@ -32,7 +32,7 @@ import {
   safeParseReward,
   tokenResponseSchema,
 } from './schemas.js';
-import { InMemoryTokenCache, type MintedToken, TokenProvider } from './tokens.js';
+import { type MintedToken, TokenProvider } from './tokens.js';
 
 export type { PerksClientOptions } from './options.js';
 export type { RewardPage } from './paging.js';
@@ -70,11 +70,10 @@ export class PerksClient {
       maxResponseBytes: options.maxResponseBytes ?? 8 * 1024 * 1024,
       basicAuth: basicCredentials(options.clientId, options.clientSecret),
     };
-    const now = options.now ?? Date.now;
     this.#tokens = new TokenProvider({
-      cache: options.tokenCache ?? new InMemoryTokenCache(now),
+      cache: options.tokenCache,
       mint: () => this.#mintToken(),
-      now,
+      now: options.now ?? Date.now,
       logger: options.logger,
       onMinted: () => options.hooks?.onTokenMinted?.(),
     });

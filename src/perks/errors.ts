@@ -29,11 +29,10 @@ const errorEnvelopeSchema = z
 
 type ErrorEnvelope = z.infer<typeof errorEnvelopeSchema>;
 
-/** What the API said about a failure; gateways may say none of it. */
+/** What the API said about a failure (gateways may say none of it). */
 export interface PerksErrorDetails {
   /** The API operation that failed, e.g. `getReward`, `mintToken`. */
   operation: string;
-  /** Undefined when no response arrived. */
   status?: number | undefined;
   code?: string | undefined;
   title?: string | undefined;
@@ -171,13 +170,12 @@ export function isRetryable(error: unknown): boolean {
   return false;
 }
 
-/** Used when a 429 carries no usable Retry-After. */
 const DEFAULT_THROTTLE_DELAY_MS = 5_000;
 /** A misconfigured gateway must not park a queue for days. */
 const MAX_THROTTLE_DELAY_MS = 15 * 60_000;
 const SNIPPET_MAX_CHARS = 200;
 
-export interface FailedResponse {
+interface FailedResponse {
   operation: string;
   status: number;
   headers: Record<string, string | string[] | undefined>;

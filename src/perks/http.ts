@@ -55,17 +55,22 @@ export async function send(
   const secrets = [options.clientSecret, options.basicAuth, authorization.replace(/^\S+ /, '')];
   const startedAt = performance.now();
   let status: number | undefined;
+  let errorName: string | undefined;
   try {
     const response = await exchange(options, spec, authorization, signal, secrets);
     status = response.status;
     if (status < 200 || status > 299) {
       throw errorFromResponse({ operation, ...response, secrets });
     }
-    report(options, operation, status, startedAt);
     return response;
   } catch (error) {
-    report(options, operation, status, startedAt, error);
+    errorName = error instanceof Error ? error.name : 'Error';
     throw error;
+  } finally {
+    const durationMs = Math.round(performance.now() - startedAt);
+    const event = { operation, status, durationMs };
+    options.hooks?.onRequest?.(errorName === undefined ? event : { ...event, error: errorName });
+    options.logger?.debug({ ...event, error: errorName }, 'perks: request');
   }
 }
 
@@ -166,24 +171,6 @@ function transportCodeOf(error: unknown): string {
     if (name === 'TimeoutError') return 'ETIMEDOUT';
   }
   return 'UNKNOWN';
-}
-
-function report(
-  options: TransportOptions,
-  operation: string,
-  status: number | undefined,
-  startedAt: number,
-  error?: unknown,
-): void {
-  const durationMs = Math.round(performance.now() - startedAt);
-  const errorName = error === undefined ? undefined : error instanceof Error ? error.name : 'Error';
-  options.hooks?.onRequest?.({
-    operation,
-    status,
-    durationMs,
-    ...(errorName === undefined ? {} : { error: errorName }),
-  });
-  options.logger?.debug({ operation, status, durationMs, error: errorName }, 'perks: request');
 }
 
 /** A 2xx body -> JSON, or a ResponseShapeError saying it is not JSON. */

@@ -4,7 +4,6 @@
  */
 import { z } from 'zod';
 import { InvalidInputError } from './errors.js';
-import { formatPath } from './paging.js';
 import {
   type Consent,
   consentSchema,
@@ -60,7 +59,7 @@ function check<T>(operation: string, schema: z.ZodType<T>, value: unknown): T {
   const parsed = schema.safeParse(value, { reportInput: true });
   if (parsed.success) return parsed.data;
   const issue = parsed.error.issues[0];
-  const field = formatPath(issue?.path ?? []);
+  const field = z.core.toDotPath(issue?.path ?? []);
   const input = issue?.input;
   const shown = typeof input === 'string' ? ` (got ${JSON.stringify(input.slice(0, 120))})` : '';
   throw new InvalidInputError(`${operation}: ${field} ${issue?.message ?? 'is invalid'}${shown}`, {

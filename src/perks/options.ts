@@ -33,7 +33,7 @@ export interface PerksClientOptions {
   retry?: RetryOptions;
   /** A 429 asking for at most this wait is sat out once inside the call. Default 1000. */
   maxInlineThrottleWaitMs?: number;
-  /** Where tokens are shared. Default: in memory, this client only. */
+  /** Where tokens are shared (Redis: between replicas). Default: this client only. */
   tokenCache?: TokenCache;
   /** Replaces the client's own Pool (tests pass undici's MockAgent). Not closed by close(). */
   dispatcher?: Dispatcher;

@@ -3,7 +3,7 @@
  * and field. The walk stops at ceil(total / per_page) and refuses a server that repeats a page
  * or over-delivers, so a buggy or hostile server cannot keep a sync looping.
  */
-import type { z } from 'zod';
+import { z } from 'zod';
 import { ResponseShapeError } from './errors.js';
 import { collectionSchema, type Reward, safeParseReward } from './schemas.js';
 
@@ -27,24 +27,18 @@ export interface RewardPage {
 
 type ParsedPage = Pick<RewardPage, 'page' | 'perPage' | 'total' | 'items'>;
 
-/** `['items', 3, 'brand', 'logo']` -> `items[3].brand.logo`. */
-export function formatPath(path: ReadonlyArray<PropertyKey>): string {
-  return path
-    .map((key, i) =>
-      typeof key === 'number' ? `[${key}]` : i === 0 ? String(key) : `.${String(key)}`,
-    )
-    .join('');
-}
+/** Compatibility for queues/payloads.ts: `['items', 3, 'brand']` -> `items[3].brand`. */
+export const formatPath = z.core.toDotPath;
 
 /** A failed parse -> one ResponseShapeError naming the first failing field. */
 export function shapeError(
   operation: string,
   error: z.ZodError,
-  prefix: ReadonlyArray<PropertyKey> = [],
+  prefix: PropertyKey[] = [],
 ): ResponseShapeError {
   const issue = error.issues[0];
   const fullPath = [...prefix, ...(issue?.path ?? [])];
-  const path = formatPath(fullPath) || '(root)';
+  const path = z.core.toDotPath(fullPath) || '(root)';
   const index =
     fullPath[0] === 'items' && typeof fullPath[1] === 'number' ? fullPath[1] : undefined;
   return new ResponseShapeError(
@@ -105,16 +99,7 @@ export async function* walkRewardPages(
     const pageCount = Math.ceil(parsed.total / parsed.perPage);
     // An empty page ends the walk even if total promised more: records went away mid-walk.
     const lastPage = page >= pageCount || parsed.items.length === 0;
-    yield {
-      page,
-      perPage: parsed.perPage,
-      total: parsed.total,
-      items: parsed.items,
-      json: parsed.json,
-      lastPage,
-      totalChanged: parsed.total !== firstTotal,
-      requestedAt,
-    };
+    yield { ...parsed, lastPage, totalChanged: parsed.total !== firstTotal, requestedAt };
     if (lastPage) return;
     previousFirstId = firstId;
   }

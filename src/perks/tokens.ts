@@ -30,29 +30,6 @@ export interface TokenCache {
   lock?(ttlMs: number): Promise<TokenLock | undefined>;
 }
 
-/** The default cache: one process, shared by the clients given the same instance. */
-export class InMemoryTokenCache implements TokenCache {
-  #token: CachedToken | undefined;
-  readonly #now: () => number;
-
-  constructor(now: () => number = Date.now) {
-    this.#now = now;
-  }
-
-  async get(): Promise<CachedToken | undefined> {
-    if (this.#token && this.#now() >= this.#token.expiresAt) this.#token = undefined;
-    return this.#token;
-  }
-
-  async set(token: CachedToken): Promise<void> {
-    this.#token = token;
-  }
-
-  async invalidate(accessToken: string): Promise<void> {
-    if (this.#token?.accessToken === accessToken) this.#token = undefined;
-  }
-}
-
 export interface MintedToken {
   accessToken: string;
   /** `expires_in` in milliseconds. */
@@ -60,7 +37,8 @@ export interface MintedToken {
 }
 
 interface TokenProviderOptions {
-  cache: TokenCache;
+  /** Where replicas share tokens; without one, tokens live in this provider only. */
+  cache?: TokenCache | undefined;
   /** Calls POST /tokens (with its own timeout and retries). */
   mint: () => Promise<MintedToken>;
   now: () => number;
@@ -112,7 +90,7 @@ export class TokenProvider {
   /** After a 401: forget this token here and in the shared cache. */
   async invalidate(accessToken: string): Promise<void> {
     if (this.#memo?.accessToken === accessToken) this.#memo = undefined;
-    await this.#cacheOp('invalidate', () => this.#options.cache.invalidate(accessToken));
+    await this.#cacheOp('invalidate', async () => this.#options.cache?.invalidate(accessToken));
   }
 
   #isFresh(token: CachedToken | undefined): token is CachedToken {
@@ -125,9 +103,9 @@ export class TokenProvider {
 
   async #findOrMint(): Promise<CachedToken> {
     const { cache } = this.#options;
-    const cached = await this.#cacheOp('get', () => cache.get());
+    const cached = await this.#cacheOp('get', async () => cache?.get());
     if (this.#isFresh(cached)) return cached;
-    if (!cache.lock) return this.#mintAndStore();
+    if (!cache?.lock) return this.#mintAndStore();
 
     const giveUpAt = performance.now() + LOCK_TTL_MS;
     for (;;) {
@@ -166,7 +144,7 @@ export class TokenProvider {
     };
     this.#options.onMinted?.();
     this.#options.logger?.info({ expiresInMs: minted.lifetimeMs }, 'perks: minted an access token');
-    await this.#cacheOp('set', () => cache.set(token, now()));
+    await this.#cacheOp('set', async () => cache?.set(token, now()));
     return token;
   }
 
