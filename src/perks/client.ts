@@ -153,21 +153,14 @@ export class PerksClient {
   }
 
   /** One API call with a bearer token: retries, 401 re-mint and short 429 wait included. */
-  async #call(spec: RequestSpec, signal?: AbortSignal): Promise<HttpResponse> {
-    const linked = linkSignals([signal, this.#closing.signal]);
-    try {
-      return await this.#callWithRetries(spec, linked.signal);
-    } finally {
-      linked.dispose();
-    }
-  }
-
-  #callWithRetries(spec: RequestSpec, signal: AbortSignal): Promise<HttpResponse> {
+  async #call(spec: RequestSpec, callerSignal?: AbortSignal): Promise<HttpResponse> {
     const { operation } = spec;
     const maxInlineWaitMs = this.#options.maxInlineThrottleWaitMs ?? 1_000;
+    const linked = linkSignals([callerSignal, this.#closing.signal]);
+    const { signal } = linked;
     let reminted = false;
     let waitedOnThrottle = false;
-    return withRetry(this.#retryContext(operation, signal), async (attempt) => {
+    const call = withRetry(this.#retryContext(operation, signal), async (attempt) => {
       for (;;) {
         let token: string;
         try {
@@ -176,7 +169,7 @@ export class PerksClient {
           // The mint retried already: retrying it here would multiply its tries. A 429 stays a
           // ThrottledError (the queues pause for it), and a cancel stays a cancel.
           const passOn = signal.aborted || error instanceof ThrottledError;
-          throw new AbortError(passOn ? asError(error) : TokenMintError.from(error));
+          throw new AbortError(passOn ? (error as Error) : TokenMintError.from(error));
         }
         try {
           return await send(this.#transport, spec, `Bearer ${token}`, signal);
@@ -198,6 +191,7 @@ export class PerksClient {
         }
       }
     });
+    return call.finally(() => linked.dispose());
   }
 
   async #mintToken(): Promise<MintedToken> {
@@ -239,9 +233,6 @@ function safeJson(text: string): unknown {
     return undefined;
   }
 }
-
-const asError = (thrown: unknown): Error =>
-  thrown instanceof Error ? thrown : new Error(String(thrown));
 
 /**
  * HTTP Basic credentials of POST /tokens. RFC 6749 §2.3.1: the id and the secret are each

@@ -3,6 +3,7 @@
  * never on a message; messages never hold the client secret or a token.
  */
 import { z } from 'zod';
+import type { HttpResponse } from './http.js';
 import { redactSecrets } from './redact.js';
 
 const errorItemSchema = z
@@ -13,7 +14,6 @@ const errorItemSchema = z
   })
   .loose();
 
-/** One item of the envelope's `errors` array; keys the API adds are kept. */
 type PerksErrorItem = z.infer<typeof errorItemSchema>;
 
 /** The error envelope; a malformed member degrades rather than hiding the code. */
@@ -66,7 +66,6 @@ export class ConsumerNotEnrolledError extends PerksError {
   override readonly name = 'ConsumerNotEnrolledError';
 }
 
-/** Any other 404. */
 export class NotFoundError extends PerksError {
   override readonly name = 'NotFoundError';
 }
@@ -99,7 +98,6 @@ export class ThrottledError extends PerksError {
 /** The spec retries 500 and 502; 503/504 are gateways saying so. */
 const retryableUpstream = new Set([500, 502, 503, 504]);
 
-/** A 5xx, with or without the envelope. */
 export class UpstreamError extends PerksError {
   override readonly name = 'UpstreamError';
   get retryable(): boolean {
@@ -133,7 +131,6 @@ export class ResponseShapeError extends PerksError {
   }
 }
 
-/** A body longer than `maxResponseBytes`, destroyed unread. */
 export class ResponseTooLargeError extends ResponseShapeError {
   override readonly name = 'ResponseTooLargeError';
 }
@@ -175,14 +172,8 @@ const DEFAULT_THROTTLE_DELAY_MS = 5_000;
 const MAX_THROTTLE_DELAY_MS = 15 * 60_000;
 const SNIPPET_MAX_CHARS = 200;
 
-interface FailedResponse {
-  operation: string;
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: string;
-  /** Values masked in the message (secret, current token). */
-  secrets: readonly string[];
-}
+/** A non-2xx answer, with the values to mask in its message (secret, current token). */
+type FailedResponse = HttpResponse & { operation: string; secrets: readonly string[] };
 
 /**
  * A non-2xx response -> its typed error. The status decides the class, the envelope code
@@ -211,8 +202,7 @@ export function errorFromResponse(response: FailedResponse): PerksError {
   }
   if (status === 409) return new ConflictError(message, details);
   if (status === 429) {
-    const retryAfter = response.headers['retry-after'];
-    const retryAfterMs = parseRetryAfter(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter);
+    const retryAfterMs = parseRetryAfter(response.headers['retry-after']);
     return new ThrottledError(message, { ...details, retryAfterMs });
   }
   if (status >= 500 && status <= 599) return new UpstreamError(message, details);

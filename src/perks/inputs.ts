@@ -5,19 +5,12 @@
 import { z } from 'zod';
 import { InvalidInputError } from './errors.js';
 import {
-  type Consent,
   consentSchema,
   consumerIdSchema,
   MAX_PER_PAGE,
   perPageSchema,
   uuidSchema,
 } from './schemas.js';
-
-export interface EnrollInput {
-  id: string;
-  extraConsents?: Consent[];
-  removedConsents?: Consent[];
-}
 
 export interface ListRewardPagesOptions {
   /** 1..1000. Default 1000: fewer requests per sync. */
@@ -40,6 +33,7 @@ const enrollInputSchema = z
       !removedConsents?.some((consent) => extraConsents?.includes(consent)),
     { path: ['removedConsents'], error: 'must not repeat a consent of extraConsents' },
   );
+export type EnrollInput = z.input<typeof enrollInputSchema>;
 
 const rewardIdsSchema = z.object({ consumerId: consumerIdSchema, rewardId: uuidSchema });
 

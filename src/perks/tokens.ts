@@ -7,22 +7,20 @@
 import { setTimeout } from 'node:timers/promises';
 import type { Logger } from 'pino';
 
+/** Epoch ms: `expiresAt` when the API stops accepting it, `refreshAt` when to mint the next. */
 export interface CachedToken {
   accessToken: string;
-  /** When the API stops accepting it (epoch ms). */
   expiresAt: number;
-  /** When to mint the next one (epoch ms). */
   refreshAt: number;
 }
 
-/** Held while minting, so that only one replica mints at a time. */
 export interface TokenLock {
   release(): Promise<void>;
 }
 
 export interface TokenCache {
   get(): Promise<CachedToken | undefined>;
-  /** Stores the token until its `expiresAt`; `now` is the client's clock (epoch ms). */
+  /** Stores the token until its `expiresAt`; `now` is the client's clock. */
   set(token: CachedToken, now: number): Promise<void>;
   /** Drops the token, but only if it is still `accessToken`. */
   invalidate(accessToken: string): Promise<void>;
@@ -32,14 +30,12 @@ export interface TokenCache {
 
 export interface MintedToken {
   accessToken: string;
-  /** `expires_in` in milliseconds. */
   lifetimeMs: number;
 }
 
 interface TokenProviderOptions {
   /** Where replicas share tokens; without one, tokens live in this provider only. */
   cache?: TokenCache | undefined;
-  /** Calls POST /tokens (with its own timeout and retries). */
   mint: () => Promise<MintedToken>;
   now: () => number;
   onMinted?: () => void;
@@ -53,9 +49,8 @@ export function refreshMarginMs(lifetimeMs: number): number {
 
 /** A token about to expire is not handed out: the request could arrive after its expiry. */
 const MIN_REMAINING_MS = 1_000;
-/** How long a mint lock is held at most. */
+/** A mint lock is held at most this long; a replica waiting on another's mint polls this often. */
 const LOCK_TTL_MS = 15_000;
-/** How often a replica waiting on another's mint polls the cache. */
 const LOCK_POLL_MS = 50;
 
 export class TokenProvider {
