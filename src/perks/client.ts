@@ -199,8 +199,9 @@ export class PerksClient {
     const signal = this.#closing.signal;
     return withRetry(this.#retryContext(operation, signal), async () => {
       const post = (encoding: TokenEncoding) => {
-        const body = { grant_type: 'client_credentials' };
-        const spec = { operation, method: 'POST', path: '/tokens', body, encoding } as const;
+        const grant = { grant_type: 'client_credentials' };
+        const body = encoding === 'form' ? new URLSearchParams(grant) : grant;
+        const spec = { operation, method: 'POST', path: '/tokens', body } as const;
         return send(this.#transport, spec, `Basic ${this.#transport.basicAuth}`, signal);
       };
       let response: HttpResponse;

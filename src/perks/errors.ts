@@ -106,9 +106,8 @@ export class UpstreamError extends PerksError {
 }
 
 /**
- * No usable response. `transportCode` is undici's or Node's (`ECONNRESET`, ...), or
- * `ETIMEDOUT` for our own deadline. Retrying POST /perks/consumers is safe only because
- * consumer ids are deterministic and a re-creation answers 409.
+ * No usable response: `transportCode` is undici's or Node's, or `ETIMEDOUT` for our deadline.
+ * Retrying POST /perks/consumers is safe because a re-creation answers 409.
  */
 export class TransportError extends PerksError {
   override readonly name = 'TransportError';
@@ -146,9 +145,8 @@ export class InvalidInputError extends PerksError {
 }
 
 /**
- * POST /tokens failed after its own retries, so the call it was for was never sent. It is
- * about our credentials, never a job's consumer: jobs retry it like an outage. `cause` is the
- * mint's own error, whose status and code it repeats.
+ * POST /tokens failed after its own retries: about our credentials, never a job's consumer,
+ * so jobs retry it like an outage. It repeats the status and code of its `cause`.
  */
 export class TokenMintError extends PerksError {
   override readonly name = 'TokenMintError';
@@ -175,10 +173,7 @@ const SNIPPET_MAX_CHARS = 200;
 /** A non-2xx answer, with the values to mask in its message (secret, current token). */
 type FailedResponse = HttpResponse & { operation: string; secrets: readonly string[] };
 
-/**
- * A non-2xx response -> its typed error. The status decides the class, the envelope code
- * refines it; a body that is not the envelope (HTML, text, nothing) yields a sanitized snippet.
- */
+/** The status decides the class, the envelope code refines it; a gateway's HTML yields a snippet. */
 export function errorFromResponse(response: FailedResponse): PerksError {
   const { operation, status } = response;
   const envelope = parseEnvelope(response.body);

@@ -22,9 +22,8 @@ export interface RequestSpec {
   method: 'GET' | 'POST';
   path: string;
   query?: URLSearchParams;
-  body?: unknown;
-  /** How `body` is encoded. Default json. */
-  encoding?: 'json' | 'form';
+  /** Sent as JSON, or as a form when it is URLSearchParams. */
+  body?: object;
 }
 
 export interface HttpResponse {
@@ -87,13 +86,10 @@ async function exchange(
     'x-api-version': options.apiVersion ?? '2.0.0',
     accept: 'application/json',
   };
-  let body: string | undefined;
-  if (spec.body !== undefined && spec.encoding === 'form') {
-    body = new URLSearchParams(spec.body as Record<string, string>).toString();
-    headers['content-type'] = 'application/x-www-form-urlencoded';
-  } else if (spec.body !== undefined) {
-    body = JSON.stringify(spec.body);
-    headers['content-type'] = 'application/json';
+  const form = spec.body instanceof URLSearchParams;
+  const body = spec.body && (form ? spec.body.toString() : JSON.stringify(spec.body));
+  if (body !== undefined) {
+    headers['content-type'] = form ? 'application/x-www-form-urlencoded' : 'application/json';
   }
   const query = spec.query?.toString();
   const url = `${options.baseUrl}${spec.path}${query ? `?${query}` : ''}`;
