@@ -1,8 +1,6 @@
 /**
- * Prometheus metrics of one worker process, in a registry of its own (not prom-client's global
- * one), so a test can run several workers side by side and scrape each. Labels are bounded sets
- * only (queue, outcome, reason, API operation, status class), never a consumer or job id:
- * those belong in logs.
+ * Prometheus metrics of one worker, in a registry of its own so that workers can run side by
+ * side. Labels are bounded sets only, never a consumer or job id (those belong in logs).
  */
 import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
 import { intakeMetrics, webhookMetrics } from './metrics-edges.js';

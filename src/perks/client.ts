@@ -1,8 +1,7 @@
 /**
- * The Perks API client: enrollment, one reward, reward pages. It knows HTTP and the API's
- * shapes, nothing of queues or SQL. Every call: our input checked before any request, a token
- * (re-minted once on 401), a bounded exchange, the typed error or the parsed body, retries on
- * retryable failures, one short inline wait on a brief 429.
+ * The Perks API client (HTTP and the API's shapes, no queues, no SQL). Every call: input
+ * checked first, a token (re-minted once on 401), retries on retryable failures, one short
+ * inline wait on a brief 429, then the typed error or the parsed body.
  */
 import { setMaxListeners } from 'node:events';
 import { AbortError } from 'p-retry';

@@ -1,8 +1,7 @@
 /**
- * One exchange with the API, no retries, no tokens: the request built from a RequestSpec, a
- * deadline over headers and body, a bounded read that consumes or destroys the body on every
- * path (no connection left hanging in the pool), a non-2xx turned into its typed error, and
- * each exchange reported to the hooks and the debug log.
+ * One exchange, no retries, no tokens: a deadline over headers and body, a bounded read that
+ * consumes or destroys the body on every path (no connection left hanging in the pool), a
+ * non-2xx turned into its typed error, each exchange reported to the hooks and the debug log.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { type Dispatcher, request } from 'undici';
@@ -34,7 +33,6 @@ export interface HttpResponse {
 
 export interface TransportOptions
   extends Pick<PerksClientOptions, 'apiVersion' | 'clientSecret' | 'hooks' | 'logger'> {
-  /** The base URL without a trailing slash. */
   baseUrl: string;
   dispatcher: Dispatcher;
   timeoutMs: number;

@@ -1,8 +1,6 @@
 /**
- * The retry policy of one API call: exponential backoff with jitter, on retryable upstream
- * statuses and transport failures only, bounded in attempts and total time, cancelled by the
- * caller's signal even mid-wait. p-retry waits nothing itself: the wait happens in
- * `shouldRetry`, so the delay reported to `onRetry` is the one slept, within `maxRetryTimeMs`.
+ * Retries of one API call, bounded in attempts and time, cancelled even mid-wait. p-retry
+ * waits nothing itself: `shouldRetry` sleeps, so the delay reported to `onRetry` is the one slept.
  */
 import { setTimeout } from 'node:timers/promises';
 import pRetry from 'p-retry';

@@ -58,7 +58,6 @@ const amountPatternSchema = z.string().regex(AMOUNT_PATTERN, {
   error: 'must be a decimal string matching the spec pattern',
 });
 
-/** An amount as sent -> its canonical decimal string. Never a JS number. */
 export const amountSchema = amountPatternSchema.transform(canonicalDecimal);
 
 type RewardType = 'CASHBACK' | 'GIFT' | (string & {});
@@ -157,7 +156,7 @@ const pageMetaSchema = z
   })
   .loose();
 
-/** The paginated envelope with items left unparsed: each item is parsed on its own. */
+/** Items are parsed one by one, to name the index of a bad one. */
 export const collectionSchema = z.compile(
   z
     .object({
