@@ -7,7 +7,14 @@ import { setMaxListeners } from 'node:events';
 import { AbortError } from 'p-retry';
 import { Pool } from 'undici';
 import { linkSignals } from '../signals.js';
-import { AuthError, ConflictError, PerksError, ThrottledError, TokenMintError } from './errors.js';
+import {
+  AuthError,
+  ConflictError,
+  PerksError,
+  ThrottledError,
+  TokenMintError,
+  tryJson,
+} from './errors.js';
 import {
   type HttpResponse,
   parseJsonBody,
@@ -89,7 +96,7 @@ export class PerksClient {
       const spec = { operation, method: 'POST', path: '/perks/consumers', body } as const;
       const response = await this.#call(spec, opts.signal);
       // Any 2xx means the consumer exists; the spec fixes no body, so another is only noted.
-      if (!enrollResponseSchema.safeParse(safeJson(response.body)).success) {
+      if (!enrollResponseSchema.safeParse(tryJson(response.body)).success) {
         this.#options.logger?.warn(
           { operation, status: response.status },
           'perks: enrollment succeeded with an unexpected body',
@@ -223,14 +230,6 @@ export class PerksClient {
   #retryContext(operation: string, signal: AbortSignal) {
     const { hooks, logger } = this.#options;
     return { operation, retry: this.#retry, signal, onRetry: hooks?.onRetry?.bind(hooks), logger };
-  }
-}
-
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
   }
 }
 

@@ -204,15 +204,18 @@ export function errorFromResponse(response: FailedResponse): PerksError {
   return new PerksError(message, details);
 }
 
-function parseEnvelope(body: string): ErrorEnvelope | undefined {
-  const text = body.trim();
-  if (!text.startsWith('{')) return undefined;
+/** The JSON a body holds, or undefined: gateways answer with HTML, text or nothing. */
+export function tryJson(text: string): unknown {
   try {
-    const parsed = errorEnvelopeSchema.safeParse(JSON.parse(text));
-    return parsed.success ? parsed.data : undefined;
+    return JSON.parse(text);
   } catch {
     return undefined;
   }
+}
+
+function parseEnvelope(body: string): ErrorEnvelope | undefined {
+  const parsed = errorEnvelopeSchema.safeParse(tryJson(body));
+  return parsed.success ? parsed.data : undefined;
 }
 
 function describe(response: FailedResponse, envelope: ErrorEnvelope | undefined): string {

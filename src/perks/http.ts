@@ -12,6 +12,7 @@ import {
   ResponseShapeError,
   ResponseTooLargeError,
   TransportError,
+  tryJson,
 } from './errors.js';
 import type { PerksClientOptions } from './options.js';
 import { redactSecrets } from './redact.js';
@@ -169,13 +170,11 @@ function transportCodeOf(error: unknown): string {
 
 /** A 2xx body -> JSON, or a ResponseShapeError saying it is not JSON. */
 export function parseJsonBody(operation: string, response: HttpResponse): unknown {
-  try {
-    return JSON.parse(response.body);
-  } catch {
-    const kind = response.body.trim() === '' ? 'an empty body' : 'a body that is not JSON';
-    throw new ResponseShapeError(`${operation}: HTTP ${response.status} with ${kind}`, {
-      operation,
-      status: response.status,
-    });
-  }
+  const json = tryJson(response.body);
+  if (json !== undefined) return json;
+  const kind = response.body.trim() === '' ? 'an empty body' : 'a body that is not JSON';
+  throw new ResponseShapeError(`${operation}: HTTP ${response.status} with ${kind}`, {
+    operation,
+    status: response.status,
+  });
 }

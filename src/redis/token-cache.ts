@@ -4,6 +4,7 @@
  * the others poll. `name` (the client id) keeps API clients sharing a prefix apart.
  */
 import { z } from 'zod';
+import { tryJson } from '../perks/errors.js';
 import type { CachedToken, TokenCache, TokenLock } from '../perks/tokens.js';
 import type { RedisClient } from './connection.js';
 import { acquireRedisLock } from './lock.js';
@@ -40,13 +41,8 @@ export class RedisTokenCache implements TokenCache {
 
   async get(): Promise<CachedToken | undefined> {
     const value = await this.#redis.get(this.#tokenKey);
-    if (value === null) return undefined;
-    try {
-      const parsed = storedSchema.safeParse(JSON.parse(value));
-      return parsed.success ? parsed.data : undefined;
-    } catch {
-      return undefined;
-    }
+    const parsed = storedSchema.safeParse(value === null ? undefined : tryJson(value));
+    return parsed.success ? parsed.data : undefined;
   }
 
   async set(token: CachedToken, now: number): Promise<void> {
