@@ -105,6 +105,10 @@ export type RewardSyncOutcome = 'synced' | 'not_enrolled' | 'retried_alone';
 
 /** What processors record: domain facts, not job mechanics. */
 export function jobMetrics(registers: Registry[]) {
+  return { ...syncMetrics(registers), ...reconciliationMetrics(registers) };
+}
+
+function syncMetrics(registers: Registry[]) {
   const rewards = new Counter({
     name: 'perks_worker_rewards_written_total',
     help: 'Rewards written to Postgres, per result: inserted (new), updated (changed) or unchanged.',
@@ -133,16 +137,6 @@ export function jobMetrics(registers: Registry[]) {
     labelNames: ['outcome'] as const,
     registers,
   });
-  const reconcileEnqueued = new Gauge({
-    name: 'perks_worker_reconciliation_enqueued_consumers',
-    help: 'Consumers enqueued for a reward sync by the reconciliation running in this process (0 when none).',
-    registers,
-  });
-  const reconciliations = new Counter({
-    name: 'perks_worker_reconciliations_finished_total',
-    help: 'Reconciliations that finished fanning out in this process.',
-    registers,
-  });
   return {
     rewardPageWritten(written: {
       inserted: number;
@@ -163,6 +157,21 @@ export function jobMetrics(registers: Registry[]) {
     rewardSync(outcome: RewardSyncOutcome) {
       rewardSyncs.inc({ outcome });
     },
+  };
+}
+
+function reconciliationMetrics(registers: Registry[]) {
+  const reconcileEnqueued = new Gauge({
+    name: 'perks_worker_reconciliation_enqueued_consumers',
+    help: 'Consumers enqueued for a reward sync by the reconciliation running in this process (0 when none).',
+    registers,
+  });
+  const reconciliations = new Counter({
+    name: 'perks_worker_reconciliations_finished_total',
+    help: 'Reconciliations that finished fanning out in this process.',
+    registers,
+  });
+  return {
     /** Consumers enqueued so far by the running reconciliation. */
     reconciliationProgress(enqueued: number) {
       reconcileEnqueued.set(enqueued);
