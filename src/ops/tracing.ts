@@ -1,18 +1,14 @@
 /**
- * OpenTelemetry traces of the jobs, exported over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT:
- * a span per job attempt (bullmq-otel), and inside it a span per Perks API call (undici) and
- * per PostgreSQL query (pg). A job continues the trace of whoever enqueued it: a producer
- * whose queues have this telemetry, or an intake request carrying a W3C `traceparent`.
- *
- * Everything is imported on demand: without an endpoint, `work` loads no OpenTelemetry code.
- * No span carries a token or secret: request headers and SQL parameter values are not recorded
- * (URLs and SQL text are), and neither ever enters job data or error messages.
+ * OpenTelemetry traces over OTLP/HTTP: a span per job attempt (bullmq-otel), inside it a span
+ * per Perks API call (undici) and per PostgreSQL query (pg). A job continues the trace of its
+ * producer or of the intake request's W3C `traceparent`. Imported on demand: without an
+ * endpoint no OpenTelemetry code loads. No span records request headers or SQL parameters.
  */
 import { createRequire } from 'node:module';
 import type { Telemetry } from 'bullmq';
 import type { Logger } from './logger.js';
 
-export interface TracingOptions {
+interface TracingOptions {
   /** OTLP/HTTP base URL, e.g. http://127.0.0.1:4318; spans go to `<endpoint>/v1/traces`. */
   endpoint: string;
   /** The `service.name` resource attribute (OTEL_SERVICE_NAME). Default 'perks-worker'. */
@@ -20,14 +16,11 @@ export interface TracingOptions {
   logger?: Logger;
 }
 
-/** Request or message headers, as node:http and AMQP clients give them. */
-export type CarrierHeaders = Readonly<Record<string, unknown>>;
-
 /**
- * Runs `fn` in the trace that the W3C `traceparent` (and `tracestate`) of `headers` name; a
- * job enqueued inside continues that trace. Without a valid `traceparent`, in a new trace.
+ * Runs `fn` in the trace that the W3C `traceparent` (and `tracestate`) of request or message
+ * `headers` name, or in a new trace; a job enqueued inside continues it.
  */
-export type ContinueTrace = <T>(headers: CarrierHeaders, fn: () => T) => T;
+export type ContinueTrace = <T>(headers: Readonly<Record<string, unknown>>, fn: () => T) => T;
 
 export interface Tracing {
   /** Pass to BullMQ Workers and Queues as their `telemetry` option. */
@@ -52,8 +45,7 @@ export async function startTracing(options: TracingOptions): Promise<Tracing> {
     resource: resourceFromAttributes({ 'service.name': serviceName }),
     spanProcessors: [new sdk.BatchSpanProcessor(exporter)],
   });
-  // Global registration: bullmq-otel and the instrumentations ask the global API for their
-  // tracer, the context manager (AsyncLocalStorage) and the W3C propagator.
+  // bullmq-otel and the instrumentations find the tracer, context and propagator globally.
   provider.register();
   const uninstrument = await instrumentClients();
   options.logger?.info({ endpoint: options.endpoint, serviceName }, 'tracing to OTLP endpoint');
@@ -76,12 +68,10 @@ export async function startTracing(options: TracingOptions): Promise<Tracing> {
 }
 
 /**
- * Spans for undici requests and pg queries, only inside another span (a job's): the outbox
- * polls and webhook deliveries outside jobs would otherwise each start a trace of their own.
- * undici publishes on diagnostics_channel, which works whenever it was loaded. pg is CommonJS
- * and already loaded by our ESM imports (the migration runs before tracing starts), and the
- * require hook patches a module when it is required: so require pg and pg-pool once more,
- * which patches their Client and Pool prototypes in place, for every importer.
+ * Spans for undici requests and pg queries, only inside a job's span (outbox polls and webhook
+ * deliveries would each start a trace). pg is already loaded, and the require hook patches a
+ * module when it is required: so pg and pg-pool are required once more, patching their
+ * prototypes in place for every importer.
  */
 async function instrumentClients(): Promise<() => void> {
   const [{ registerInstrumentations }, { UndiciInstrumentation }, { PgInstrumentation }] =
@@ -93,7 +83,6 @@ async function instrumentClients(): Promise<() => void> {
   const unregister = registerInstrumentations({
     instrumentations: [
       new UndiciInstrumentation({ requireParentforSpans: true }),
-      // Query text only: our queries are parameterised, and their values stay out of spans.
       new PgInstrumentation({ requireParentSpan: true, enhancedDatabaseReporting: false }),
     ],
   });

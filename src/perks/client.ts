@@ -1,14 +1,27 @@
 /**
- * The Perks API client: enrollment, one reward, reward pages. It knows HTTP and the API's
- * shapes, nothing of queues or SQL. Every call: our input checked before any request, a token
- * (re-minted once on 401), a bounded exchange, the typed error or the parsed body, retries on
- * retryable failures, one short inline wait on a brief 429.
+ * The Perks API client (HTTP and the API's shapes, no queues, no SQL). Every call: input
+ * checked first, a token (re-minted once on 401), retries on retryable failures, one short
+ * inline wait on a brief 429, then the typed error or the parsed body.
  */
 import { setMaxListeners } from 'node:events';
 import { AbortError } from 'p-retry';
 import { Pool } from 'undici';
-import { AuthError, ConflictError, PerksError, ThrottledError, TokenMintError } from './errors.js';
-import { type HttpResponse, parseJsonBody } from './http.js';
+import { linkSignals } from '../signals.js';
+import {
+  AuthError,
+  ConflictError,
+  PerksError,
+  ThrottledError,
+  TokenMintError,
+  tryJson,
+} from './errors.js';
+import {
+  type HttpResponse,
+  parseJsonBody,
+  type RequestSpec,
+  send,
+  type TransportOptions,
+} from './http.js';
 import {
   checkEnrollInput,
   checkListInput,
@@ -16,66 +29,57 @@ import {
   type EnrollInput,
   type ListRewardPagesOptions,
 } from './inputs.js';
-import { parseRewardPage, type RewardPage, shapeError, walkRewardPages } from './paging.js';
-
-export type { PerksClientOptions } from './options.js';
-export type { RewardPage } from './paging.js';
-
-import { linkSignals } from '../signals.js';
 import type { CallOptions, PerksClientOptions } from './options.js';
-import { defaultRetry, type RetryOptions, withRetry } from './retry.js';
+import { parseRewardPage, type RewardPage, shapeError, walkRewardPages } from './paging.js';
+import { defaultRetry, type RetryOptions, sleep, withRetry } from './retry.js';
 import {
   enrollResponseSchema,
   type Reward,
   safeParseReward,
   tokenResponseSchema,
 } from './schemas.js';
-import { sleep } from './sleep.js';
-import { InMemoryTokenCache } from './token-cache.js';
 import { type MintedToken, TokenProvider } from './tokens.js';
-import { type RequestSpec, Transport } from './transport.js';
+
+export type { PerksClientOptions } from './options.js';
+export type { RewardPage } from './paging.js';
 
 /**
- * The spec says bodies are JSON, but leaves the token request's fields unsaid, and OAuth 2.0
- * token endpoints commonly take a form body. JSON first; a 400 or 415 switches to the form
- * once, and the format that worked is kept.
+ * The spec leaves the token request's encoding unsaid, and OAuth 2.0 token endpoints commonly
+ * take a form body: JSON first, a 400 or 415 switches to the other once, and what worked is kept.
  */
 type TokenEncoding = 'json' | 'form';
 
 export class PerksClient {
   #tokenEncoding: TokenEncoding = 'json';
-  readonly #transport: Transport;
+  readonly #transport: TransportOptions;
   readonly #ownPool: Pool | undefined;
   readonly #options: PerksClientOptions;
   readonly #retry: Required<RetryOptions>;
   readonly #tokens: TokenProvider;
-  readonly #basicAuth: string;
   readonly #closing = new AbortController();
 
   constructor(options: PerksClientOptions) {
     const base = new URL(options.baseUrl);
     this.#options = options;
     this.#retry = { ...defaultRetry, ...options.retry };
-    // Every call in flight listens on the close signal (and detaches when done): with a busy
-    // worker that is more than the default 10, which is not a leak.
+    // Every call in flight listens on the close signal: more than 10 is no leak.
     setMaxListeners(0, this.#closing.signal);
-    this.#basicAuth = basicCredentials(options.clientId, options.clientSecret);
     // An injected dispatcher (tests: MockAgent) is the caller's to close; our own Pool is ours.
-    const dispatcher =
-      options.dispatcher ?? new Pool(base.origin, { connections: options.connections ?? 16 });
-    this.#ownPool = options.dispatcher ? undefined : (dispatcher as Pool);
-    this.#transport = new Transport({
+    this.#ownPool = options.dispatcher
+      ? undefined
+      : new Pool(base.origin, { connections: options.connections ?? 16 });
+    this.#transport = {
       ...options,
       baseUrl: base.toString().replace(/\/+$/, ''),
-      dispatcher,
+      dispatcher: options.dispatcher ?? (this.#ownPool as Pool),
+      timeoutMs: options.timeoutMs ?? 10_000,
       maxResponseBytes: options.maxResponseBytes ?? 8 * 1024 * 1024,
-      basicAuth: this.#basicAuth,
-    });
-    const now = options.now ?? Date.now;
+      basicAuth: basicCredentials(options.clientId, options.clientSecret),
+    };
     this.#tokens = new TokenProvider({
-      cache: options.tokenCache ?? new InMemoryTokenCache(now),
+      cache: options.tokenCache,
       mint: () => this.#mintToken(),
-      now,
+      now: options.now ?? Date.now,
       logger: options.logger,
       onMinted: () => options.hooks?.onTokenMinted?.(),
     });
@@ -89,19 +93,10 @@ export class PerksClient {
     const operation = 'enrollConsumer';
     const body = checkEnrollInput(operation, input);
     try {
-      const response = await this.#call(
-        operation,
-        {
-          method: 'POST',
-          path: '/perks/consumers',
-          body,
-        },
-        opts.signal,
-      );
-      // Any 2xx means the consumer now exists: the spec fixes neither the status nor the
-      // body, so a body other than `{id}` is noted, never turned into a failure (a retry of
-      // a created consumer would only get 409 and record it as already enrolled).
-      if (!enrollResponseMatches(response)) {
+      const spec = { operation, method: 'POST', path: '/perks/consumers', body } as const;
+      const response = await this.#call(spec, opts.signal);
+      // Any 2xx means the consumer exists; the spec fixes no body, so another is only noted.
+      if (!enrollResponseSchema.safeParse(tryJson(response.body)).success) {
         this.#options.logger?.warn(
           { operation, status: response.status },
           'perks: enrollment succeeded with an unexpected body',
@@ -118,7 +113,7 @@ export class PerksClient {
     const operation = 'getReward';
     checkRewardIds(operation, consumerId, rewardId);
     const path = `/perks/consumers/${encodeURIComponent(consumerId)}/rewards/${encodeURIComponent(rewardId)}`;
-    const response = await this.#call(operation, { method: 'GET', path }, opts.signal);
+    const response = await this.#call({ operation, method: 'GET', path }, opts.signal);
     const parsed = safeParseReward(parseJsonBody(operation, response));
     if (!parsed.success) throw shapeError(operation, parsed.error);
     return parsed.data;
@@ -128,40 +123,27 @@ export class PerksClient {
    * The consumer's rewards, one page at a time (default 1000 a page, newest transaction
    * first). Our input is checked on the first iteration, before any request.
    */
-  listRewardPages(
+  async *listRewardPages(
     consumerId: string,
     opts: ListRewardPagesOptions = {},
-  ): AsyncIterable<RewardPage> {
+  ): AsyncGenerator<RewardPage, void, undefined> {
     const operation = 'listRewardPages';
-    const client = this;
-    return {
-      [Symbol.asyncIterator]() {
-        const { perPage, sort, types } = checkListInput(operation, consumerId, opts);
-        const path = `/perks/consumers/${encodeURIComponent(consumerId)}/rewards`;
-        return walkRewardPages(operation, perPage, async (page) => {
-          const query = new URLSearchParams({ page: String(page), per_page: String(perPage) });
-          query.set('sort', sort);
-          for (const type of types) query.append('type', type);
-          const response = await client.#call(
-            operation,
-            { method: 'GET', path, query },
-            opts.signal,
-          );
-          const parsed = parseRewardPage(operation, parseJsonBody(operation, response));
-          client.#options.logger?.debug(
-            { operation, page, items: parsed.items.length, total: parsed.total },
-            'perks: fetched a rewards page',
-          );
-          return { ...parsed, json: response.body };
-        });
-      },
-    };
+    const { perPage, sort, types } = checkListInput(operation, consumerId, opts);
+    const path = `/perks/consumers/${encodeURIComponent(consumerId)}/rewards`;
+    yield* walkRewardPages(operation, perPage, async (page) => {
+      const query = new URLSearchParams({ page: String(page), per_page: String(perPage), sort });
+      for (const type of types) query.append('type', type);
+      const response = await this.#call({ operation, method: 'GET', path, query }, opts.signal);
+      const parsed = parseRewardPage(operation, parseJsonBody(operation, response));
+      this.#options.logger?.debug(
+        { operation, page, items: parsed.items.length, total: parsed.total },
+        'perks: fetched a rewards page',
+      );
+      return { ...parsed, json: response.body };
+    });
   }
 
-  /**
-   * Mints a new access token now and shares it through the token cache: proves that the
-   * credentials and the token endpoint work. Throws TokenMintError.
-   */
+  /** Mints a token now and shares it: proves the credentials work. Throws TokenMintError. */
   async checkCredentials(): Promise<void> {
     try {
       await this.#tokens.mint();
@@ -177,78 +159,66 @@ export class PerksClient {
   }
 
   /** One API call with a bearer token: retries, 401 re-mint and short 429 wait included. */
-  async #call(operation: string, spec: RequestSpec, signal?: AbortSignal): Promise<HttpResponse> {
-    const linked = linkSignals([signal, this.#closing.signal]);
-    try {
-      return await this.#callWithRetries(operation, spec, linked.signal);
-    } finally {
-      linked.dispose();
-    }
-  }
-
-  async #callWithRetries(
-    operation: string,
-    spec: RequestSpec,
-    callSignal: AbortSignal,
-  ): Promise<HttpResponse> {
+  async #call(spec: RequestSpec, callerSignal?: AbortSignal): Promise<HttpResponse> {
+    const { operation } = spec;
     const maxInlineWaitMs = this.#options.maxInlineThrottleWaitMs ?? 1_000;
+    const linked = linkSignals([callerSignal, this.#closing.signal]);
+    const { signal } = linked;
     let reminted = false;
     let waitedOnThrottle = false;
-    return withRetry(this.#retryContext(operation, callSignal), async (attempt) => {
+    const call = withRetry(this.#retryContext(operation, signal), async (attempt) => {
       for (;;) {
         let token: string;
         try {
-          token = await this.#tokens.accessToken(callSignal);
+          token = await this.#tokens.accessToken(signal);
         } catch (error) {
-          // The mint has its own retries: retrying it again here would multiply them. A 429
-          // stays a ThrottledError (the queues pause for it), and a cancel stays a cancel.
-          const passOn = callSignal.aborted || error instanceof ThrottledError;
-          throw new AbortError(passOn ? asError(error) : TokenMintError.from(error));
+          // The mint retried already: retrying it here would multiply its tries. A 429 stays a
+          // ThrottledError (the queues pause for it), and a cancel stays a cancel.
+          const passOn = signal.aborted || error instanceof ThrottledError;
+          throw new AbortError(passOn ? (error as Error) : TokenMintError.from(error));
         }
         try {
-          return await this.#transport.send(operation, spec, `Bearer ${token}`, callSignal);
+          return await send(this.#transport, spec, `Bearer ${token}`, signal);
         } catch (error) {
           if (error instanceof AuthError && error.status === 401 && !reminted) {
             reminted = true;
             await this.#tokens.invalidate(token);
             continue;
           }
-          if (
-            error instanceof ThrottledError &&
-            !waitedOnThrottle &&
-            error.retryAfterMs <= maxInlineWaitMs
-          ) {
+          const throttled = error instanceof ThrottledError && !waitedOnThrottle;
+          if (throttled && error.retryAfterMs <= maxInlineWaitMs) {
             waitedOnThrottle = true;
             const delayMs = error.retryAfterMs;
             this.#options.hooks?.onRetry?.({ operation, attempt, delayMs, reason: error.message });
-            await sleep(delayMs, callSignal);
+            await sleep(delayMs, signal);
             continue;
           }
           throw error;
         }
       }
     });
+    return call.finally(() => linked.dispose());
   }
 
   async #mintToken(): Promise<MintedToken> {
     const operation = 'mintToken';
-    return withRetry(this.#retryContext(operation, this.#closing.signal), async () => {
-      const send = (encoding: TokenEncoding) =>
-        this.#transport.send(
-          operation,
-          { method: 'POST', path: '/tokens', body: { grant_type: 'client_credentials' }, encoding },
-          `Basic ${this.#basicAuth}`,
-          this.#closing.signal,
-        );
+    const signal = this.#closing.signal;
+    return withRetry(this.#retryContext(operation, signal), async () => {
+      const post = (encoding: TokenEncoding) => {
+        const grant = { grant_type: 'client_credentials' };
+        const body = encoding === 'form' ? new URLSearchParams(grant) : grant;
+        const spec = { operation, method: 'POST', path: '/tokens', body } as const;
+        return send(this.#transport, spec, `Basic ${this.#transport.basicAuth}`, signal);
+      };
       let response: HttpResponse;
       try {
-        response = await send(this.#tokenEncoding);
+        response = await post(this.#tokenEncoding);
       } catch (error) {
-        const refusedBody =
-          error instanceof PerksError && (error.status === 400 || error.status === 415);
-        if (!refusedBody) throw error;
+        if (!(error instanceof PerksError && (error.status === 400 || error.status === 415))) {
+          throw error;
+        }
         const other: TokenEncoding = this.#tokenEncoding === 'json' ? 'form' : 'json';
-        response = await send(other);
+        response = await post(other);
         this.#tokenEncoding = other;
       }
       const parsed = tokenResponseSchema.safeParse(parseJsonBody(operation, response));
@@ -258,27 +228,10 @@ export class PerksClient {
   }
 
   #retryContext(operation: string, signal: AbortSignal) {
-    return {
-      operation,
-      retry: this.#retry,
-      signal,
-      onRetry: this.#options.hooks?.onRetry?.bind(this.#options.hooks),
-      logger: this.#options.logger,
-    };
+    const { hooks, logger } = this.#options;
+    return { operation, retry: this.#retry, signal, onRetry: hooks?.onRetry?.bind(hooks), logger };
   }
 }
-
-/** True when a 2xx enrollment answer is the documented JSON `{id}`. */
-function enrollResponseMatches(response: HttpResponse): boolean {
-  try {
-    return enrollResponseSchema.safeParse(JSON.parse(response.body)).success;
-  } catch {
-    return false;
-  }
-}
-
-const asError = (thrown: unknown): Error =>
-  thrown instanceof Error ? thrown : new Error(String(thrown));
 
 /**
  * HTTP Basic credentials of POST /tokens. RFC 6749 §2.3.1: the id and the secret are each

@@ -1,24 +1,39 @@
 /**
- * The one error hierarchy of the Perks client. Callers branch on the class (or on `code`, the
- * API's full error code), never on a message. Messages are built from status, code, title and
- * a sanitized body snippet: they never hold the client secret or a token.
+ * The Perks client's errors. Callers branch on the class or on `code` (the API's full code),
+ * never on a message; messages never hold the client secret or a token.
  */
+import { z } from 'zod';
+import type { HttpResponse } from './http.js';
+import { redactSecrets } from './redact.js';
 
-/** One item of the envelope's `errors` array. The API may add keys; they are kept. */
-export interface PerksErrorItem {
-  loc?: Array<string | number>;
-  msg?: string;
-  type?: string;
-  [extra: string]: unknown;
-}
+const errorItemSchema = z
+  .object({
+    loc: z.array(z.union([z.string(), z.number().int()])).optional(),
+    msg: z.string().optional(),
+    type: z.string().optional(),
+  })
+  .loose();
 
-/** What the API said about a failure. Every field is optional: gateways answer without it. */
+type PerksErrorItem = z.infer<typeof errorItemSchema>;
+
+/** The error envelope; a malformed member degrades rather than hiding the code. */
+const errorEnvelopeSchema = z
+  .object({
+    code: z.string().min(1),
+    title: z.string().optional().catch(undefined),
+    status: z.number().int().optional().catch(undefined),
+    errors: z.array(errorItemSchema).nullable().optional().catch(null),
+    instance: z.string().nullable().optional().catch(null),
+  })
+  .loose();
+
+type ErrorEnvelope = z.infer<typeof errorEnvelopeSchema>;
+
+/** What the API said about a failure (gateways may say none of it). */
 export interface PerksErrorDetails {
   /** The API operation that failed, e.g. `getReward`, `mintToken`. */
   operation: string;
-  /** HTTP status; undefined when no response arrived (transport failures, our own checks). */
   status?: number | undefined;
-  /** The envelope's full code, e.g. `ERR-404-02`, when the body was the envelope. */
   code?: string | undefined;
   title?: string | undefined;
   errors?: PerksErrorItem[] | null | undefined;
@@ -51,7 +66,6 @@ export class ConsumerNotEnrolledError extends PerksError {
   override readonly name = 'ConsumerNotEnrolledError';
 }
 
-/** Any other 404: no resource matches the identifier. */
 export class NotFoundError extends PerksError {
   override readonly name = 'NotFoundError';
 }
@@ -61,11 +75,7 @@ export class ValidationError extends PerksError {
   override readonly name = 'ValidationError';
 }
 
-/**
- * 401 (credentials or token missing, malformed or expired) or 403 (token not allowed here:
- * wrong program, environment or scope). `status` tells which. A 401 on an API call has already
- * been answered by minting a new token and retrying once.
- */
+/** 401 (credentials or token refused) or 403 (token not allowed here); a 401 was re-minted once. */
 export class AuthError extends PerksError {
   override readonly name = 'AuthError';
 }
@@ -75,10 +85,7 @@ export class ConflictError extends PerksError {
   override readonly name = 'ConflictError';
 }
 
-/**
- * 429 whose wait is too long to sit out inside the call. The queue layer should pause for
- * `retryAfterMs` (e.g. `queue.rateLimit(retryAfterMs)`) rather than burn attempts.
- */
+/** 429 whose wait is too long to sit out inside the call: the queue pauses `retryAfterMs`. */
 export class ThrottledError extends PerksError {
   override readonly name = 'ThrottledError';
   readonly retryAfterMs: number;
@@ -88,10 +95,9 @@ export class ThrottledError extends PerksError {
   }
 }
 
-/** Statuses worth retrying: the spec retries 500 and 502; 503/504 are gateways saying so. */
+/** The spec retries 500 and 502; 503/504 are gateways saying so. */
 const retryableUpstream = new Set([500, 502, 503, 504]);
 
-/** A 5xx, with or without the envelope. 500/502/503/504 are retried with backoff. */
 export class UpstreamError extends PerksError {
   override readonly name = 'UpstreamError';
   get retryable(): boolean {
@@ -100,10 +106,8 @@ export class UpstreamError extends PerksError {
 }
 
 /**
- * No usable response: timeout, connection reset or refused, DNS failure. `transportCode` is
- * the undici/Node code (`ECONNRESET`, `UND_ERR_HEADERS_TIMEOUT`, ...), or `ETIMEDOUT` when our
- * own per-request deadline fired. Retried with backoff: for POST /perks/consumers this is safe
- * only because consumer ids are deterministic and a re-creation answers 409.
+ * No usable response: `transportCode` is undici's or Node's, or `ETIMEDOUT` for our deadline.
+ * Retrying POST /perks/consumers is safe because a re-creation answers 409.
  */
 export class TransportError extends PerksError {
   override readonly name = 'TransportError';
@@ -114,10 +118,7 @@ export class TransportError extends PerksError {
   }
 }
 
-/**
- * A 2xx whose body is not JSON or does not match the schema. `path` names the field, e.g.
- * `items[3].amount`; `index` is the item's index in a page when there is one.
- */
+/** A 2xx body that is not JSON or not the schema: `path` names the field, `index` the item. */
 export class ResponseShapeError extends PerksError {
   override readonly name: string = 'ResponseShapeError';
   readonly path: string;
@@ -129,12 +130,11 @@ export class ResponseShapeError extends PerksError {
   }
 }
 
-/** A response body longer than `maxResponseBytes`: it was destroyed unread. */
 export class ResponseTooLargeError extends ResponseShapeError {
   override readonly name = 'ResponseTooLargeError';
 }
 
-/** Our own input was rejected before any request was sent. `field` names it. */
+/** Our own input, rejected before any request was sent. `field` names it. */
 export class InvalidInputError extends PerksError {
   override readonly name = 'InvalidInputError';
   readonly field: string;
@@ -145,34 +145,119 @@ export class InvalidInputError extends PerksError {
 }
 
 /**
- * POST /tokens failed, after its own retries, so the call it was for was never sent. Whatever
- * its status, it is about our credentials or the token endpoint, never about the consumer of
- * a job: jobs retry it like an outage. `cause` is the mint's own error (an AuthError, a
- * TransportError, a ResponseShapeError...), whose status and code it repeats.
+ * POST /tokens failed after its own retries: about our credentials, never a job's consumer,
+ * so jobs retry it like an outage. It repeats the status and code of its `cause`.
  */
 export class TokenMintError extends PerksError {
   override readonly name = 'TokenMintError';
   static from(error: unknown): TokenMintError {
-    if (!(error instanceof PerksError)) {
-      const message = error instanceof Error ? error.message : String(error);
-      return new TokenMintError(`mintToken: ${message}`, { operation: 'mintToken', cause: error });
+    if (error instanceof PerksError) {
+      return new TokenMintError(error.message, { ...error, cause: error });
     }
-    const { message, operation, status, code, title, errors, instance } = error;
-    return new TokenMintError(message, {
-      operation,
-      status,
-      code,
-      title,
-      errors,
-      instance,
-      cause: error,
-    });
+    const message = error instanceof Error ? error.message : String(error);
+    return new TokenMintError(`mintToken: ${message}`, { operation: 'mintToken', cause: error });
   }
 }
 
-/** Whether the retry policy may try the call again after this error. */
 export function isRetryable(error: unknown): boolean {
   if (error instanceof UpstreamError) return error.retryable;
   if (error instanceof TransportError) return !error.transportCode.startsWith('UND_ERR_INVALID');
   return false;
+}
+
+const DEFAULT_THROTTLE_DELAY_MS = 5_000;
+/** A misconfigured gateway must not park a queue for days. */
+const MAX_THROTTLE_DELAY_MS = 15 * 60_000;
+const SNIPPET_MAX_CHARS = 200;
+
+/** A non-2xx answer, with the values to mask in its message (secret, current token). */
+type FailedResponse = HttpResponse & { operation: string; secrets: readonly string[] };
+
+/** The status decides the class, the envelope code refines it; a gateway's HTML yields a snippet. */
+export function errorFromResponse(response: FailedResponse): PerksError {
+  const { operation, status } = response;
+  const envelope = parseEnvelope(response.body);
+  const details: PerksErrorDetails = {
+    operation,
+    status,
+    code: envelope?.code,
+    title: envelope?.title,
+    errors: envelope?.errors ?? null,
+    instance: envelope?.instance ?? null,
+  };
+  const message = redactSecrets(describe(response, envelope), response.secrets);
+
+  if (status === 400) return new ValidationError(message, details);
+  if (status === 401 || status === 403) return new AuthError(message, details);
+  if (status === 404) {
+    // The spec's `ERR` stands for the program's prefix: match `<PFX>-404-02`.
+    return /^[A-Za-z0-9_]+-404-02$/.test(envelope?.code ?? '')
+      ? new ConsumerNotEnrolledError(message, details)
+      : new NotFoundError(message, details);
+  }
+  if (status === 409) return new ConflictError(message, details);
+  if (status === 429) {
+    const retryAfterMs = parseRetryAfter(response.headers['retry-after']);
+    return new ThrottledError(message, { ...details, retryAfterMs });
+  }
+  if (status >= 500 && status <= 599) return new UpstreamError(message, details);
+  return new PerksError(message, details);
+}
+
+/** The JSON a body holds, or undefined: gateways answer with HTML, text or nothing. */
+export function tryJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function parseEnvelope(body: string): ErrorEnvelope | undefined {
+  const parsed = errorEnvelopeSchema.safeParse(tryJson(body));
+  return parsed.success ? parsed.data : undefined;
+}
+
+function describe(response: FailedResponse, envelope: ErrorEnvelope | undefined): string {
+  const head = `${response.operation}: HTTP ${response.status}`;
+  if (!envelope) {
+    const snippet = bodySnippet(response.body);
+    return snippet ? `${head}, body: "${snippet}"` : `${head}, empty body`;
+  }
+  const errors = envelope.errors ?? [];
+  const items = errors.slice(0, 3).map(describeItem).join('; ');
+  const more = errors.length > 3 ? ` (+${errors.length - 3} more)` : '';
+  return `${head} ${envelope.code} ${envelope.title}${items ? `: ${items}${more}` : ''}`;
+}
+
+function describeItem(item: PerksErrorItem): string {
+  const loc = item.loc?.join('.') ?? '';
+  const msg = item.msg ?? item.type ?? 'invalid';
+  return loc ? `${loc}: ${msg}` : msg;
+}
+
+/** A printable excerpt: tags and control characters removed, whitespace collapsed. */
+function bodySnippet(body: string): string {
+  const text = body
+    .replace(/<(script|style)[\s\S]*?<\/\1>/gi, ' ')
+    .replace(/<[^>]*>/g, ' ')
+    .replace(/[\p{Cc}\p{Cf}]/gu, ' ')
+    .replace(/\s+/g, ' ')
+    .trim();
+  return text.length > SNIPPET_MAX_CHARS ? `${text.slice(0, SNIPPET_MAX_CHARS - 1)}…` : text;
+}
+
+/** Retry-After in delta-seconds or as an HTTP date -> ms: default if unusable, capped. */
+export function parseRetryAfter(value: string | undefined, now: () => number = Date.now): number {
+  const text = value?.trim() ?? '';
+  let ms: number;
+  if (/^\d+(\.\d+)?$/.test(text)) {
+    ms = Math.ceil(Number(text) * 1000);
+  } else {
+    // Date.parse reads "-5" as a year: an HTTP date always names its day and month.
+    const date = /[A-Za-z]/.test(text) ? Date.parse(text) : Number.NaN;
+    if (Number.isNaN(date)) return DEFAULT_THROTTLE_DELAY_MS;
+    ms = date - now();
+  }
+  return Math.min(Math.max(ms, 0), MAX_THROTTLE_DELAY_MS);
 }

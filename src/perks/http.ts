@@ -1,32 +1,29 @@
 /**
- * One HTTP exchange with the Perks API: undici `request` on a keep-alive dispatcher, a
- * deadline covering headers and body, a bounded body read. The body is consumed or destroyed
- * on every path, so a connection is never left hanging in the pool.
+ * One exchange, no retries, no tokens: a deadline over headers and body, a bounded read that
+ * consumes or destroys the body on every path (no connection left hanging in the pool), a
+ * non-2xx turned into its typed error, each exchange reported to the hooks and the debug log.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { type Dispatcher, request } from 'undici';
 import { linkSignals } from '../signals.js';
-import { PerksError, ResponseShapeError, ResponseTooLargeError, TransportError } from './errors.js';
+import {
+  errorFromResponse,
+  PerksError,
+  ResponseShapeError,
+  ResponseTooLargeError,
+  TransportError,
+  tryJson,
+} from './errors.js';
+import type { PerksClientOptions } from './options.js';
 import { redactSecrets } from './redact.js';
 
-export interface HttpExchangeOptions {
-  dispatcher: Dispatcher;
-  /** Deadline of the whole exchange (connect, headers and body), in milliseconds. */
-  timeoutMs: number;
-  /** Bodies larger than this are destroyed unread and fail the call. */
-  maxResponseBytes: number;
-  /** Values masked in any message built here. */
-  secrets: readonly string[];
-}
-
-export interface HttpRequest {
+export interface RequestSpec {
   operation: string;
   method: 'GET' | 'POST';
-  /** Absolute URL, query included. */
-  url: string;
-  headers: Record<string, string>;
-  body?: string;
-  signal?: AbortSignal | undefined;
+  path: string;
+  query?: URLSearchParams;
+  /** Sent as JSON, or as a form when it is URLSearchParams. */
+  body?: object;
 }
 
 export interface HttpResponse {
@@ -35,38 +32,95 @@ export interface HttpResponse {
   body: string;
 }
 
-export async function exchange(
-  options: HttpExchangeOptions,
-  req: HttpRequest,
+export interface TransportOptions
+  extends Pick<PerksClientOptions, 'apiVersion' | 'clientSecret' | 'hooks' | 'logger'> {
+  baseUrl: string;
+  dispatcher: Dispatcher;
+  timeoutMs: number;
+  maxResponseBytes: number;
+  /** The Basic credentials of POST /tokens, redacted like the secret. */
+  basicAuth: string;
+}
+
+/** One exchange; a non-2xx becomes its typed error. */
+export async function send(
+  options: TransportOptions,
+  spec: RequestSpec,
+  authorization: string,
+  signal: AbortSignal,
 ): Promise<HttpResponse> {
-  const linked = linkSignals([req.signal], options.timeoutMs);
-  const signal = linked.signal;
+  const { operation } = spec;
+  const secrets = [options.clientSecret, options.basicAuth, authorization.replace(/^\S+ /, '')];
+  const startedAt = performance.now();
+  let status: number | undefined;
+  let errorName: string | undefined;
   try {
-    const response = await request(req.url, {
+    const response = await exchange(options, spec, authorization, signal, secrets);
+    status = response.status;
+    if (status < 200 || status > 299) {
+      throw errorFromResponse({ operation, ...response, secrets });
+    }
+    return response;
+  } catch (error) {
+    errorName = error instanceof Error ? error.name : 'Error';
+    throw error;
+  } finally {
+    const durationMs = Math.round(performance.now() - startedAt);
+    const event = { operation, status, durationMs };
+    options.hooks?.onRequest?.(errorName === undefined ? event : { ...event, error: errorName });
+    options.logger?.debug({ ...event, error: errorName }, 'perks: request');
+  }
+}
+
+async function exchange(
+  options: TransportOptions,
+  spec: RequestSpec,
+  authorization: string,
+  callSignal: AbortSignal,
+  secrets: readonly string[],
+): Promise<HttpResponse> {
+  const { operation, method } = spec;
+  const headers: Record<string, string> = {
+    authorization,
+    'x-api-version': options.apiVersion ?? '2.0.0',
+    accept: 'application/json',
+  };
+  const form = spec.body instanceof URLSearchParams;
+  const body = spec.body && (form ? spec.body.toString() : JSON.stringify(spec.body));
+  if (body !== undefined) {
+    headers['content-type'] = form ? 'application/x-www-form-urlencoded' : 'application/json';
+  }
+  const query = spec.query?.toString();
+  const url = `${options.baseUrl}${spec.path}${query ? `?${query}` : ''}`;
+  const { timeoutMs, maxResponseBytes } = options;
+  const linked = linkSignals([callSignal], timeoutMs);
+  try {
+    const response = await request(url, {
       dispatcher: options.dispatcher,
-      method: req.method,
-      headers: req.headers,
-      body: req.body,
-      signal,
-      headersTimeout: options.timeoutMs,
-      bodyTimeout: options.timeoutMs,
+      method,
+      headers,
+      body,
+      signal: linked.signal,
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
     });
-    const body = await readBody(response.body, response.headers, options.maxResponseBytes, req);
-    return { status: response.statusCode, headers: response.headers, body };
+    const text = await readBody(response.body, response.headers, maxResponseBytes, operation);
+    return { status: response.statusCode, headers: response.headers, body: text };
   } catch (error) {
     // The caller's own cancellation is not a transport failure: it must not be retried.
-    if (req.signal?.aborted) throw req.signal.reason;
+    if (callSignal.aborted) throw callSignal.reason;
     if (error instanceof PerksError) throw error;
     const transportCode = linked.timedOut() ? 'ETIMEDOUT' : transportCodeOf(error);
     const reason = linked.timedOut()
-      ? `no complete response within ${options.timeoutMs} ms`
+      ? `no complete response within ${timeoutMs} ms`
       : error instanceof Error
         ? error.message
         : String(error);
-    throw new TransportError(
-      redactSecrets(`${req.operation}: ${transportCode} ${reason}`, options.secrets),
-      { operation: req.operation, transportCode, cause: error },
-    );
+    throw new TransportError(redactSecrets(`${operation}: ${transportCode} ${reason}`, secrets), {
+      operation,
+      transportCode,
+      cause: error,
+    });
   } finally {
     linked.dispose();
   }
@@ -76,14 +130,17 @@ async function readBody(
   body: Dispatcher.ResponseData['body'],
   headers: IncomingHttpHeaders,
   maxBytes: number,
-  req: HttpRequest,
+  operation: string,
 ): Promise<string> {
-  const declared = Number(headers['content-length']);
-  if (Number.isFinite(declared) && declared > maxBytes) {
-    // Destroyed unread, the body emits an abort error: expected here, and with no listener
-    // it would be thrown as uncaught once the whole body had arrived before this check.
+  const tooLarge = () =>
+    new ResponseTooLargeError(
+      `${operation}: response body exceeds maxResponseBytes (${maxBytes} bytes)`,
+      { operation },
+    );
+  if (Number(headers['content-length']) > maxBytes) {
+    // Destroyed unread, the body emits an abort error: with no listener it would be uncaught.
     body.on('error', () => undefined).destroy();
-    throw tooLarge(req, maxBytes);
+    throw tooLarge();
   }
   const chunks: Buffer[] = [];
   let size = 0;
@@ -93,7 +150,7 @@ async function readBody(
     size += buffer.length;
     if (size > maxBytes) {
       body.destroy();
-      throw tooLarge(req, maxBytes);
+      throw tooLarge();
     }
     chunks.push(buffer);
   }
@@ -101,33 +158,23 @@ async function readBody(
   return (chunks.length === 1 && chunks[0] ? chunks[0] : Buffer.concat(chunks)).toString('utf8');
 }
 
-function tooLarge(req: HttpRequest, maxBytes: number): ResponseTooLargeError {
-  return new ResponseTooLargeError(
-    `${req.operation}: response body exceeds maxResponseBytes (${maxBytes} bytes)`,
-    { operation: req.operation },
-  );
-}
-
 function transportCodeOf(error: unknown): string {
   if (typeof error === 'object' && error !== null) {
-    const code = (error as { code?: unknown }).code;
+    const { code, cause, name } = error as { code?: unknown; cause?: unknown; name?: unknown };
     if (typeof code === 'string' && code) return code;
-    const cause = (error as { cause?: unknown }).cause;
     if (cause !== undefined && cause !== error) return transportCodeOf(cause);
-    if ((error as { name?: unknown }).name === 'TimeoutError') return 'ETIMEDOUT';
+    if (name === 'TimeoutError') return 'ETIMEDOUT';
   }
   return 'UNKNOWN';
 }
 
 /** A 2xx body -> JSON, or a ResponseShapeError saying it is not JSON. */
 export function parseJsonBody(operation: string, response: HttpResponse): unknown {
-  try {
-    return JSON.parse(response.body);
-  } catch {
-    const kind = response.body.trim() === '' ? 'an empty body' : 'a body that is not JSON';
-    throw new ResponseShapeError(`${operation}: HTTP ${response.status} with ${kind}`, {
-      operation,
-      status: response.status,
-    });
-  }
+  const json = tryJson(response.body);
+  if (json !== undefined) return json;
+  const kind = response.body.trim() === '' ? 'an empty body' : 'a body that is not JSON';
+  throw new ResponseShapeError(`${operation}: HTTP ${response.status} with ${kind}`, {
+    operation,
+    status: response.status,
+  });
 }

@@ -1,25 +1,16 @@
 /**
- * Our own inputs, checked before any request: a bad consumer id, an unknown consent, a
- * non-uuid reward id or a per_page out of range is our bug, not the API's, and must not cost
- * a request, a retry or a token.
+ * Our own inputs, checked before any request: a bad one is our bug, not the API's, and must
+ * not cost a request, a retry or a token.
  */
-import type { z } from 'zod';
+import { z } from 'zod';
 import { InvalidInputError } from './errors.js';
-import { formatPath } from './paging.js';
 import {
-  type Consent,
   consentSchema,
   consumerIdSchema,
   MAX_PER_PAGE,
   perPageSchema,
   uuidSchema,
 } from './schemas.js';
-
-export interface EnrollInput {
-  id: string;
-  extraConsents?: Consent[];
-  removedConsents?: Consent[];
-}
 
 export interface ListRewardPagesOptions {
   /** 1..1000. Default 1000: fewer requests per sync. */
@@ -31,56 +22,58 @@ export interface ListRewardPagesOptions {
   signal?: AbortSignal;
 }
 
-/** The POST /perks/consumers body. */
-export interface EnrollBody {
-  id: string;
-  extra_consents?: Consent[];
-  removed_consents?: Consent[];
-}
+const enrollInputSchema = z
+  .object({
+    id: consumerIdSchema,
+    extraConsents: z.array(consentSchema, { error: 'must be an array of consents' }).optional(),
+    removedConsents: z.array(consentSchema, { error: 'must be an array of consents' }).optional(),
+  })
+  .refine(
+    ({ extraConsents, removedConsents }) =>
+      !removedConsents?.some((consent) => extraConsents?.includes(consent)),
+    { path: ['removedConsents'], error: 'must not repeat a consent of extraConsents' },
+  );
+export type EnrollInput = z.input<typeof enrollInputSchema>;
 
-function check<T>(operation: string, field: string, schema: z.ZodType<T>, value: unknown): T {
-  const parsed = schema.safeParse(value);
+const rewardIdsSchema = z.object({ consumerId: consumerIdSchema, rewardId: uuidSchema });
+
+const listInputSchema = z.object({
+  consumerId: consumerIdSchema,
+  perPage: perPageSchema.default(MAX_PER_PAGE),
+  sort: z
+    .string()
+    .regex(/^-?[a-z][a-z0-9_]*$/, { error: 'must be a field name, optionally prefixed -' })
+    .default('-executed_at'),
+  types: z
+    .array(z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, { error: 'must be a reward type name' }))
+    .default([]),
+});
+
+function check<T>(operation: string, schema: z.ZodType<T>, value: unknown): T {
+  const parsed = schema.safeParse(value, { reportInput: true });
   if (parsed.success) return parsed.data;
   const issue = parsed.error.issues[0];
-  const where = formatPath([field, ...(issue?.path ?? [])]);
-  const shown = typeof value === 'string' ? ` (got ${JSON.stringify(value.slice(0, 120))})` : '';
-  throw new InvalidInputError(`${operation}: ${where} ${issue?.message ?? 'is invalid'}${shown}`, {
+  const field = z.core.toDotPath(issue?.path ?? []);
+  const input = issue?.input;
+  const shown = typeof input === 'string' ? ` (got ${JSON.stringify(input.slice(0, 120))})` : '';
+  throw new InvalidInputError(`${operation}: ${field} ${issue?.message ?? 'is invalid'}${shown}`, {
     operation,
-    field: where,
+    field,
   });
 }
 
-function checkConsents(operation: string, field: string, value: unknown): Consent[] | undefined {
-  if (value === undefined) return undefined;
-  if (!Array.isArray(value)) {
-    throw new InvalidInputError(`${operation}: ${field} must be an array of consents`, {
-      operation,
-      field,
-    });
-  }
-  return value.map((consent, i) => check(operation, `${field}[${i}]`, consentSchema, consent));
-}
-
-export function checkEnrollInput(operation: string, input: EnrollInput): EnrollBody {
-  const id = check(operation, 'id', consumerIdSchema, input?.id);
-  const extra = checkConsents(operation, 'extraConsents', input?.extraConsents);
-  const removed = checkConsents(operation, 'removedConsents', input?.removedConsents);
-  const both = removed?.find((consent) => extra?.includes(consent));
-  if (both !== undefined) {
-    throw new InvalidInputError(`${operation}: removedConsents: ${both} is also in extraConsents`, {
-      operation,
-      field: 'removedConsents',
-    });
-  }
-  const body: EnrollBody = { id };
-  if (extra !== undefined) body.extra_consents = [...new Set(extra)];
-  if (removed !== undefined) body.removed_consents = [...new Set(removed)];
-  return body;
+/** The POST /perks/consumers body. */
+export function checkEnrollInput(operation: string, input: EnrollInput) {
+  const { id, extraConsents, removedConsents } = check(operation, enrollInputSchema, input);
+  return {
+    id,
+    ...(extraConsents && { extra_consents: [...new Set(extraConsents)] }),
+    ...(removedConsents && { removed_consents: [...new Set(removedConsents)] }),
+  };
 }
 
 export function checkRewardIds(operation: string, consumerId: string, rewardId: string): void {
-  check(operation, 'consumerId', consumerIdSchema, consumerId);
-  check(operation, 'rewardId', uuidSchema, rewardId);
+  check(operation, rewardIdsSchema, { consumerId, rewardId });
 }
 
 export function checkListInput(
@@ -88,23 +81,6 @@ export function checkListInput(
   consumerId: string,
   opts: ListRewardPagesOptions,
 ): { perPage: number; sort: string; types: string[] } {
-  check(operation, 'consumerId', consumerIdSchema, consumerId);
-  const perPage = check(operation, 'perPage', perPageSchema, opts.perPage ?? MAX_PER_PAGE);
-  const sort = opts.sort ?? '-executed_at';
-  if (!/^-?[a-z][a-z0-9_]*$/.test(sort)) {
-    throw new InvalidInputError(`${operation}: sort must be a field name, optionally prefixed -`, {
-      operation,
-      field: 'sort',
-    });
-  }
-  const types = opts.types ?? [];
-  types.forEach((type, i) => {
-    if (typeof type !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(type)) {
-      throw new InvalidInputError(`${operation}: types[${i}] must be a reward type name`, {
-        operation,
-        field: `types[${i}]`,
-      });
-    }
-  });
+  const { perPage, sort, types } = check(operation, listInputSchema, { ...opts, consumerId });
   return { perPage, sort, types: [...new Set(types)] };
 }

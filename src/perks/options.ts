@@ -1,10 +1,9 @@
-/** Options of PerksClient, each with its default. */
 import type { Logger } from 'pino';
 import type { Dispatcher } from 'undici';
 import type { RetryEvent, RetryOptions } from './retry.js';
-import type { TokenCache } from './token-cache.js';
+import type { TokenCache } from './tokens.js';
 
-export interface PerksClientHooks {
+interface PerksClientHooks {
   /** After every HTTP exchange, token requests included. `error` is the error's class name. */
   onRequest?(event: {
     operation: string;
@@ -34,13 +33,13 @@ export interface PerksClientOptions {
   retry?: RetryOptions;
   /** A 429 asking for at most this wait is sat out once inside the call. Default 1000. */
   maxInlineThrottleWaitMs?: number;
-  /** Where tokens are shared. Default: in memory, this client only. */
+  /** Where tokens are shared (Redis: between replicas). Default: this client only. */
   tokenCache?: TokenCache;
   /** Replaces the client's own Pool (tests pass undici's MockAgent). Not closed by close(). */
   dispatcher?: Dispatcher;
   logger?: Logger;
   hooks?: PerksClientHooks;
-  /** Clock for token expiry (epoch ms). Default Date.now; tests inject their own. */
+  /** Clock for token expiry (epoch ms). Default Date.now. */
   now?: () => number;
 }
 

@@ -1,10 +1,9 @@
 /**
- * Parsing and walking reward pages. A page is accepted whole or not at all: one bad item fails
- * it with a ResponseShapeError naming the item's index and field. The walk stops at
- * ceil(total / per_page) and refuses a server that repeats a page or over-delivers, so a
- * buggy or hostile server cannot keep a sync looping.
+ * Reward pages, accepted whole or not at all: one bad item fails the page, naming its index
+ * and field. The walk stops at ceil(total / per_page) and refuses a server that repeats a page
+ * or over-delivers, so a buggy or hostile server cannot keep a sync looping.
  */
-import type { z } from 'zod';
+import { z } from 'zod';
 import { ResponseShapeError } from './errors.js';
 import { collectionSchema, type Reward, safeParseReward } from './schemas.js';
 
@@ -20,43 +19,26 @@ export interface RewardPage {
   /** This page's total differs from page 1's: records came or went mid-walk; rescan later. */
   totalChanged: boolean;
   /**
-   * When this page was asked for, before its request (and any retry of it) was sent: what it
-   * shows was true at that time or later, so a write stamped with it never passes for newer
-   * than it is, however slow the answer.
+   * Taken before the page's request (and its retries) was sent: what it shows was true then or
+   * later, so a write stamped with it never passes for newer than it is.
    */
   requestedAt: Date;
 }
 
-export interface ParsedPage {
-  page: number;
-  perPage: number;
-  total: number;
-  items: Reward[];
-}
+type ParsedPage = Pick<RewardPage, 'page' | 'perPage' | 'total' | 'items'>;
 
-/** A parsed page and the body it was parsed from. */
-export interface FetchedPage extends ParsedPage {
-  json: string;
-}
-
-/** `['items', 3, 'brand', 'logo']` -> `items[3].brand.logo`. */
-export function formatPath(path: ReadonlyArray<PropertyKey>): string {
-  return path
-    .map((key, i) =>
-      typeof key === 'number' ? `[${key}]` : i === 0 ? String(key) : `.${String(key)}`,
-    )
-    .join('');
-}
+/** Compatibility for queues/payloads.ts: `['items', 3, 'brand']` -> `items[3].brand`. */
+export const formatPath = z.core.toDotPath;
 
 /** A failed parse -> one ResponseShapeError naming the first failing field. */
 export function shapeError(
   operation: string,
   error: z.ZodError,
-  prefix: ReadonlyArray<PropertyKey> = [],
+  prefix: PropertyKey[] = [],
 ): ResponseShapeError {
   const issue = error.issues[0];
   const fullPath = [...prefix, ...(issue?.path ?? [])];
-  const path = formatPath(fullPath) || '(root)';
+  const path = z.core.toDotPath(fullPath) || '(root)';
   const index =
     fullPath[0] === 'items' && typeof fullPath[1] === 'number' ? fullPath[1] : undefined;
   return new ResponseShapeError(
@@ -82,7 +64,7 @@ export function parseRewardPage(operation: string, json: unknown): ParsedPage {
 export async function* walkRewardPages(
   operation: string,
   perPage: number,
-  fetchPage: (page: number) => Promise<FetchedPage>,
+  fetchPage: (page: number) => Promise<ParsedPage & { json: string }>,
 ): AsyncGenerator<RewardPage, void, undefined> {
   let firstTotal: number | undefined;
   let servedPerPage: number | undefined;
@@ -117,16 +99,7 @@ export async function* walkRewardPages(
     const pageCount = Math.ceil(parsed.total / parsed.perPage);
     // An empty page ends the walk even if total promised more: records went away mid-walk.
     const lastPage = page >= pageCount || parsed.items.length === 0;
-    yield {
-      page,
-      perPage: parsed.perPage,
-      total: parsed.total,
-      items: parsed.items,
-      json: parsed.json,
-      lastPage,
-      totalChanged: parsed.total !== firstTotal,
-      requestedAt,
-    };
+    yield { ...parsed, lastPage, totalChanged: parsed.total !== firstTotal, requestedAt };
     if (lastPage) return;
     previousFirstId = firstId;
   }

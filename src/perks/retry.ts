@@ -1,15 +1,11 @@
 /**
- * The retry policy of one API call: p-retry with exponential backoff and jitter, on retryable
- * upstream statuses (500/502/503/504) and transport failures only, bounded in attempts and in
- * total time, cancelled by the caller's AbortSignal even mid-wait.
- *
- * p-retry runs with a zero delay of its own: the wait happens in `shouldRetry`, so that the
- * delay actually slept is the one reported to `onRetry` and never outlives `maxRetryTimeMs`.
+ * Retries of one API call, bounded in attempts and time, cancelled even mid-wait. p-retry
+ * waits nothing itself: `shouldRetry` sleeps, so the delay reported to `onRetry` is the one slept.
  */
+import { setTimeout } from 'node:timers/promises';
 import pRetry from 'p-retry';
 import type { Logger } from 'pino';
 import { isRetryable } from './errors.js';
-import { sleep } from './sleep.js';
 
 export interface RetryOptions {
   /** Attempts in all, the first included. Default 4. */
@@ -37,10 +33,14 @@ export interface RetryEvent {
   reason: string;
 }
 
-/**
- * "Equal jitter": half of the exponential step is fixed, half random, so replicas that failed
- * together do not retry together, and no retry comes back immediately.
- */
+/** Waits `ms`, or rejects with the signal's own reason once it aborts. */
+export async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  await setTimeout(ms, undefined, { signal }).catch(() => {
+    throw signal?.reason;
+  });
+}
+
+/** "Equal jitter": half the exponential step fixed, half random, so replicas do not retry together. */
 export function backoffDelayMs(
   failedAttempt: number,
   retry: Pick<Required<RetryOptions>, 'minDelayMs' | 'maxDelayMs'>,
@@ -50,10 +50,10 @@ export function backoffDelayMs(
   return Math.round(step / 2 + random() * (step / 2));
 }
 
-export interface RetryContext {
+interface RetryContext {
   operation: string;
   retry: Required<RetryOptions>;
-  signal?: AbortSignal | undefined;
+  signal: AbortSignal;
   onRetry?: ((event: RetryEvent) => void) | undefined;
   logger?: Logger | undefined;
 }
@@ -74,15 +74,11 @@ export function withRetry<T>(
     shouldRetry: async ({ error, attemptNumber }) => {
       if (!isRetryable(error)) return false;
       const delayMs = backoffDelayMs(attemptNumber, retry);
-      const remainingMs = retry.maxRetryTimeMs - (performance.now() - startedAt);
       // A retry that would start past the budget is not worth the wait.
-      if (delayMs >= remainingMs) return false;
-      const reason = error.message;
-      context.onRetry?.({ operation, attempt: attemptNumber, delayMs, reason });
-      context.logger?.warn(
-        { operation, attempt: attemptNumber, delayMs, reason },
-        'perks: retrying after a failure',
-      );
+      if (delayMs >= retry.maxRetryTimeMs - (performance.now() - startedAt)) return false;
+      const event = { operation, attempt: attemptNumber, delayMs, reason: error.message };
+      context.onRetry?.(event);
+      context.logger?.warn(event, 'perks: retrying after a failure');
       await sleep(delayMs, signal);
       return true;
     },

@@ -1,11 +1,9 @@
 /**
- * The Perks API's shapes, parsed at the boundary (zod 4). Strict where the spec is explicit
- * (patterns, lengths, formats, required keys), tolerant where it is silent: reward `type` and
- * `status` are open sets, and unknown extra fields are accepted and kept in `raw`.
+ * The Perks API's shapes, parsed at the boundary. Strict where the spec is explicit (patterns,
+ * lengths, formats, required keys), tolerant where it is silent: reward `type` and `status`
+ * are open sets, and extra fields are accepted and kept in `raw`.
  */
 import { z } from 'zod';
-
-// --- Consumers and consents -----------------------------------------------------------------
 
 export const CONSENTS = [
   'BASIC',
@@ -29,27 +27,20 @@ export function isConsumerId(value: string): boolean {
   return consumerIdSchema.safeParse(value).success;
 }
 
-/**
- * Any 8-4-4-4-12 hex identifier. The spec says "uuid" without a version; z.uuid() would also
- * demand RFC 9562 version and variant bits, which would reject a whole page for one odd id.
- */
+/** Any 8-4-4-4-12 hex id: the spec names no version, and z.uuid() demands RFC 9562 bits. */
 export const uuidSchema = z.guid({ error: 'must be a uuid' });
-
-// --- Money ------------------------------------------------------------------------------------
 
 /** The spec's exact amount pattern: rejects "", "+", ".", "1e5", "12,5". */
 export const AMOUNT_PATTERN = /^(?!^[-+.]*$)[+-]?0*\d*\.?\d*$/;
 
-/** Already canonical: no `+`, no leading zero, no trailing dot, and no sign on a zero. */
+/** Already canonical (nearly every amount the API sends). */
 const CANONICAL_PATTERN = /^(?:0|[1-9]\d*)(?:\.\d+)?$|^-(?:[1-9]\d*(?:\.\d+)?|0\.\d*[1-9]\d*)$/;
 
 /**
- * The canonical form of a decimal string the API sent: no `+`, no leading zeros, no trailing
- * dot, no sign on zero; fractional digits are kept as sent (they carry the precision).
- * "+0012.50" -> "12.50", ".5" -> "0.5", "7." -> "7", "-3" -> "-3", "-0.0" -> "0.0".
+ * A decimal string without `+`, leading zeros, trailing dot or sign on zero; fractional
+ * digits kept (they carry the precision): "+0012.50" -> "12.50", ".5" -> "0.5", "-0.0" -> "0.0".
  */
 export function canonicalDecimal(value: string): string {
-  // Nearly every amount is canonical already ("12.50", "-3"): returned as is, once matched.
   if (CANONICAL_PATTERN.test(value)) return value;
   if (!AMOUNT_PATTERN.test(value)) {
     throw new RangeError(`not a decimal amount: ${JSON.stringify(value.slice(0, 40))}`);
@@ -67,14 +58,11 @@ const amountPatternSchema = z.string().regex(AMOUNT_PATTERN, {
   error: 'must be a decimal string matching the spec pattern',
 });
 
-/** An amount as sent -> its canonical decimal string. Never a JS number. */
 export const amountSchema = amountPatternSchema.transform(canonicalDecimal);
 
-// --- Rewards ----------------------------------------------------------------------------------
-
-export type RewardType = 'CASHBACK' | 'GIFT' | (string & {});
-export type RewardStatus = 'VALIDATED' | 'PAID_IN' | 'PAID_OUT' | (string & {});
-export const CONSUMER_STATUSES = ['VALIDATION', 'POOLED', 'PAID'] as const;
+type RewardType = 'CASHBACK' | 'GIFT' | (string & {});
+type RewardStatus = 'VALIDATED' | 'PAID_IN' | 'PAID_OUT' | (string & {});
+const CONSUMER_STATUSES = ['VALIDATION', 'POOLED', 'PAID'] as const;
 export type ConsumerStatus = (typeof CONSUMER_STATUSES)[number];
 
 /** RFC 3339 in UTC with the Z suffix, as the spec's conventions require. */
@@ -101,11 +89,7 @@ const brandSchema = z
   })
   .loose();
 
-/**
- * A reward on the wire: every field required, extra fields tolerated. Compiled (z.compile:
- * the same results and errors, about twice as fast here): it runs for every reward of every
- * page.
- */
+/** A reward on the wire, compiled (twice as fast): it parses every reward of every page. */
 const wireRewardSchema = z.compile(
   z
     .object({
@@ -121,12 +105,7 @@ const wireRewardSchema = z.compile(
     .loose(),
 );
 
-type WireReward = z.infer<typeof wireRewardSchema>;
-
-/**
- * The parsed reward; structurally the store's `RewardRecord` (the shared contract).
- * `raw` is the item exactly as received, extra fields included.
- */
+/** Structurally the store's `RewardRecord`; `raw` is the item as received, extras included. */
 export interface Reward {
   id: string;
   amount: string;
@@ -139,10 +118,20 @@ export interface Reward {
   raw: Record<string, unknown>;
 }
 
-function toReward(wire: WireReward, raw: Record<string, unknown>): Reward {
+/**
+ * One reward item -> Reward, or the error naming the failing field. The wire schema transforms
+ * nothing, so its output is the item as received (`raw`); mapped after the parse, since a zod
+ * pipe about doubles the cost.
+ */
+export function safeParseReward(
+  item: unknown,
+): { success: true; data: Reward } | { success: false; error: z.ZodError } {
+  const parsed = wireRewardSchema.safeParse(item);
+  if (!parsed.success) return { success: false, error: parsed.error };
+  const wire = parsed.data;
   const brand: Reward['brand'] = { name: wire.brand.name };
   if (wire.brand.logo !== undefined) brand.logo = wire.brand.logo;
-  return {
+  const data: Reward = {
     id: wire.id.toLowerCase(),
     amount: canonicalDecimal(wire.amount),
     createdAt: wire.created_at,
@@ -154,25 +143,10 @@ function toReward(wire: WireReward, raw: Record<string, unknown>): Reward {
       executedAt: wire.transaction.executed_at,
     },
     brand,
-    raw,
+    raw: wire,
   };
+  return { success: true, data };
 }
-
-export type RewardParse = { success: true; data: Reward } | { success: false; error: z.ZodError };
-
-/**
- * One reward item -> Reward, or the error naming the failing field. The wire schema
- * transforms nothing, so its output (extra keys kept by `.loose()`) is the item as received
- * and serves as `raw`. Mapped after the parse rather than by `.transform()`: zod's pipe
- * about doubles the cost of parsing an item.
- */
-export function safeParseReward(item: unknown): RewardParse {
-  const parsed = wireRewardSchema.safeParse(item);
-  if (!parsed.success) return { success: false, error: parsed.error };
-  return { success: true, data: toReward(parsed.data, parsed.data as Record<string, unknown>) };
-}
-
-// --- Collections ------------------------------------------------------------------------------
 
 const pageMetaSchema = z
   .object({
@@ -182,7 +156,7 @@ const pageMetaSchema = z
   })
   .loose();
 
-/** The paginated envelope with items left unparsed: each item is parsed on its own. */
+/** Items are parsed one by one, to name the index of a bad one. */
 export const collectionSchema = z.compile(
   z
     .object({
@@ -191,8 +165,6 @@ export const collectionSchema = z.compile(
     })
     .loose(),
 );
-
-// --- Other responses ------------------------------------------------------------------------
 
 export const enrollResponseSchema = z.object({ id: z.string().min(1) }).loose();
 

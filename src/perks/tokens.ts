@@ -1,28 +1,43 @@
 /**
- * Access tokens: minted on demand, kept in memory and in the TokenCache, refreshed before they
- * expire. Concurrent callers share one in-flight refresh; with a lock-capable cache, replicas
- * share one mint too. A cache that fails (Redis down) degrades to minting locally: tokens are
- * cheap, a stalled sync is not.
+ * Access tokens: minted on demand, kept in memory and in a TokenCache, refreshed before they
+ * expire. Concurrent callers share one refresh; with a lock-capable cache (Redis), replicas
+ * share one mint. A failing cache degrades to minting locally: tokens are cheap, a stalled
+ * sync is not. Caches store the token value but never log it.
  */
+import { setTimeout } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import { sleep } from './sleep.js';
-import type { CachedToken, TokenCache } from './token-cache.js';
+
+/** Epoch ms: `expiresAt` when the API stops accepting it, `refreshAt` when to mint the next. */
+export interface CachedToken {
+  accessToken: string;
+  expiresAt: number;
+  refreshAt: number;
+}
+
+export interface TokenLock {
+  release(): Promise<void>;
+}
+
+export interface TokenCache {
+  get(): Promise<CachedToken | undefined>;
+  /** Stores the token until its `expiresAt`; `now` is the client's clock. */
+  set(token: CachedToken, now: number): Promise<void>;
+  /** Drops the token, but only if it is still `accessToken`. */
+  invalidate(accessToken: string): Promise<void>;
+  /** The mint lock, or undefined while another holds it (the caller then polls `get()`). */
+  lock?(ttlMs: number): Promise<TokenLock | undefined>;
+}
 
 export interface MintedToken {
   accessToken: string;
-  /** `expires_in` in milliseconds. */
   lifetimeMs: number;
 }
 
-export interface TokenProviderOptions {
-  cache: TokenCache;
-  /** Calls POST /tokens (with its own timeout and retries). */
+interface TokenProviderOptions {
+  /** Where replicas share tokens; without one, tokens live in this provider only. */
+  cache?: TokenCache | undefined;
   mint: () => Promise<MintedToken>;
   now: () => number;
-  /** How long a mint lock is held at most. Default 15 s. */
-  lockTtlMs?: number;
-  /** How often a replica waiting on another's mint polls the cache. Default 50 ms. */
-  lockPollMs?: number;
   onMinted?: () => void;
   logger?: Logger | undefined;
 }
@@ -34,23 +49,30 @@ export function refreshMarginMs(lifetimeMs: number): number {
 
 /** A token about to expire is not handed out: the request could arrive after its expiry. */
 const MIN_REMAINING_MS = 1_000;
+/** A mint lock is held at most this long; a replica waiting on another's mint polls this often. */
+const LOCK_TTL_MS = 15_000;
+const LOCK_POLL_MS = 50;
 
 export class TokenProvider {
-  readonly #options: Required<Omit<TokenProviderOptions, 'logger' | 'onMinted'>> &
-    Pick<TokenProviderOptions, 'logger' | 'onMinted'>;
+  readonly #options: TokenProviderOptions;
   #memo: CachedToken | undefined;
   #inflight: Promise<CachedToken> | undefined;
 
   constructor(options: TokenProviderOptions) {
-    this.#options = { lockTtlMs: 15_000, lockPollMs: 50, ...options };
+    this.#options = options;
   }
 
   /** A token valid now. The caller's signal stops its wait, not the shared refresh. */
-  async accessToken(signal?: AbortSignal): Promise<string> {
+  async accessToken(signal: AbortSignal): Promise<string> {
     if (this.#isFresh(this.#memo)) return this.#memo.accessToken;
-    this.#inflight ??= this.#refresh().finally(() => {
-      this.#inflight = undefined;
-    });
+    this.#inflight ??= this.#findOrMint()
+      .then((token) => {
+        this.#memo = token;
+        return token;
+      })
+      .finally(() => {
+        this.#inflight = undefined;
+      });
     const token = await abortable(this.#inflight, signal);
     return token.accessToken;
   }
@@ -63,7 +85,7 @@ export class TokenProvider {
   /** After a 401: forget this token here and in the shared cache. */
   async invalidate(accessToken: string): Promise<void> {
     if (this.#memo?.accessToken === accessToken) this.#memo = undefined;
-    await this.#cacheOp('invalidate', () => this.#options.cache.invalidate(accessToken));
+    await this.#cacheOp('invalidate', async () => this.#options.cache?.invalidate(accessToken));
   }
 
   #isFresh(token: CachedToken | undefined): token is CachedToken {
@@ -74,21 +96,15 @@ export class TokenProvider {
     return token !== undefined && this.#options.now() < token.expiresAt - MIN_REMAINING_MS;
   }
 
-  async #refresh(): Promise<CachedToken> {
-    const token = await this.#findOrMint();
-    this.#memo = token;
-    return token;
-  }
-
   async #findOrMint(): Promise<CachedToken> {
-    const { cache, lockTtlMs, lockPollMs } = this.#options;
-    const cached = await this.#cacheOp('get', () => cache.get());
+    const { cache } = this.#options;
+    const cached = await this.#cacheOp('get', async () => cache?.get());
     if (this.#isFresh(cached)) return cached;
-    if (!cache.lock) return this.#mintAndStore();
+    if (!cache?.lock) return this.#mintAndStore();
 
-    const giveUpAt = performance.now() + lockTtlMs;
+    const giveUpAt = performance.now() + LOCK_TTL_MS;
     for (;;) {
-      const lock = await this.#cacheOp('lock', async () => cache.lock?.(lockTtlMs), null);
+      const lock = await this.#cacheOp('lock', async () => cache.lock?.(LOCK_TTL_MS), null);
       if (lock === null) return this.#mintAndStore(); // the cache is down: mint locally
       if (lock) {
         try {
@@ -100,11 +116,11 @@ export class TokenProvider {
           await this.#cacheOp('release', () => lock.release());
         }
       }
-      // Someone else is minting. The old token is accepted until it expires: keep using it.
+      // Someone else is minting: the old token is accepted until it expires.
       if (this.#isUsable(cached)) return cached;
-      // The holder may have died: its lock expires after lockTtlMs, then we mint ourselves.
+      // The holder may have died: its lock expires after LOCK_TTL_MS, then we mint ourselves.
       if (performance.now() >= giveUpAt) return this.#mintAndStore();
-      await sleep(lockPollMs);
+      await setTimeout(LOCK_POLL_MS);
       const polled = await this.#cacheOp('get', () => cache.get());
       if (this.#isUsable(polled)) return polled;
     }
@@ -123,7 +139,7 @@ export class TokenProvider {
     };
     this.#options.onMinted?.();
     this.#options.logger?.info({ expiresInMs: minted.lifetimeMs }, 'perks: minted an access token');
-    await this.#cacheOp('set', () => cache.set(token, now()));
+    await this.#cacheOp('set', async () => cache?.set(token, now()));
     return token;
   }
 
@@ -146,8 +162,7 @@ export class TokenProvider {
 }
 
 /** Resolves like `promise`, or rejects with the signal's reason once it aborts. */
-function abortable<T>(promise: Promise<T>, signal?: AbortSignal): Promise<T> {
-  if (!signal) return promise;
+function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   if (signal.aborted) return Promise.reject(signal.reason);
   return new Promise<T>((resolve, reject) => {
     const onAbort = () => reject(signal.reason);

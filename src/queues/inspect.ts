@@ -4,41 +4,36 @@ import { jobNames, type QueueKind } from './names.js';
 import type { Queues } from './queues.js';
 import { readTally, type TallyStore } from './reconciliation-tally.js';
 
-export const countedStates = [
-  'wait',
-  'prioritized',
-  'active',
-  'delayed',
-  'completed',
-  'failed',
-] as const;
+const countedStates = ['wait', 'prioritized', 'active', 'delayed', 'completed', 'failed'] as const;
 export type CountedState = (typeof countedStates)[number];
-
-export async function queueCounts(
-  queues: Queues,
-): Promise<Record<QueueKind, Record<CountedState, number>>> {
-  const entries = await Promise.all(
-    (Object.keys(queues) as QueueKind[]).map(async (kind) => {
-      const counts = await queues[kind].getJobCounts(...countedStates);
-      const row = Object.fromEntries(countedStates.map((s) => [s, counts[s] ?? 0]));
-      return [kind, row as Record<CountedState, number>] as const;
-    }),
-  );
-  return Object.fromEntries(entries) as Record<QueueKind, Record<CountedState, number>>;
-}
 
 export interface FailedJob {
   queue: QueueKind;
   job: Job;
 }
 
+/** `read` run on every queue, its answers keyed by queue kind. */
+function eachQueue<T>(
+  queues: Queues,
+  read: (queue: Queues[QueueKind], kind: QueueKind) => Promise<T>,
+) {
+  return Promise.all((Object.keys(queues) as QueueKind[]).map((kind) => read(queues[kind], kind)));
+}
+
+export async function queueCounts(
+  queues: Queues,
+): Promise<Record<QueueKind, Record<CountedState, number>>> {
+  const rows = await eachQueue(queues, async (queue, kind) => {
+    const counts = await queue.getJobCounts(...countedStates);
+    return [kind, Object.fromEntries(countedStates.map((s) => [s, counts[s] ?? 0]))] as const;
+  });
+  return Object.fromEntries(rows) as Record<QueueKind, Record<CountedState, number>>;
+}
+
 /** The most recent failed jobs of every queue, newest first, at most `limit` in all. */
 export async function failedJobs(queues: Queues, limit: number): Promise<FailedJob[]> {
-  const perQueue = await Promise.all(
-    (Object.keys(queues) as QueueKind[]).map(async (queue) => {
-      const jobs = await queues[queue].getFailed(0, limit - 1);
-      return jobs.map((job) => ({ queue, job }));
-    }),
+  const perQueue = await eachQueue(queues, async (queue, kind) =>
+    (await queue.getFailed(0, limit - 1)).map((job) => ({ queue: kind, job })),
   );
   return perQueue
     .flat()
@@ -48,11 +43,10 @@ export async function failedJobs(queues: Queues, limit: number): Promise<FailedJ
 
 /** Jobs waiting in delayed for a retry after a failed attempt, at most `limit` in all. */
 export async function retryingJobs(queues: Queues, limit: number): Promise<FailedJob[]> {
-  const perQueue = await Promise.all(
-    (Object.keys(queues) as QueueKind[]).map(async (queue) => {
-      const jobs = await queues[queue].getDelayed(0, limit - 1);
-      return jobs.filter((job) => job.failedReason).map((job) => ({ queue, job }));
-    }),
+  const perQueue = await eachQueue(queues, async (queue, kind) =>
+    (await queue.getDelayed(0, limit - 1))
+      .filter((job) => job.failedReason)
+      .map((job) => ({ queue: kind, job })),
   );
   return perQueue.flat().slice(0, limit);
 }
@@ -118,9 +112,8 @@ export async function reconciliationView(
     state = 'finished';
     finishedAt = tally.finishedAt;
   } else if (jobState === 'completed' && (await nothingLeftOf(queues, jobId))) {
-    // Every sync of it has ended, but an outcome went uncounted (a job failed by the stalled
-    // check, which no listener hears; a job that went active as it was given the id): finished
-    // all the same, as of now.
+    // Every sync of it ended, but an outcome went uncounted (e.g. a job failed by the stalled
+    // check, which no listener hears): finished all the same, as of now.
     state = 'finished';
     finishedAt = new Date().toISOString();
   }
@@ -163,9 +156,8 @@ async function nothingLeftOf(queues: Queues, reconciliation: string): Promise<bo
 const iso = (ms: number) => new Date(ms).toISOString();
 
 /**
- * The consumer a job is about, for display (`first +7 more` for a job of several): failed
- * jobs are where malformed payloads end up, so the data may be anything (null, a string, an
- * array).
+ * The consumer a job is about, for display (`first +7 more` for a job of several). Failed jobs
+ * hold malformed payloads too: the data may be anything.
  */
 export function jobSubject(data: unknown): string {
   if (typeof data !== 'object' || data === null) return '';

@@ -1,9 +1,6 @@
 import { randomBytes } from 'node:crypto';
 
-/**
- * Queue and job names. Queue keys live under the QUEUE_PREFIX (BullMQ's `prefix`), so one
- * Redis can host several deployments side by side. Names contain no `:` (BullMQ forbids it).
- */
+/** Queue and job names, without `:` (BullMQ forbids it); keys live under QUEUE_PREFIX. */
 export const queueNames = {
   enrollment: 'enrollment',
   rewardSync: 'reward-sync',
@@ -32,10 +29,8 @@ export const reconcileSchedulerId = 'reconcile-schedule';
 export const reconcileDeduplicationId = 'reconciliation';
 
 /**
- * Enrollment job ids derive from the consumer id: `enroll-<consumer id>-<when>`. The
- * deduplication id (`enroll-<consumer id>`) is what keeps one enrollment per consumer pending
- * at a time; the suffix lets a new request follow a finished one. Consumer ids never hold `:`,
- * so neither do these ids, and they are never all digits.
+ * `enroll-<consumer id>-<when>`: never all digits, never a `:`. The deduplication id keeps one
+ * enrollment per consumer pending; the suffix lets a new request follow a finished one.
  */
 export function enrollmentJobId(consumerId: string, at: Date = new Date()): string {
   return `enroll-${consumerId}-${at.getTime().toString(36)}${randomBytes(2).toString('hex')}`;

@@ -30,10 +30,9 @@ export function defaultJobOptions(policy: JobPolicy): DefaultJobOptions {
 export type Queues = Record<QueueKind, Queue>;
 
 /**
- * The three queues on one shared connection (Queue objects do not block, so they can share).
- * Without an 'error' listener BullMQ prints every reconnect failure to the console: log the
- * first of an outage instead. With `telemetry`, an add is a span of the active trace, and the
- * job carries that trace to the worker, whose job span continues it.
+ * The three queues on one shared connection (Queue objects do not block). An 'error' listener
+ * logs the first failure of an outage (BullMQ would print every reconnect). With `telemetry`,
+ * a job carries its producer's trace to the worker.
  */
 export function openQueues(
   connection: RedisClient,

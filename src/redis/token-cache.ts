@@ -1,22 +1,18 @@
 /**
- * The Perks access token shared through Redis, so N replicas mint about one token an hour
- * instead of N. The token lives under `<prefix>:perks:token` with a PX expiry at the token's
- * own expiry; a `SET NX PX` lock lets one replica mint while the others poll the key. The
- * token value is stored, never logged.
- *
- * Keep one key per API client: two programs or environments sharing a prefix must pass
- * different `name`s (the client id is a good one; it is not a secret).
+ * The Perks access token shared through Redis, so N replicas mint one token an hour, not N:
+ * `<prefix>:perks:token:<name>` expires with the token, and a lock lets one replica mint while
+ * the others poll. `name` (the client id) keeps API clients sharing a prefix apart.
  */
 import { z } from 'zod';
-import type { CachedToken, TokenCache, TokenLock } from '../perks/token-cache.js';
-import type { RedisClient } from '../queues/connection.js';
+import { tryJson } from '../perks/errors.js';
+import type { CachedToken, TokenCache, TokenLock } from '../perks/tokens.js';
+import type { RedisClient } from './connection.js';
 import { acquireRedisLock } from './lock.js';
 
-export interface RedisTokenCacheOptions {
+interface RedisTokenCacheOptions {
   redis: RedisClient;
-  /** Key prefix, e.g. the queue prefix `perks` (or `{perks}` on Redis Cluster). */
+  /** The queue prefix: `{perks}` on a cluster. */
   prefix: string;
-  /** Distinguishes API clients sharing a prefix. Default 'default'. */
   name?: string;
 }
 
@@ -26,8 +22,7 @@ const storedSchema = z.object({
   refreshAt: z.number(),
 });
 
-// Deletes the key only if it still holds what we expect: a replica that saw a 401 must not
-// drop the fresh token another replica has just stored, nor a lock it no longer owns.
+// A replica that saw a 401 must not drop the fresh token another has just stored.
 const deleteIfTokenIs = `
 local value = redis.call('GET', KEYS[1])
 if not value then return 0 end
@@ -38,24 +33,16 @@ return 0`;
 export class RedisTokenCache implements TokenCache {
   readonly #redis: RedisClient;
   readonly #tokenKey: string;
-  readonly #lockKey: string;
 
   constructor(options: RedisTokenCacheOptions) {
     this.#redis = options.redis;
-    const base = `${options.prefix}:perks:token:${options.name ?? 'default'}`;
-    this.#tokenKey = base;
-    this.#lockKey = `${base}:lock`;
+    this.#tokenKey = `${options.prefix}:perks:token:${options.name ?? 'default'}`;
   }
 
   async get(): Promise<CachedToken | undefined> {
     const value = await this.#redis.get(this.#tokenKey);
-    if (value === null) return undefined;
-    try {
-      const parsed = storedSchema.safeParse(JSON.parse(value));
-      return parsed.success ? parsed.data : undefined;
-    } catch {
-      return undefined;
-    }
+    const parsed = storedSchema.safeParse(value === null ? undefined : tryJson(value));
+    return parsed.success ? parsed.data : undefined;
   }
 
   async set(token: CachedToken, now: number): Promise<void> {
@@ -69,6 +56,6 @@ export class RedisTokenCache implements TokenCache {
   }
 
   lock(ttlMs: number): Promise<TokenLock | undefined> {
-    return acquireRedisLock(this.#redis, this.#lockKey, ttlMs);
+    return acquireRedisLock(this.#redis, `${this.#tokenKey}:lock`, ttlMs);
   }
 }

@@ -1,11 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseRetryAfter } from '../../../src/perks/error-mapping.js';
 import {
   AuthError,
   ConflictError,
   ConsumerNotEnrolledError,
   NotFoundError,
   PerksError,
+  parseRetryAfter,
   ResponseShapeError,
   ThrottledError,
   TransportError,

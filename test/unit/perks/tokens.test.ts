@@ -5,8 +5,7 @@ import {
   ThrottledError,
   TokenMintError,
 } from '../../../src/perks/errors.js';
-import { InMemoryTokenCache } from '../../../src/perks/token-cache.js';
-import { refreshMarginMs } from '../../../src/perks/tokens.js';
+import { type CachedToken, refreshMarginMs, type TokenCache } from '../../../src/perks/tokens.js';
 import {
   CLIENT_ID,
   CONSUMER,
@@ -184,7 +183,16 @@ describe('token lifetime', () => {
   });
 
   it('two clients given one cache share one token', async () => {
-    const cache = new InMemoryTokenCache();
+    let stored: CachedToken | undefined;
+    const cache: TokenCache = {
+      get: async () => stored,
+      set: async (token) => {
+        stored = token;
+      },
+      invalidate: async (token) => {
+        if (stored?.accessToken === token) stored = undefined;
+      },
+    };
     api = fakeApi({ api: okReward, client: { tokenCache: cache } });
     const other = fakeApi({ api: okReward, client: { tokenCache: cache } });
     await api.client.getReward(CONSUMER, REWARD_ID);

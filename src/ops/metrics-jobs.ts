@@ -1,0 +1,184 @@
+/** Metrics of the jobs: attempts and failures per queue, queue depths, and the domain facts. */
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { withTimeout } from './timeouts.js';
+
+/** Why a job attempt did not complete, as a bounded label. */
+export type FailureReason = 'unrecoverable' | 'rate_limited' | 'error';
+
+/** Whatever can count its jobs by state: a BullMQ Queue, without ops needing queue code. */
+export interface CountableQueue {
+  readonly name: string;
+  getJobCounts(...types: string[]): Promise<Record<string, number>>;
+}
+
+/** A scrape gives up on queue depths after this long. */
+export const scrapeReadTimeoutMs = 1000;
+
+const durationBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
+
+/** What the worker assembly records around every job attempt, and the queues it watches. */
+export function workerMetrics(registers: Registry[]) {
+  const completed = new Counter({
+    name: 'perks_worker_jobs_completed_total',
+    help: 'Jobs completed, per queue.',
+    labelNames: ['queue'] as const,
+    registers,
+  });
+  const failed = new Counter({
+    name: 'perks_worker_jobs_failed_total',
+    help: 'Jobs failed for good (no attempt left, or unrecoverable), per queue and reason.',
+    labelNames: ['queue', 'reason'] as const,
+    registers,
+  });
+  const retried = new Counter({
+    name: 'perks_worker_jobs_retried_total',
+    help: 'Job attempts that failed and will be retried (error: with backoff, spending an attempt; rate_limited: after the API asked us to wait, not spending one).',
+    labelNames: ['queue', 'reason'] as const,
+    registers,
+  });
+  const duration = new Histogram({
+    name: 'perks_worker_job_duration_seconds',
+    help: 'Duration of one job attempt, per queue and outcome.',
+    labelNames: ['queue', 'outcome'] as const,
+    buckets: durationBuckets,
+    registers,
+  });
+  const watchDepths = queueDepthGauge(registers);
+  return {
+    /** Every attempt; a rate-limited one also counts as retried (BullMQ emits no event). */
+    jobAttempt(queue: string, outcome: 'completed' | FailureReason, durationSeconds: number) {
+      duration.observe({ queue, outcome }, durationSeconds);
+      if (outcome === 'rate_limited') retried.inc({ queue, reason: outcome });
+    },
+    jobCompleted(queue: string) {
+      completed.inc({ queue });
+    },
+    /** `final` when no attempt is left (or it was unrecoverable). */
+    jobFailed(queue: string, reason: FailureReason, final: boolean) {
+      if (final) failed.inc({ queue, reason });
+      else retried.inc({ queue, reason });
+    },
+    /** Read the depth of these queues at every scrape; their series exist from the start, at 0. */
+    watchQueues(queues: readonly CountableQueue[]) {
+      watchDepths(queues);
+      for (const { name: queue } of queues) {
+        completed.inc({ queue }, 0);
+        for (const reason of ['unrecoverable', 'error']) failed.inc({ queue, reason }, 0);
+        for (const reason of ['rate_limited', 'error']) retried.inc({ queue, reason }, 0);
+      }
+    },
+  };
+}
+
+function queueDepthGauge(registers: Registry[]): (queues: readonly CountableQueue[]) => void {
+  let watched: readonly CountableQueue[] = [];
+  const states = ['wait', 'prioritized', 'active', 'delayed', 'failed'];
+  new Gauge({
+    name: 'perks_worker_queue_jobs',
+    help: 'Jobs in each queue per state, read from Redis at scrape time (shared by all replicas).',
+    labelNames: ['queue', 'state'] as const,
+    registers,
+    async collect() {
+      this.reset();
+      const queues = watched;
+      // Redis away: the series are left out of this scrape (and /readyz says why).
+      const counts = await withTimeout(
+        Promise.all(queues.map((queue) => queue.getJobCounts(...states))),
+        scrapeReadTimeoutMs,
+      ).catch(() => []);
+      for (const [i, c] of counts.entries()) {
+        const queue = queues[i]?.name ?? '';
+        // 'prioritized' jobs are waiting too, in another list.
+        this.set({ queue, state: 'waiting' }, (c.wait ?? 0) + (c.prioritized ?? 0));
+        this.set({ queue, state: 'active' }, c.active ?? 0);
+        this.set({ queue, state: 'delayed' }, c.delayed ?? 0);
+        this.set({ queue, state: 'failed' }, c.failed ?? 0);
+      }
+    },
+  });
+  return (queues) => {
+    watched = queues;
+  };
+}
+
+export type RewardSyncOutcome = 'synced' | 'not_enrolled' | 'retried_alone';
+
+/** What processors record: domain facts, not job mechanics. */
+export function jobMetrics(registers: Registry[]) {
+  return { ...syncMetrics(registers), ...reconciliationMetrics(registers) };
+}
+
+function syncMetrics(registers: Registry[]) {
+  const rewards = new Counter({
+    name: 'perks_worker_rewards_written_total',
+    help: 'Rewards written to Postgres, per result: inserted (new), updated (changed) or unchanged.',
+    labelNames: ['result'] as const,
+    registers,
+  });
+  const statusChanges = new Counter({
+    name: 'perks_worker_reward_status_changes_total',
+    help: 'Reward status changes recorded.',
+    registers,
+  });
+  const pages = new Counter({
+    name: 'perks_worker_reward_pages_written_total',
+    help: 'Reward pages written to Postgres.',
+    registers,
+  });
+  const enrollments = new Counter({
+    name: 'perks_worker_enrollments_total',
+    help: 'Consumers enrolled, per outcome (created, or already_enrolled: a 409).',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
+  const rewardSyncs = new Counter({
+    name: 'perks_worker_reward_syncs_total',
+    help: 'Consumer reward syncs ended, per outcome: synced, not_enrolled, or retried_alone (failed in a job of several consumers; retried in its own job).',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
+  return {
+    rewardPageWritten(written: {
+      inserted: number;
+      updated: number;
+      unchanged: number;
+      statusChanges: number;
+    }) {
+      pages.inc();
+      rewards.inc({ result: 'inserted' }, written.inserted);
+      rewards.inc({ result: 'updated' }, written.updated);
+      rewards.inc({ result: 'unchanged' }, written.unchanged);
+      statusChanges.inc(written.statusChanges);
+    },
+    enrollment(outcome: 'created' | 'already_enrolled') {
+      enrollments.inc({ outcome });
+    },
+    /** `retried_alone`: it failed inside a job of several consumers and got a job of its own. */
+    rewardSync(outcome: RewardSyncOutcome) {
+      rewardSyncs.inc({ outcome });
+    },
+  };
+}
+
+function reconciliationMetrics(registers: Registry[]) {
+  const reconcileEnqueued = new Gauge({
+    name: 'perks_worker_reconciliation_enqueued_consumers',
+    help: 'Consumers enqueued for a reward sync by the reconciliation running in this process (0 when none).',
+    registers,
+  });
+  const reconciliations = new Counter({
+    name: 'perks_worker_reconciliations_finished_total',
+    help: 'Reconciliations that finished fanning out in this process.',
+    registers,
+  });
+  return {
+    /** Consumers enqueued so far by the running reconciliation. */
+    reconciliationProgress(enqueued: number) {
+      reconcileEnqueued.set(enqueued);
+    },
+    reconciliationFinished() {
+      reconcileEnqueued.set(0);
+      reconciliations.inc();
+    },
+  };
+}
