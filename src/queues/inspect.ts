@@ -2,7 +2,7 @@
 import type { Job } from 'bullmq';
 import { jobNames, type QueueKind } from './names.js';
 import type { Queues } from './queues.js';
-import { readTally, type TallyStore } from './reconciliation-tally.js';
+import { readTally, type TallyStore } from '../reconciliation/tally.js';
 
 const countedStates = ['wait', 'prioritized', 'active', 'delayed', 'completed', 'failed'] as const;
 export type CountedState = (typeof countedStates)[number];
