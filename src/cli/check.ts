@@ -26,25 +26,16 @@ import {
   skip,
 } from './check-result.js';
 import { checkDatabase, checkDirectDatabase, checkRedis } from './check-stores.js';
-import { type CommandSpec, environmentOf, parseCommandArgs } from './command.js';
+import { environmentOf } from './program.js';
 
 /** Every group `work` loads: what passes here is what `work` will accept. */
 const groups = configGroups;
 
-const spec = {
-  name: 'check',
-  summary:
-    'Check the configuration and every service the worker needs, before running it: Redis,\nPostgreSQL and its schema, a token mint and one GET against the API, RabbitMQ and the webhook\nURL when configured. One line per check, ✓ or ✗ with its fix; exits 0 only when all pass.',
-  options: { json: { type: 'boolean' } },
-  help: [
-    '--json                     print {ok, checks: [{name, target?, ok, skipped?, detail, fix?}]}',
-  ],
-  config: groups,
-} as const satisfies CommandSpec;
+export interface CheckOptions {
+  json?: boolean;
+}
 
-export async function run(argv: readonly string[]): Promise<number> {
-  const args = parseCommandArgs(spec, argv);
-  if (!args) return 0;
+export async function run(options: CheckOptions): Promise<number> {
   const { config, problems } = loadEachGroup();
   const secrets = secretsOf(config);
   const checks = [configurationResults(config, problems), ...serviceChecks(config)];
@@ -54,12 +45,11 @@ export async function run(argv: readonly string[]): Promise<number> {
     for (const result of [await check].flat()) {
       const clean = scrub(result, secrets);
       results.push(clean);
-      if (!args.values.json) process.stdout.write(`${formatLine(clean)}\n`);
+      if (!options.json) process.stdout.write(`${formatLine(clean)}\n`);
     }
   }
   const ok = results.every((r) => r.ok);
-  if (args.values.json)
-    process.stdout.write(`${JSON.stringify({ ok, checks: results }, null, 2)}\n`);
+  if (options.json) process.stdout.write(`${JSON.stringify({ ok, checks: results }, null, 2)}\n`);
   // Every connection is closed, but one to a host that accepted and never answered can wait
   // for a FIN that never comes; the results are out, so it must not hold the exit. Unref'd:
   // without such a socket the process ends at once, with the exit code index.ts sets.

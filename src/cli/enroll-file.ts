@@ -11,9 +11,9 @@ import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { loadConfig } from '../config.js';
+import { UsageError } from '../errors.js';
 import { enqueueEnrollments, type ValidEnrollment } from '../queues/bulk-enroll.js';
 import type { Producer } from '../queues/producer.js';
-import { UsageError } from './command.js';
 import { EnrollmentFollower } from './enroll-follow.js';
 import {
   EnrollmentInputError,

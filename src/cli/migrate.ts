@@ -10,19 +10,8 @@ import {
   MigrationFileError,
 } from '../store/errors.js';
 import { migrate } from '../store/migrate.js';
-import { type CommandSpec, parseCommandArgs } from './command.js';
 
-const spec = {
-  name: 'migrate',
-  config: ['database', 'log'],
-  summary:
-    'Create the database named in DATABASE_URL if it does not exist, then apply the migrations\nto DATABASE_SCHEMA. Idempotent, and safe when several replicas run it at once.',
-  options: {},
-  help: [],
-} as const satisfies CommandSpec;
-
-export async function run(argv: readonly string[]): Promise<number> {
-  if (!parseCommandArgs(spec, argv)) return 0;
+export async function run(): Promise<number> {
   const config = loadConfig(['database', 'log']);
   // The readable lines below say what happened; the logger adds only warnings unless the
   // user asked for more than `info`.

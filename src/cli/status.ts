@@ -21,8 +21,7 @@ import {
   type DatastoreSummary,
   readSummary,
 } from '../store/summary.js';
-import { type CommandSpec, parseCommandArgs } from './command.js';
-import { producerGroups, withProducer } from './producer-session.js';
+import { withProducer } from './producer-session.js';
 import {
   datastoreBlock,
   failuresBlock,
@@ -33,14 +32,9 @@ import {
   retryingBlock,
 } from './report.js';
 
-const spec = {
-  name: 'status',
-  config: [...producerGroups, 'database', 'events'],
-  summary:
-    'Show a failing token mint, queue counts, the last reconciliation, jobs waiting to retry,\nthe datastore totals, the webhook delivery lag and recent failures. Exits 1 while minting\nfails or the datastore is unavailable.',
-  options: { json: { type: 'boolean' } },
-  help: ['--json                 print the same as one JSON object'],
-} satisfies CommandSpec;
+export interface StatusOptions {
+  json?: boolean;
+}
 
 type StatusConfig = Pick<Config, 'redis' | 'database' | 'events'>;
 
@@ -55,14 +49,12 @@ interface Status {
   datastoreError?: string;
 }
 
-export async function run(argv: readonly string[]): Promise<number> {
-  const args = parseCommandArgs(spec, argv);
-  if (!args) return 0;
+export async function run(options: StatusOptions): Promise<number> {
   const config = loadConfig(['redis', 'database', 'events']);
   return withProducer(async (producer) => {
     const status = await gather(producer, config);
     process.stdout.write(
-      args.values.json
+      options.json
         ? `${JSON.stringify(toJson(status, config), null, 2)}\n`
         : `${render(status, config)}\n`,
     );

@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { formatPath } from '../perks/paging.js';
 import { consentSchema, consumerIdSchema } from '../perks/schemas.js';
 import { jobNames, maxConsumersPerSyncJob } from './names.js';
+import { InputError } from '../errors.js';
 
 /** The client's own customer id: any non-empty string of sane length. */
 export const userIdSchema = z
@@ -86,7 +87,7 @@ export type JobPayload<N extends JobName> = z.input<(typeof jobPayloadSchemas)[N
 export type PerksJob<N extends JobName> = Job<JobPayload<N>, unknown, N>;
 
 /** Thrown by `parsePayload`: one line naming each bad field. */
-export class InvalidPayloadError extends Error {
+export class InvalidPayloadError extends InputError {
   override readonly name = 'InvalidPayloadError';
 }
 
