@@ -5,10 +5,10 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { Registry } from 'prom-client';
+import { OperationalError } from '../errors.js';
 import type { Logger } from './logger.js';
 import { oncePerOutage } from './outage.js';
 import { withTimeout } from './timeouts.js';
-import { OperationalError } from '../errors.js';
 
 export interface ReadinessCheck {
   name: string;

@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
-import { isConsumerId } from '../perks/schemas.js';
 import { InputError } from '../errors.js';
+import { isConsumerId } from '../perks/schemas.js';
 
 /** Thrown when a user id needs the HMAC key and none is configured. */
 export class ConsumerIdKeyMissingError extends InputError {

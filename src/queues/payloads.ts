@@ -6,10 +6,10 @@
 
 import type { Job } from 'bullmq';
 import { z } from 'zod';
+import { InputError } from '../errors.js';
 import { formatPath } from '../perks/paging.js';
 import { consentSchema, consumerIdSchema } from '../perks/schemas.js';
 import { jobNames, maxConsumersPerSyncJob } from './names.js';
-import { InputError } from '../errors.js';
 
 /** The client's own customer id: any non-empty string of sane length. */
 export const userIdSchema = z
