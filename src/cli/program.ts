@@ -1,33 +1,32 @@
 /**
  * The `perks-worker` commands and their options, declared once: commander parses, validates,
  * writes the help and suggests the nearest name. Nothing heavy is imported here, so that
- * --help stays fast: each action imports its command module when it runs.
+ * --help stays fast: an action imports its command module when it runs, and calls its `run`
+ * with the positionals and the parsed options.
  */
-import { Command, CommanderError, Help, InvalidArgumentError, Option } from 'commander';
+import { Command, CommanderError, Help, InvalidArgumentError } from 'commander';
 import type { VariableSpec } from '../config/define.js';
 import { type ConfigGroup, configGroups, variables } from '../config.js';
 import { UsageError } from '../errors.js';
 import { CONSENTS, type Consent, consentSchema } from '../perks/schemas.js';
-import type { CheckOptions } from './check.js';
-import type { EnrollOptions } from './enroll.js';
 import { type InputFormat, inputFormats } from './enroll-input.js';
-import type { EventsOptions } from './events.js';
-import type { FailedOptions } from './failed.js';
-import type { ReconcileOptions } from './reconcile.js';
-import type { SandboxCommandOptions } from './sandbox.js';
-import type { StatusOptions } from './status.js';
 
 /** What a producer session reads ('worker': the jobs it enqueues get the worker's attempts). */
 export const producerGroups = ['consumerIds', 'redis', 'worker', 'log'] as const;
 
+type CommandModule = Promise<{ run: (...args: never[]) => Promise<number> }>;
+
 /** Runs the command line `argv` (without node and the script) to its exit status. */
 export async function runCli(argv: readonly string[], version: string): Promise<number> {
   let status = 0;
-  const program = createProgram(version, (code) => {
-    status = code;
-  });
+  // The last argument of an action is the Command itself: `run` takes the ones before it.
+  const lazy =
+    (load: () => CommandModule) =>
+    async (...args: unknown[]) => {
+      status = await (await load()).run(...(args.slice(0, -1) as never[]));
+    };
   try {
-    await program.parseAsync(argv, { from: 'user' });
+    await declare(new Command('perks-worker'), version, lazy).parseAsync(argv, { from: 'user' });
   } catch (error) {
     // Help and --version end with exit code 0; a bare `perks-worker` shows its help and fails.
     if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2;
@@ -36,20 +35,17 @@ export async function runCli(argv: readonly string[], version: string): Promise<
   return status;
 }
 
-export function createProgram(version: string, exit: (status: number) => void): Command {
-  const exits =
-    <A extends unknown[]>(action: (...args: A) => Promise<number>) =>
-    async (...args: A) =>
-      exit(await action(...args));
-  const program = new Command('perks-worker')
+function declare(
+  program: Command,
+  version: string,
+  lazy: (load: () => CommandModule) => (...args: unknown[]) => Promise<void>,
+): Command {
+  program
     .usage('<command> [options]')
     .version(`perks-worker ${version}`, '-V, --version', 'print the version')
     .helpOption('-h, --help', 'show this help')
     .helpCommand('help [command]', "show a command's help, as <command> --help does")
-    .addHelpText(
-      'after',
-      "\nEach command's help lists the environment variables it reads: see docs/configuration.md.",
-    );
+    .addHelpText('after', "\nEach command's --help lists the environment variables it reads.");
   const command = (name: string, summary: string, description: string, groups: ConfigGroup[]) =>
     program
       .command(name)
@@ -67,11 +63,7 @@ export function createProgram(version: string, exit: (status: number) => void): 
       '--skip-migrate',
       'do not apply migrations at start (when a deploy step runs `migrate`)',
     )
-    .action(
-      exits(async (options: WorkOptions) =>
-        (await import('./work.js')).run(options.skipMigrate ? ['--skip-migrate'] : []),
-      ),
-    );
+    .action(lazy(() => transitional.work()));
 
   command(
     'check',
@@ -80,50 +72,36 @@ export function createProgram(version: string, exit: (status: number) => void): 
     [...configGroups],
   )
     .option('--json', 'print {ok, checks: [{name, target?, ok, skipped?, detail, fix?}]}')
-    .action(exits(async (options: CheckOptions) => (await import('./check.js')).run(options)));
+    .action(lazy(() => import('./check.js')));
 
   command(
     'migrate',
     'create the database if needed and apply migrations',
     'Create the database named in DATABASE_URL if it does not exist, then apply the migrations to DATABASE_SCHEMA. Idempotent, and safe when several replicas run it at once.',
     ['database', 'log'],
-  ).action(exits(async () => (await import('./migrate.js')).run()));
+  ).action(lazy(() => import('./migrate.js')));
 
   command(
     'enroll',
     'enqueue the enrollment of one customer, or of many from a CSV or JSON Lines file',
-    [
-      'Enqueue the enrollment of one customer. <user-id> is your own customer id: used as the consumer id when it is one (2-100 of a-z A-Z 0-9 _ -), otherwise derived from it with PERKS_CONSUMER_ID_KEY. A running `perks-worker work` does the rest.',
-      'With --file (and no <user-id>), enqueue many: CSV with a header naming user_id and optionally extra_consents and removed_consents (consents `;`-separated), or JSON Lines ({"user_id": "...", "extra_consents": ["TARGETING"]}). A consumer whose enrollment is pending is not enqueued twice, so a rerun after an interruption does no harm. Bad lines are reported on stderr (`line 17: user_id: must not be empty`) and skipped. Exit status: 0; 1 when a line was bad or, with --wait, an enrollment failed; 130 when interrupted.',
-    ].join('\n\n'),
+    'Enqueue the enrollment of one customer. <user-id> is your own customer id: used as the consumer id when it is one (2-100 of a-z A-Z 0-9 _ -), otherwise derived from it with PERKS_CONSUMER_ID_KEY. A running `perks-worker work` does the rest.\n\nWith --file (and no <user-id>), enqueue many: CSV with a header naming user_id and optionally extra_consents and removed_consents (consents `;`-separated), or JSON Lines ({"user_id": "...", "extra_consents": ["TARGETING"]}). A consumer whose enrollment is pending is not enqueued twice, so a rerun after an interruption does no harm. Bad lines are reported on stderr (`line 17: user_id: must not be empty`) and skipped. Exit status: 0; 1 when a line was bad or, with --wait, an enrollment failed; 130 when interrupted.',
     [...producerGroups],
   )
     .argument('[user-id]', 'your id of the customer (required without --file)')
-    .addOption(
-      new Option(
-        '--consent <consent>',
-        `add an extra consent (repeatable): ${CONSENTS.join(', ')}`,
-      ).argParser(consents),
+    .option(
+      '--consent <consent>',
+      `add an extra consent (repeatable): ${CONSENTS.join(', ')}`,
+      consent,
     )
-    .addOption(
-      new Option(
-        '--remove-consent <consent>',
-        'remove a consent (repeatable), same values',
-      ).argParser(consents),
-    )
+    .option('--remove-consent <consent>', 'remove a consent (repeatable), same values', consent)
     .option('--file <path>', 'enroll every record of a CSV or JSON Lines file; - reads stdin')
-    .addOption(
-      new Option(
-        '--format <format>',
-        'csv or jsonl; default: by extension (.csv .jsonl .ndjson), else jsonl if it starts with {',
-      ).argParser(format),
+    .option(
+      '--format <format>',
+      'csv or jsonl; default: by extension (.csv .jsonl .ndjson), else jsonl if it starts with {',
+      format,
     )
     .option('--wait', 'follow the enrollments to their end and print what became of them')
-    .action(
-      exits(async (userId: string | undefined, options: EnrollOptions) =>
-        (await import('./enroll.js')).run(userId, options),
-      ),
-    );
+    .action(lazy(() => import('./enroll.js')));
 
   command(
     'sync',
@@ -132,7 +110,7 @@ export function createProgram(version: string, exit: (status: number) => void): 
     [...producerGroups],
   )
     .argument('<consumer-id>', 'the Perks consumer id')
-    .action(exits(async (consumerId: string) => (await import('./sync.js')).run(consumerId)));
+    .action(lazy(() => import('./sync.js')));
 
   command(
     'reconcile',
@@ -144,9 +122,7 @@ export function createProgram(version: string, exit: (status: number) => void): 
       '--wait',
       'show its progress until every consumer is synced, then its figures; exit 1 if a consumer failed or the reconciliation did (Ctrl-C stops following only: it goes on in the worker)',
     )
-    .action(
-      exits(async (options: ReconcileOptions) => (await import('./reconcile.js')).run(options)),
-    );
+    .action(lazy(() => import('./reconcile.js')));
 
   command(
     'status',
@@ -155,7 +131,7 @@ export function createProgram(version: string, exit: (status: number) => void): 
     [...producerGroups, 'database', 'events'],
   )
     .option('--json', 'print the same as one JSON object')
-    .action(exits(async (options: StatusOptions) => (await import('./status.js')).run(options)));
+    .action(lazy(() => import('./status.js')));
 
   command(
     'failed',
@@ -164,16 +140,11 @@ export function createProgram(version: string, exit: (status: number) => void): 
     [...producerGroups],
   )
     .option('--retry', 'retry the listed failed jobs (they go back to the queue)')
-    .option(
-      '--limit <n>',
-      'how many failed jobs to list or retry, at most 10000',
-      whole(1, 10_000),
-      50,
-    )
+    .option('--limit <n>', 'how many to list or retry, at most 10000', whole(1, 10_000), 50)
     .option('--json', 'print {"jobs": [...], "retried": N} instead of a table')
-    .action(exits(async (options: FailedOptions) => (await import('./failed.js')).run(options)));
+    .action(lazy(() => import('./failed.js')));
 
-  const events = command(
+  command(
     'events',
     'list reward events and their webhook delivery, or replay them',
     'List the latest reward events with their webhook delivery state (delivered, pending, failed), newest first. `perks-worker events replay --from <id>` delivers again from an id.',
@@ -181,17 +152,14 @@ export function createProgram(version: string, exit: (status: number) => void): 
   )
     .option('--failed', 'only the events given up after WEBHOOK_MAX_AGE_HOURS')
     .option('--limit <n>', 'how many to list, at most 10000', whole(1, 10_000), 20)
-    .action(exits(async (options: EventsOptions) => (await import('./events.js')).run(options)));
-  events
+    .action(lazy(() => import('./events.js')))
     .command('replay')
     .description(
       'Deliver every event from an id on again: the consumers concerned go back before it, and a running `perks-worker work` with WEBHOOK_URL set delivers them in order.',
     )
     .requiredOption('--from <event-id>', 'the first event id to deliver again', eventId)
     .addHelpText('after', () => environmentHelp(['database']))
-    .action(
-      exits(async (options: { from: string }) => (await import('./events.js')).replay(options)),
-    );
+    .action(lazy(async () => ({ run: (await import('./events.js')).replay })));
 
   command(
     'sandbox',
@@ -205,13 +173,8 @@ export function createProgram(version: string, exit: (status: number) => void): 
     .option('--seed <n>', 'seed of the generated data', whole(0, 2 ** 32 - 1), 1)
     .option('--rewards-min <n>', 'fewest rewards per generated consumer', whole(0, 1e6), 0)
     .option('--rewards-max <n>', 'most rewards per generated consumer (default 30)', whole(0, 1e6))
-    .option(
-      '--rewards-on-enroll <n>',
-      'rewards given to a consumer the API enrolls',
-      whole(0, 1e5),
-      3,
-    )
-    .option('--latency-ms <n>', 'delay added to every API response (default 0)', whole(0, 600_000))
+    .option('--rewards-on-enroll <n>', 'rewards of a consumer the API enrolls', whole(0, 1e5), 3)
+    .option('--latency-ms <n>', 'delay added to every API response (default 0)', whole(0, 6e5))
     .option(
       '--rate-limit <n>',
       'requests per second per token before 429s (default none)',
@@ -219,9 +182,7 @@ export function createProgram(version: string, exit: (status: number) => void): 
     )
     .option('--token-ttl <n>', 'lifetime of access tokens in seconds', whole(1, 86_400), 3600)
     .option('--scenario <file>', 'JSON file of extra consumers, settings and faults')
-    .action(
-      exits(async (options: SandboxCommandOptions) => (await import('./sandbox.js')).run(options)),
-    );
+    .action(lazy(() => import('./sandbox.js')));
 
   command(
     'demo',
@@ -232,20 +193,16 @@ export function createProgram(version: string, exit: (status: number) => void): 
     .option('--customers <n>', 'customers to enroll', whole(1, 100_000), 200)
     .option('--seed <n>', 'seed of the sandbox data', whole(1, 1_000_000), 7)
     .option('-v, --verbose', 'print the worker log lines (JSON) too')
-    .action(
-      exits(async (options: DemoOptions) =>
-        (await import('./demo.js')).run([
-          ...['--customers', String(options.customers), '--seed', String(options.seed)],
-          ...(options.verbose ? ['--verbose'] : []),
-        ]),
-      ),
-    );
+    .action(lazy(() => transitional.demo()));
 
   reportUsageErrors(program, []);
   return program;
 }
 
-/** The options `work` and `demo` take, once their `run` takes them instead of argv. */
+/**
+ * Until work.ts and demo.ts take their options (`run(options: WorkOptions)`,
+ * `run(options: DemoOptions)`), they get the argv they parse themselves (with command.ts).
+ */
 export interface WorkOptions {
   skipMigrate?: boolean;
 }
@@ -254,8 +211,21 @@ export interface DemoOptions {
   seed: number;
   verbose?: boolean;
 }
+const transitional = {
+  work: async () => {
+    const { run } = await import('./work.js');
+    return { run: (o: WorkOptions) => run(o.skipMigrate ? ['--skip-migrate'] : []) };
+  },
+  demo: async () => {
+    const { run } = await import('./demo.js');
+    return {
+      run: (o: DemoOptions) =>
+        run(['--customers', `${o.customers}`, '--seed', `${o.seed}`, ...(o.verbose ? ['-v'] : [])]),
+    };
+  },
+};
 
-/** A parser of whole numbers from `min` to `max`: anything else names the flag and the value. */
+/** A parser of whole numbers from `min` to `max`. */
 function whole(min: number, max: number): (raw: string) => number {
   return (raw) => {
     const value = Number(raw);
@@ -268,19 +238,15 @@ function whole(min: number, max: number): (raw: string) => number {
   };
 }
 
-/** `evt_42` or `42`. */
-function eventId(raw: string): string {
-  return String(whole(1, Number.MAX_SAFE_INTEGER)(raw.replace(/^evt_/, '')));
-}
+/** `evt_42` or `42`, as digits. */
+const eventId = (raw: string): string =>
+  String(whole(1, Number.MAX_SAFE_INTEGER)(raw.replace(/^evt_/, '')));
 
-function consents(value: string, previous: Consent[] = []): Consent[] {
+function consent(value: string, previous: Consent[] = []): Consent[] {
   const parsed = consentSchema.safeParse(value);
-  if (!parsed.success) {
-    throw new InvalidArgumentError(
-      `${JSON.stringify(value)} is not a consent (one of ${CONSENTS.join(', ')})`,
-    );
-  }
-  return [...previous, parsed.data];
+  if (parsed.success) return [...previous, parsed.data];
+  const one = `one of ${CONSENTS.join(', ')}`;
+  throw new InvalidArgumentError(`${JSON.stringify(value)} is not a consent (${one})`);
 }
 
 function format(value: string): InputFormat {
@@ -288,21 +254,21 @@ function format(value: string): InputFormat {
   throw new InvalidArgumentError(`must be csv or jsonl, got ${JSON.stringify(value)}`);
 }
 
-/** The variables of `groups`, in the configuration table's order, wrapped under a heading. */
-export function environmentHelp(groups: readonly ConfigGroup[]): string {
-  const names = environmentOf(groups).join(', ');
-  return `\nEnvironment (docs/configuration.md):\n${new Help().boxWrap(names, 78).replace(/^/gm, '  ')}`;
-}
-
+/** The variables of `groups`, in the configuration table's order. */
 export function environmentOf(groups: readonly ConfigGroup[]): string[] {
   return Object.entries(variables as Record<string, VariableSpec>)
     .filter(([, v]) => groups.includes(v.group))
     .map(([name]) => name);
 }
 
+function environmentHelp(groups: readonly ConfigGroup[]): string {
+  const names = new Help().boxWrap(environmentOf(groups).join(', '), 78);
+  return `\nEnvironment (docs/configuration.md):\n${names.replace(/^/gm, '  ')}`;
+}
+
 /**
- * Every parsing mistake becomes a UsageError of one line, prefixed with the command's name:
- * commander's message is reworded where it would span lines or not name the argument at fault.
+ * Every parsing mistake becomes a UsageError of one line, after the command's name; commander's
+ * message is reworded where it would span lines or not name the argument at fault.
  */
 function reportUsageErrors(command: Command, path: readonly string[]): void {
   command.configureOutput({ outputError: () => undefined });
