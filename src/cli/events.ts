@@ -2,8 +2,7 @@ import { loadConfig } from '../config.js';
 import { deliveryLag, listDeliveries, replayFrom } from '../store/event-deliveries.js';
 import { quoteIdentifier } from '../store/identifier.js';
 import { createStore } from '../store/store.js';
-import { clip, lagLine } from './report.js';
-import { renderTable } from './table.js';
+import { clip, lagLine, renderTable } from './report.js';
 
 export interface EventsOptions {
   failed?: boolean;

@@ -1,7 +1,6 @@
-import { failedJobs, jobSubject } from '../queues/inspect.js';
+import { failedJobs } from '../queues/inspect.js';
 import { withProducer } from './producer-session.js';
-import { clip } from './report.js';
-import { renderTable } from './table.js';
+import { clip, jobJson, renderTable } from './report.js';
 
 export interface FailedOptions {
   retry?: boolean;
@@ -12,13 +11,9 @@ export interface FailedOptions {
 export async function run({ retry = false, limit, json = false }: FailedOptions): Promise<number> {
   return withProducer(async ({ queues }) => {
     const failed = await failedJobs(queues, limit);
-    const jobs = failed.map(({ queue, job }) => ({
-      queue,
-      jobId: job.id ?? '',
-      consumer: jobSubject(job.data),
-      attempts: job.attemptsMade,
-      failedAt: job.finishedOn ? new Date(job.finishedOn).toISOString() : null,
-      reason: job.failedReason ?? '',
+    const jobs = failed.map((f) => ({
+      ...jobJson(f),
+      failedAt: f.job.finishedOn ? new Date(f.job.finishedOn).toISOString() : null,
     }));
     if (retry) {
       // A fresh set of attempts, with their backoff: one more try would rarely be enough.
@@ -35,6 +30,7 @@ export async function run({ retry = false, limit, json = false }: FailedOptions)
       process.stdout.write('no failed jobs\n');
       return 0;
     }
+    const header = ['queue', 'job', 'consumer', 'attempts', 'failed at', 'reason'];
     const rows = jobs.map((j) => [
       j.queue,
       j.jobId,
@@ -43,9 +39,7 @@ export async function run({ retry = false, limit, json = false }: FailedOptions)
       j.failedAt ?? '',
       clip(j.reason, 160),
     ]);
-    process.stdout.write(
-      `${renderTable(['queue', 'job', 'consumer', 'attempts', 'failed at', 'reason'], rows)}\n`,
-    );
+    process.stdout.write(`${renderTable(header, rows)}\n`);
     if (retry) process.stdout.write(`retried ${retried} job(s)\n`);
     return 0;
   });
