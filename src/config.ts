@@ -12,6 +12,7 @@ import type { z } from 'zod';
 import { clientSecretSchema } from './config/api.js';
 import type { ConfigGroup, VariableSpec } from './config/define.js';
 import { type VariableName, type Variables, variables } from './config/variables.js';
+import { InputError } from './errors.js';
 
 export { type ConfigGroup, configGroups } from './config/define.js';
 export { configTable, type VariableName, variables } from './config/variables.js';
@@ -60,7 +61,7 @@ export interface ConfigProblem {
   example: string;
 }
 
-export class ConfigError extends Error {
+export class ConfigError extends InputError {
   override readonly name = 'ConfigError';
   constructor(readonly problems: readonly ConfigProblem[]) {
     super(problems.map(formatProblem).join('\n'));

@@ -53,7 +53,7 @@ export async function checkPerksApi(config: PerksConfig): Promise<CheckResult> {
     try {
       await withTimeout(client.checkCredentials(), budget);
     } catch (error) {
-      return mintFailure(target, error);
+      return apiFailure(target, 'mint', error);
     }
     try {
       await withTimeout(client.getReward(probeConsumer, probeReward), budget);
@@ -63,7 +63,7 @@ export async function checkPerksApi(config: PerksConfig): Promise<CheckResult> {
         const detail = `token minted; a GET of a made-up consumer answered as expected (${answer(error)})`;
         return pass('perks api', target, detail);
       }
-      return callFailure(target, error);
+      return apiFailure(target, 'get', error);
     }
   } finally {
     await within(checkTimeoutMs, client.close());
@@ -110,71 +110,48 @@ function unreachable(
   return failed('unreachable', text, fix);
 }
 
-function mintFailure(target: string, error: unknown): CheckResult {
-  const mint = error instanceof PerksError ? error : TokenMintError.from(error);
-  const said = answer(mint);
-  const status = mint.status;
-  if (mint.cause instanceof ResponseShapeError) {
-    const detail = `POST /tokens answered, but not with a token (${describeError(mint.cause)})`;
-    return fail(
-      'perks api',
-      target,
-      detail,
-      'check PERKS_BASE_URL: it must be the base URL of your program',
-    );
+/** A failed token mint (`mint`) or GET after it: what the API said, and what to change. */
+function apiFailure(target: string, stage: 'mint' | 'get', error: unknown): CheckResult {
+  const failed = (detail: string, fix: string) => fail('perks api', target, detail, fix);
+  const mint = stage === 'mint';
+  const perks = error instanceof PerksError ? error : mint ? TokenMintError.from(error) : undefined;
+  if (mint && perks?.cause instanceof ResponseShapeError) {
+    const detail = `POST /tokens answered, but not with a token (${describeError(perks.cause)})`;
+    return failed(detail, baseUrlFix);
   }
-  if (status === undefined) {
-    const api = { name: 'perks api', target, variable: 'PERKS_BASE_URL' };
-    return unreachable({ ...api, before: 'token endpoint ' }, error);
+  if (perks?.status === undefined) {
+    const before = mint ? 'token endpoint ' : 'token minted; GET ';
+    return unreachable({ name: 'perks api', target, variable: 'PERKS_BASE_URL', before }, error);
   }
-  const [detail, fix] =
-    status === 401 || status === 403
-      ? [
-          `token mint refused (${said})`,
-          'check PERKS_CLIENT_ID and PERKS_CLIENT_SECRET (sandbox and production clients are separate)',
-        ]
-      : status === 429
-        ? [`token mint throttled (${said})`, 'wait a minute and run check again']
-        : status >= 500
-          ? [`token endpoint failing (${said})`, 'the API is failing: try again later']
-          : [
-              `token request answered ${said}`,
-              'check PERKS_BASE_URL: it must be the base URL of your program',
-            ];
-  return fail('perks api', target, detail, fix);
-}
-
-function callFailure(target: string, error: unknown): CheckResult {
-  if (!(error instanceof PerksError) || error.status === undefined) {
-    const api = { name: 'perks api', target, variable: 'PERKS_BASE_URL' };
-    return unreachable({ ...api, before: 'token minted; GET ' }, error);
+  const { status } = perks;
+  const said = answer(perks);
+  const failing = 'the API is failing: try again later';
+  if (mint && (status === 401 || status === 403)) {
+    const fix =
+      'check PERKS_CLIENT_ID and PERKS_CLIENT_SECRET (sandbox and production clients are separate)';
+    return failed(`token mint refused (${said})`, fix);
   }
-  const said = answer(error);
+  if (mint && status === 429) {
+    return failed(`token mint throttled (${said})`, 'wait a minute and run check again');
+  }
+  if (mint) {
+    const detail =
+      status >= 500 ? `token endpoint failing (${said})` : `token request answered ${said}`;
+    return failed(detail, status >= 500 ? failing : baseUrlFix);
+  }
   if (error instanceof AuthError) {
-    return fail(
-      'perks api',
-      target,
-      `token minted, but GET refused it (${said})`,
-      'the client belongs to another program or environment than PERKS_BASE_URL, or lacks the PERKS scope',
-    );
+    const fix =
+      'the client belongs to another program or environment than PERKS_BASE_URL, or lacks the PERKS scope';
+    return failed(`token minted, but GET refused it (${said})`, fix);
   }
   if (error instanceof ThrottledError) {
-    return fail(
-      'perks api',
-      target,
-      `token minted; GET throttled (${said})`,
-      'wait and run check again',
-    );
+    return failed(`token minted; GET throttled (${said})`, 'wait and run check again');
   }
-  return fail(
-    'perks api',
-    target,
-    `token minted; GET answered ${said}`,
-    error.status >= 500
-      ? 'the API is failing: try again later'
-      : 'check PERKS_BASE_URL and PERKS_API_VERSION',
-  );
+  const fix = status >= 500 ? failing : 'check PERKS_BASE_URL and PERKS_API_VERSION';
+  return failed(`token minted; GET answered ${said}`, fix);
 }
+
+const baseUrlFix = 'check PERKS_BASE_URL: it must be the base URL of your program';
 
 /** Connects and disconnects: the queue itself is declared by `work`. */
 export async function checkRabbitmq(url: string | undefined): Promise<CheckResult> {

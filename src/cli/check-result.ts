@@ -19,27 +19,17 @@ export interface CheckResult {
 /** Every check answers within this: an unreachable host must not hold `check`. */
 export const checkTimeoutMs = 5000;
 
-export const pass = (name: string, target: string | undefined, detail: string): CheckResult => ({
+const result = (name: string, target: string | undefined, rest: Omit<CheckResult, 'name'>) => ({
   name,
   ...(target ? { target } : {}),
-  ok: true,
-  detail,
+  ...rest,
 });
-
-export const fail = (
-  name: string,
-  target: string | undefined,
-  detail: string,
-  fix: string,
-): CheckResult => ({ name, ...(target ? { target } : {}), ok: false, detail, fix });
-
-export const skip = (name: string, target: string | undefined, detail: string): CheckResult => ({
-  name,
-  ...(target ? { target } : {}),
-  ok: true,
-  skipped: true,
-  detail,
-});
+export const pass = (name: string, target: string | undefined, detail: string): CheckResult =>
+  result(name, target, { ok: true, detail });
+export const fail = (name: string, target: string | undefined, detail: string, fix: string) =>
+  result(name, target, { ok: false, detail, fix });
+export const skip = (name: string, target: string | undefined, detail: string): CheckResult =>
+  result(name, target, { ok: true, skipped: true, detail });
 
 /** The code of a driver error (ECONNREFUSED, a SQLSTATE, WRONGPASS...), if it has one. */
 export function errorCode(error: unknown): string | undefined {
@@ -47,10 +37,7 @@ export function errorCode(error: unknown): string | undefined {
   return typeof code === 'string' ? code : undefined;
 }
 
-/**
- * An error as one short phrase. Node's AggregateError (IPv4 and IPv6 both refused) has an
- * empty message, so its parts are shown instead.
- */
+/** An error as one short phrase; an AggregateError (IPv4 and IPv6 refused) by its parts. */
 export function describeError(error: unknown): string {
   if (!(error instanceof Error)) return String(error);
   const parts =
@@ -63,9 +50,8 @@ export function describeError(error: unknown): string {
 
 const maxText = 240;
 
-/** Masks every known secret and URL password in a result, whatever a server echoed back. */
+/** One line each, every known secret and URL password masked, whatever a server echoed. */
 export function scrub(result: CheckResult, secrets: readonly string[]): CheckResult {
-  // One line each, however long or multi-line a server's or OpenSSL's message was.
   const clean = (text: string) => {
     const line = redactSecrets(redactUrl(text), secrets).replace(/\s+/g, ' ').trim();
     return line.length > maxText ? `${line.slice(0, maxText - 1)}…` : line;

@@ -26,25 +26,13 @@ import {
   skip,
 } from './check-result.js';
 import { checkDatabase, checkDirectDatabase, checkRedis } from './check-stores.js';
-import { type CommandSpec, environmentOf, parseCommandArgs } from './command.js';
+import { environmentOf } from './program.js';
 
-/** Every group `work` loads: what passes here is what `work` will accept. */
-const groups = configGroups;
+export interface CheckOptions {
+  json?: boolean;
+}
 
-const spec = {
-  name: 'check',
-  summary:
-    'Check the configuration and every service the worker needs, before running it: Redis,\nPostgreSQL and its schema, a token mint and one GET against the API, RabbitMQ and the webhook\nURL when configured. One line per check, ✓ or ✗ with its fix; exits 0 only when all pass.',
-  options: { json: { type: 'boolean' } },
-  help: [
-    '--json                     print {ok, checks: [{name, target?, ok, skipped?, detail, fix?}]}',
-  ],
-  config: groups,
-} as const satisfies CommandSpec;
-
-export async function run(argv: readonly string[]): Promise<number> {
-  const args = parseCommandArgs(spec, argv);
-  if (!args) return 0;
+export async function run(options: CheckOptions): Promise<number> {
   const { config, problems } = loadEachGroup();
   const secrets = secretsOf(config);
   const checks = [configurationResults(config, problems), ...serviceChecks(config)];
@@ -54,26 +42,24 @@ export async function run(argv: readonly string[]): Promise<number> {
     for (const result of [await check].flat()) {
       const clean = scrub(result, secrets);
       results.push(clean);
-      if (!args.values.json) process.stdout.write(`${formatLine(clean)}\n`);
+      if (!options.json) process.stdout.write(`${formatLine(clean)}\n`);
     }
   }
   const ok = results.every((r) => r.ok);
-  if (args.values.json)
-    process.stdout.write(`${JSON.stringify({ ok, checks: results }, null, 2)}\n`);
-  // Every connection is closed, but one to a host that accepted and never answered can wait
-  // for a FIN that never comes; the results are out, so it must not hold the exit. Unref'd:
-  // without such a socket the process ends at once, with the exit code index.ts sets.
+  if (options.json) process.stdout.write(`${JSON.stringify({ ok, checks: results }, null, 2)}\n`);
+  // A host that accepted and never answered may hold a socket open: it must not hold the exit.
   setTimeout(() => process.exit(), 1000).unref();
   return ok ? 0 : 1;
 }
 
-type LoadedConfig = Partial<Pick<Config, (typeof groups)[number]>>;
+/** Every group `work` loads: what passes here is what `work` will accept. */
+type LoadedConfig = Partial<Pick<Config, (typeof configGroups)[number]>>;
 
 /** Each group on its own, so that one bad variable costs only the checks needing its group. */
 function loadEachGroup(): { config: LoadedConfig; problems: ConfigProblem[] } {
   const config: LoadedConfig = {};
   const problems: ConfigProblem[] = [];
-  for (const group of groups) {
+  for (const group of configGroups) {
     try {
       Object.assign(config, loadConfig([group]));
     } catch (error) {
@@ -100,39 +86,42 @@ function configurationResults(config: LoadedConfig, problems: ConfigProblem[]): 
     config.perks && insecureHttpWarning(config.perks),
     consumerIdKeyWarning(config.consumerIds?.key),
   ].filter((w): w is string => w !== undefined);
-  const count = environmentOf(groups).length;
+  const count = environmentOf(configGroups).length;
   const note = warnings.map((w) => `; warning: ${w}`).join('');
   return [pass('configuration', undefined, `${count} variables valid${note}`)];
 }
 
 /** One promise per line (or pair of lines), none of which rejects. */
 function serviceChecks(config: LoadedConfig): Promise<CheckResult | CheckResult[]>[] {
-  const notChecked = (name: string) =>
-    skip(name, undefined, 'not checked (its configuration is invalid, see above)');
-  const guard = <T extends CheckResult | CheckResult[]>(name: string, check: () => Promise<T>) =>
-    check().catch((error: unknown) =>
-      fail(name, undefined, `check failed (${describeError(error)})`, 'report this as a bug'),
-    );
   const { redis, database, perks, intake, events } = config;
+  const check = <C>(
+    names: string[],
+    group: C | undefined,
+    run: (group: C) => Promise<CheckResult | CheckResult[]>,
+  ) =>
+    group === undefined
+      ? Promise.resolve(names.map((name) => skip(name, undefined, notChecked)))
+      : run(group).catch((error: unknown) =>
+          fail(
+            names[0] ?? '',
+            undefined,
+            `check failed (${describeError(error)})`,
+            'report this as a bug',
+          ),
+        );
   return [
-    redis ? guard('redis', () => checkRedis(redis)) : Promise.resolve(notChecked('redis')),
-    database
-      ? guard('postgres', () => checkDatabase(database))
-      : Promise.resolve([notChecked('postgres'), notChecked('schema')]),
+    check(['redis'], redis, checkRedis),
+    check(['postgres', 'schema'], database, checkDatabase),
     ...(database?.directUrl
-      ? [guard('postgres direct', () => checkDirectDatabase(database.directUrl as string))]
+      ? [check(['postgres direct'], database.directUrl, checkDirectDatabase)]
       : []),
-    perks
-      ? guard('perks api', () => checkPerksApi(perks))
-      : Promise.resolve(notChecked('perks api')),
-    intake
-      ? guard('rabbitmq', () => checkRabbitmq(intake.amqpUrl))
-      : Promise.resolve(notChecked('rabbitmq')),
-    events
-      ? guard('webhook', () => checkWebhook(events.webhookUrl))
-      : Promise.resolve(notChecked('webhook')),
+    check(['perks api'], perks, checkPerksApi),
+    check(['rabbitmq'], intake, (intake) => checkRabbitmq(intake.amqpUrl)),
+    check(['webhook'], events, (events) => checkWebhook(events.webhookUrl)),
   ];
 }
+
+const notChecked = 'not checked (its configuration is invalid, see above)';
 
 /**
  * Values no line may show: every variable declared secret, and the password of every URL

@@ -1,19 +1,16 @@
 /**
- * `perks-worker enroll --file <path|->`: reads the records, enqueues them `batchSize` at a time
- * with the single enrollment's deduplication, reports bad lines on stderr as they come, and
- * with `--wait` follows the jobs to their end.
- *
- * Rerunning after an interruption does no harm: a consumer whose enrollment is still pending
- * gets no second job (its pending job is followed instead), and one enrolled meanwhile is
- * answered 409 by the API, recorded as already enrolled.
+ * `perks-worker enroll --file <path|->`: enqueues the records `batchSize` at a time with the
+ * single enrollment's deduplication, reports bad lines on stderr as they come, and with
+ * `--wait` follows the jobs to their end. A rerun does no harm: a consumer whose enrollment is
+ * pending gets no second job, and one enrolled meanwhile is answered 409 (already enrolled).
  */
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { loadConfig } from '../config.js';
+import { UsageError } from '../errors.js';
 import { enqueueEnrollments, type ValidEnrollment } from '../queues/bulk-enroll.js';
 import type { Producer } from '../queues/producer.js';
-import { UsageError } from './command.js';
 import { EnrollmentFollower } from './enroll-follow.js';
 import {
   EnrollmentInputError,
@@ -26,23 +23,23 @@ import {
   checkRecord,
   type EnrollmentTally,
   printFollowSummary,
+  tallyDetail,
   tallyLine,
 } from './enroll-report.js';
 import { withProducer } from './producer-session.js';
 import { createProgress } from './progress.js';
 
-export interface EnrollFileOptions {
-  /** A path, or `-` for stdin. */
+const batchSize = 1000;
+
+/**
+ * `file` is a path or `-` (stdin); without `format`, the first character tells. Exit status: 0,
+ * 1 when a line was bad or (with --wait) a job did not end well, 130 when interrupted.
+ */
+export async function enrollFromFile(options: {
   file: string;
-  /** From --format or the file's extension; otherwise told from the first character. */
   format: InputFormat | undefined;
   wait: boolean;
-  /** Records per `addBulk`. Default 1000. */
-  batchSize?: number;
-}
-
-/** Exit status: 0, 1 when a line was bad or (with --wait) a job did not end well, 130 when interrupted. */
-export async function enrollFromFile(options: EnrollFileOptions): Promise<number> {
+}): Promise<number> {
   const { input, lines } = await openInput(options.file);
   const format = options.format ?? (await sniffFormat(input));
   const consumerIdKey = loadConfig(['consumerIds']).consumerIds.key;
@@ -58,7 +55,7 @@ export async function enrollFromFile(options: EnrollFileOptions): Promise<number
       const tally = await enqueueRecords(
         producer,
         readRecords(input, format),
-        { consumerIdKey, lines, batchSize: options.batchSize ?? 1000, follower },
+        { consumerIdKey, lines, follower },
         interrupted.signal,
       );
       process.stdout.write(`${tallyLine(tally)}\n`);
@@ -90,9 +87,8 @@ export async function enrollFromFile(options: EnrollFileOptions): Promise<number
 
 interface EnqueueContext {
   consumerIdKey: string | undefined;
-  /** Lines of the input when known (a file), for the progress bar's total and ETA. */
+  /** Of the input when known (a file): the progress bar's total. */
   lines: number | undefined;
-  batchSize: number;
   follower: EnrollmentFollower | undefined;
 }
 
@@ -120,7 +116,7 @@ async function enqueueRecords(
       ctx.follower.watch(answers.map((a) => a.jobId));
       await ctx.follower.readEvents();
     }
-    progress.update(line, Math.max(ctx.lines ?? line, line), detailOf(tally));
+    progress.update(line, Math.max(ctx.lines ?? line, line), tallyDetail(tally));
   };
   for await (const record of records) {
     tally.records++;
@@ -134,20 +130,21 @@ async function enqueueRecords(
     } else {
       seen.add(checked.enrollment.consumerId);
       batch.push(checked.enrollment);
-      if (batch.length >= ctx.batchSize) await flush();
+      if (batch.length >= batchSize) await flush();
     }
     // Stops between records; what was read so far is still enqueued below.
     if (signal.aborted) break;
   }
   await flush();
   // Finished, the last line read is the total (a file may end in blank lines).
-  progress.update(line, signal.aborted ? Math.max(ctx.lines ?? line, line) : line, detailOf(tally));
+  progress.update(
+    line,
+    signal.aborted ? Math.max(ctx.lines ?? line, line) : line,
+    tallyDetail(tally),
+  );
   progress.stop();
   return tally;
 }
-
-const detailOf = (t: EnrollmentTally) =>
-  `enqueued ${t.enqueued}, already pending ${t.pending}, duplicates ${t.duplicates}, bad ${t.bad}`;
 
 /** On a terminal the line is cleared first: the progress bar is drawn again below it. */
 function badLineWriter(stream: NodeJS.WriteStream = process.stderr): (text: string) => void {
@@ -155,10 +152,7 @@ function badLineWriter(stream: NodeJS.WriteStream = process.stderr): (text: stri
   return (text) => stream.write(`${clear}${text}\n`);
 }
 
-/**
- * The input stream, and its number of lines when it is a regular file (counted in a first
- * pass; a pipe or stdin can be read only once).
- */
+/** The input, and its number of lines when a regular file (a pipe can be read only once). */
 async function openInput(file: string): Promise<{ input: Readable; lines: number | undefined }> {
   if (file === '-') return { input: process.stdin, lines: undefined };
   try {

@@ -1,13 +1,11 @@
 /**
  * `enroll --file --wait`: follows enrollment jobs to their end and counts the outcomes.
  *
- * The queue's event stream says when each job completes (with its `{ consumerId, outcome }`)
- * or fails for good, and is read from a point taken before the first job was added, so no end
- * is missed. The stream is capped (about 10,000 entries) and completed jobs are removed beyond
- * KEEP_COMPLETED_JOBS, so neither alone is enough for 100,000 jobs: the stream is read after
- * every batch enqueued and every `pollMs`, and a sweep reads the job hashes still pending every
- * `sweepEveryMs`, for any end the stream no longer holds. A job gone from Redis before either
- * saw it is counted as such, never guessed.
+ * The queue's event stream, read from a point taken before the first job was added, says when
+ * each job completes or fails for good. It is capped (about 10,000 entries) and completed jobs
+ * are removed beyond KEEP_COMPLETED_JOBS, so for 100,000 jobs neither is enough alone: the
+ * stream is read after every batch and every `pollMs`, and the hashes of the jobs still pending
+ * every `sweepEveryMs`. A job gone from Redis before either saw it counts as unknown.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
@@ -18,10 +16,7 @@ export interface EnrollmentOutcomes {
   created: number;
   alreadyEnrolled: number;
   failed: number;
-  /**
-   * Ended without an outcome this command could read: removed from Redis before its end was
-   * seen (another tool removed it, or it aged out), or a result of another shape.
-   */
+  /** Ended without an outcome this command could read (removed from Redis first, or another shape). */
   unknown: number;
   /** Failure reason -> how many jobs failed for good with it. */
   failures: Map<string, number>;
@@ -29,15 +24,10 @@ export interface EnrollmentOutcomes {
   pending: number;
 }
 
-export interface FollowOptions {
-  /** How often the event stream is read while waiting. Default 250 ms. */
-  pollMs?: number;
-  /** How often the pending job hashes are read. Default 5 s. */
-  sweepEveryMs?: number;
-}
-
 const readCount = 5000;
 const sweepChunk = 1000;
+const pollMs = 250;
+const sweepEveryMs = 5000;
 
 export class EnrollmentFollower {
   private readonly pending = new Set<string>();
@@ -62,7 +52,6 @@ export class EnrollmentFollower {
     return new EnrollmentFollower(queue, redis, last?.[0] ?? '0-0');
   }
 
-  /** Jobs to follow (new ones, or pending ones of an earlier run). */
   watch(jobIds: Iterable<string>): void {
     for (const id of jobIds) this.pending.add(id);
   }
@@ -76,7 +65,6 @@ export class EnrollmentFollower {
     return created + alreadyEnrolled + failed + unknown;
   }
 
-  /** Reads every event since the last read, and records the ends of followed jobs. */
   async readEvents(): Promise<void> {
     for (;;) {
       const reply = (await this.redis.xread(
@@ -96,15 +84,12 @@ export class EnrollmentFollower {
   }
 
   private recordEvent(fields: string[]): void {
+    const jobId = fieldOf(fields, 'jobId') ?? '';
     const event = fieldOf(fields, 'event');
-    if (event !== 'completed' && event !== 'failed') return;
-    const jobId = fieldOf(fields, 'jobId');
-    if (jobId === undefined || !this.pending.has(jobId)) return;
-    if (event === 'completed') this.completed(jobId, fieldOf(fields, 'returnvalue'));
-    else this.failedForGood(jobId, fieldOf(fields, 'failedReason'));
+    if (event === 'completed') this.end(jobId, outcomeOf(fieldOf(fields, 'returnvalue')));
+    else if (event === 'failed') this.end(jobId, failure(fieldOf(fields, 'failedReason')));
   }
 
-  /** Reads the hashes of the jobs still pending, `sweepChunk` to a pipeline. */
   async sweep(): Promise<void> {
     const ids = [...this.pending];
     for (let i = 0; i < ids.length; i += sweepChunk) {
@@ -118,25 +103,17 @@ export class EnrollmentFollower {
         const [error, value] = replies[k] ?? [];
         if (error) throw error;
         const [name, finishedOn, returnvalue, failedReason] = value as (string | null)[];
-        if (name === null) this.end(id, () => this.outcomes.unknown++);
+        if (name === null) this.end(id, 'unknown');
         // A job failing with attempts left has a failedReason too; only a finished job ended.
-        else if (finishedOn === null) return;
-        else if (returnvalue !== null && returnvalue !== undefined) this.completed(id, returnvalue);
-        else this.failedForGood(id, failedReason ?? undefined);
+        else if (finishedOn !== null) {
+          this.end(id, returnvalue ? outcomeOf(returnvalue) : failure(failedReason));
+        }
       });
     }
   }
 
-  /**
-   * Until every followed job has ended, or `signal` aborts: events every `pollMs`, a sweep at
-   * once (ends missed while enqueueing) and then every `sweepEveryMs`.
-   */
-  async untilDone(
-    progress: Progress,
-    signal: AbortSignal,
-    options: FollowOptions = {},
-  ): Promise<EnrollmentOutcomes> {
-    const { pollMs = 250, sweepEveryMs = 5000 } = options;
+  /** Until every followed job has ended or `signal` aborts; the first sweep at once. */
+  async untilDone(progress: Progress, signal: AbortSignal): Promise<EnrollmentOutcomes> {
     let sweptAt = 0;
     while (this.pending.size > 0 && !signal.aborted) {
       await this.readEvents();
@@ -151,35 +128,31 @@ export class EnrollmentFollower {
     return { ...this.outcomes, pending: this.pending.size };
   }
 
-  private completed(jobId: string, returnvalue: string | undefined): void {
-    this.end(jobId, () => {
-      const outcome = outcomeOf(returnvalue);
-      if (outcome === 'created') this.outcomes.created++;
-      else if (outcome === 'already_enrolled') this.outcomes.alreadyEnrolled++;
-      else this.outcomes.unknown++;
-    });
-  }
-
-  private failedForGood(jobId: string, reason: string | undefined): void {
-    this.end(jobId, () => {
+  private end(jobId: string, outcome: Outcome): void {
+    if (!this.pending.delete(jobId)) return;
+    if (typeof outcome === 'string') this.outcomes[outcome]++;
+    else {
       this.outcomes.failed++;
-      const key = reason || '(no reason recorded)';
-      this.outcomes.failures.set(key, (this.outcomes.failures.get(key) ?? 0) + 1);
-    });
-  }
-
-  private end(jobId: string, count: () => void): void {
-    if (this.pending.delete(jobId)) count();
+      const { reason } = outcome;
+      this.outcomes.failures.set(reason, (this.outcomes.failures.get(reason) ?? 0) + 1);
+    }
   }
 }
 
-/** `created`, `already_enrolled`, or undefined for a result this version does not know. */
-function outcomeOf(returnvalue: string | undefined): string | undefined {
+type Outcome = 'created' | 'alreadyEnrolled' | 'unknown' | { reason: string };
+
+const failure = (reason: string | null | undefined): Outcome => ({
+  reason: reason || '(no reason recorded)',
+});
+
+/** A completed job's outcome; unknown for a result this version does not know. */
+function outcomeOf(returnvalue: string | null | undefined): Outcome {
   try {
-    const value = JSON.parse(returnvalue ?? 'null') as { outcome?: unknown } | null;
-    return typeof value?.outcome === 'string' ? value.outcome : undefined;
+    const { outcome } = (JSON.parse(returnvalue ?? 'null') ?? {}) as { outcome?: unknown };
+    if (outcome === 'created') return 'created';
+    return outcome === 'already_enrolled' ? 'alreadyEnrolled' : 'unknown';
   } catch {
-    return undefined;
+    return 'unknown';
   }
 }
 

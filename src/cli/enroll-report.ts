@@ -6,16 +6,16 @@ import { checkEnrollment, type ValidEnrollment } from '../queues/bulk-enroll.js'
 import { describeOutcomes, type EnrollmentOutcomes } from './enroll-follow.js';
 import { type InputRecord, inputPath } from './enroll-input.js';
 
+/**
+ * Records read (blank lines are not records): `enqueued` as new jobs, already `pending` (an
+ * earlier run, a signup: no second job), `duplicates` of a consumer read earlier in the same
+ * input (enqueued once), and `bad` ones (reported on stderr and skipped).
+ */
 export interface EnrollmentTally {
-  /** Records read (blank lines are not records). */
   records: number;
-  /** New jobs added. */
   enqueued: number;
-  /** Consumers whose enrollment was already pending (an earlier run, a signup): no second job. */
   pending: number;
-  /** Records repeating a consumer read earlier in the same input: enqueued once. */
   duplicates: number;
-  /** Records reported on stderr and skipped. */
   bad: number;
 }
 
@@ -34,9 +34,10 @@ export function checkRecord(record: InputRecord, consumerIdKey: string | undefin
   return { ok: false, problem };
 }
 
-export function tallyLine(t: EnrollmentTally): string {
-  return `read ${t.records} records: enqueued ${t.enqueued}, already pending ${t.pending}, duplicates ${t.duplicates}, bad ${t.bad}`;
-}
+export const tallyDetail = (t: EnrollmentTally) =>
+  `enqueued ${t.enqueued}, already pending ${t.pending}, duplicates ${t.duplicates}, bad ${t.bad}`;
+
+export const tallyLine = (t: EnrollmentTally) => `read ${t.records} records: ${tallyDetail(t)}`;
 
 /** Reasons shown one by one; the rest are summed on one line. */
 const reasonsShown = 10;

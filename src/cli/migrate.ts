@@ -3,29 +3,13 @@
  * Safe to run from every replica at start-up (see src/store/migrate.ts).
  */
 import { loadConfig } from '../config.js';
+import { OperationalError } from '../errors.js';
 import { createLogger } from '../ops/logger.js';
-import {
-  DatabaseUnreachableError,
-  MigrationChecksumError,
-  MigrationFileError,
-} from '../store/errors.js';
 import { migrate } from '../store/migrate.js';
-import { type CommandSpec, parseCommandArgs } from './command.js';
 
-const spec = {
-  name: 'migrate',
-  config: ['database', 'log'],
-  summary:
-    'Create the database named in DATABASE_URL if it does not exist, then apply the migrations\nto DATABASE_SCHEMA. Idempotent, and safe when several replicas run it at once.',
-  options: {},
-  help: [],
-} as const satisfies CommandSpec;
-
-export async function run(argv: readonly string[]): Promise<number> {
-  if (!parseCommandArgs(spec, argv)) return 0;
+export async function run(): Promise<number> {
   const config = loadConfig(['database', 'log']);
-  // The readable lines below say what happened; the logger adds only warnings unless the
-  // user asked for more than `info`.
+  // The lines below say what happened: the logger adds warnings, or what LOG_LEVEL asks for.
   const logger = createLogger(config.log, { command: 'migrate' });
   const quiet = config.log.level === 'info' ? logger.child({}, { level: 'warn' }) : logger;
   const schema = config.database.schema;
@@ -36,11 +20,7 @@ export async function run(argv: readonly string[]): Promise<number> {
   try {
     result = await migrate({ databaseUrl, schema, logger: quiet });
   } catch (error) {
-    if (
-      error instanceof DatabaseUnreachableError ||
-      error instanceof MigrationChecksumError ||
-      error instanceof MigrationFileError
-    ) {
+    if (error instanceof OperationalError) {
       process.stderr.write(`perks-worker: migrate: ${error.message}\n`);
       return 1;
     }

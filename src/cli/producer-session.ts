@@ -1,22 +1,19 @@
 import { loadConfig, redactUrl } from '../config.js';
+import { OperationalError } from '../errors.js';
 import { createLogger } from '../ops/logger.js';
 import { createProducer, type Producer } from '../queues/producer.js';
-
-/** The configuration a producer session reads ('worker': jobs enqueued here carry the same
- * attempts, backoff and retention). */
-export const producerGroups = ['consumerIds', 'redis', 'worker', 'log'] as const;
+import { producerGroups } from './program.js';
 
 /** Runs `fn` with a fail-fast producer on the configured Redis, and closes it. */
 export async function withProducer<T>(fn: (producer: Producer) => Promise<T>): Promise<T> {
   const config = loadConfig(producerGroups);
-  const logger = createLogger(config.log);
   const producer = await createProducer({
     redisUrl: config.redis.url,
     clusterNodes: config.redis.clusterNodes,
     queuePrefix: config.redis.queuePrefix,
     consumerIdKey: config.consumerIds.key,
     jobPolicy: config.worker,
-    logger,
+    logger: createLogger(config.log),
   }).catch((error: unknown) => {
     throw new RedisUnreachableError(redactUrl(config.redis.url), error);
   });
@@ -27,7 +24,7 @@ export async function withProducer<T>(fn: (producer: Producer) => Promise<T>): P
   }
 }
 
-export class RedisUnreachableError extends Error {
+export class RedisUnreachableError extends OperationalError {
   override readonly name = 'RedisUnreachableError';
   constructor(url: string, cause: unknown) {
     super(`cannot reach Redis at ${url}: ${(cause as Error).message}`, { cause });

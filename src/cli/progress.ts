@@ -1,7 +1,6 @@
 /**
- * Progress of long CLI work (bulk enrollment, a reconciliation), on stderr so that stdout
- * keeps the results: a cli-progress bar with rate and ETA on a terminal, and otherwise (a
- * pipe, a CI log) a plain line every `plainEveryMs` and at the end.
+ * Progress of long CLI work on stderr (stdout keeps the results): a cli-progress bar on a
+ * terminal, otherwise (a pipe, a CI log) a plain line every 5 s and at the end.
  */
 import { SingleBar } from 'cli-progress';
 
@@ -12,16 +11,10 @@ export interface Progress {
   stop(): void;
 }
 
-export interface ProgressOptions {
-  /** Default process.stderr. */
-  stream?: NodeJS.WriteStream;
-  /** How often a plain (non-terminal) line is written. Default 5 s. */
-  plainEveryMs?: number;
-}
+const plainEveryMs = 5000;
 
-export function createProgress(label: string, options: ProgressOptions = {}): Progress {
-  const stream = options.stream ?? process.stderr;
-  return stream.isTTY ? barProgress(label, stream) : plainProgress(label, stream, options);
+export function createProgress(label: string, stream = process.stderr): Progress {
+  return stream.isTTY ? barProgress(label, stream) : plainProgress(label, stream);
 }
 
 function barProgress(label: string, stream: NodeJS.WriteStream): Progress {
@@ -51,13 +44,8 @@ function barProgress(label: string, stream: NodeJS.WriteStream): Progress {
   };
 }
 
-function plainProgress(
-  label: string,
-  stream: NodeJS.WritableStream,
-  options: ProgressOptions,
-): Progress {
+function plainProgress(label: string, stream: NodeJS.WritableStream): Progress {
   const started = Date.now();
-  const every = options.plainEveryMs ?? 5000;
   let last = { done: 0, total: 0, detail: '' };
   let writtenAt = started;
   let writtenKey = '';
@@ -65,7 +53,7 @@ function plainProgress(
     const { done, total, detail } = last;
     // The same figures again within the interval (a final stop just after a line): nothing new.
     const key = `${done}/${total};${detail}`;
-    if (key === writtenKey && Date.now() - writtenAt < every) return;
+    if (key === writtenKey && Date.now() - writtenAt < plainEveryMs) return;
     writtenKey = key;
     const rate = rateOf(done, started);
     const percent = total > 0 ? ` (${Math.floor((100 * done) / total)}%)` : '';
@@ -79,7 +67,7 @@ function plainProgress(
   return {
     update(done, total, detail = '') {
       last = { done, total, detail };
-      if (Date.now() - writtenAt >= every) write();
+      if (Date.now() - writtenAt >= plainEveryMs) write();
     },
     stop: write,
   };

@@ -1,31 +1,20 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadConfig } from '../config.js';
+import { OperationalError } from '../errors.js';
 import { type ReconciliationView, reconciliationView } from '../queues/inspect.js';
 import type { Producer } from '../queues/producer.js';
-import { type CommandSpec, parseCommandArgs } from './command.js';
-import { producerGroups, withProducer } from './producer-session.js';
+import { withProducer } from './producer-session.js';
 import { createProgress } from './progress.js';
 import { reconciliationBlock } from './report.js';
 
-const spec = {
-  name: 'reconcile',
-  config: producerGroups,
-  summary:
-    'Start a reconciliation now: every enrolled consumer gets a reward sync. If one is already\npending or running, it is not started twice (--wait then follows that one).',
-  options: { wait: { type: 'boolean' } },
-  help: [
-    '--wait                 show its progress until every consumer is synced, then its figures;',
-    '                       exit 1 if a consumer failed or the reconciliation did (Ctrl-C',
-    '                       stops following only: it goes on in the worker)',
-  ],
-} satisfies CommandSpec;
+export interface ReconcileOptions {
+  wait?: boolean;
+}
 
 /** How often --wait reads the reconciliation's figures. */
 const pollMs = 1000;
 
-export async function run(argv: readonly string[]): Promise<number> {
-  const args = parseCommandArgs(spec, argv);
-  if (!args) return 0;
+export async function run(options: ReconcileOptions): Promise<number> {
   const { queuePrefix } = loadConfig(['redis']).redis;
   return withProducer(async (producer) => {
     const { jobId, started } = await producer.startReconciliation();
@@ -34,7 +23,7 @@ export async function run(argv: readonly string[]): Promise<number> {
         ? `started reconciliation (job ${jobId})\n`
         : `a reconciliation is already pending or running (job ${jobId}); not started again\n`,
     );
-    if (!args.values.wait) return 0;
+    if (!options.wait) return 0;
     // Ctrl-C stops following, cleanly (the bar ends, the cursor comes back), not the work.
     const interrupted = new AbortController();
     const onSigint = () => interrupted.abort();
@@ -90,7 +79,7 @@ async function follow(
 }
 
 /** The job was removed (KEEP_COMPLETED_JOBS=0, or by hand) before --wait could see it end. */
-export class ReconciliationGoneError extends Error {
+export class ReconciliationGoneError extends OperationalError {
   override readonly name = 'ReconciliationGoneError';
   constructor(jobId: string) {
     super(

@@ -1,5 +1,4 @@
-/** Text blocks shared by `status` and `demo`. */
-
+/** Text tables and blocks of `status`, `failed`, `events` and `demo`. */
 import type { MintFailure } from '../jobs/mint-outage.js';
 import {
   type CountedState,
@@ -10,24 +9,15 @@ import {
 import { type QueueKind, queueNames } from '../queues/names.js';
 import type { DeliveryLag } from '../store/event-deliveries.js';
 import type { ConsumerFailure, DatastoreSummary } from '../store/summary.js';
-import { renderTable } from './table.js';
+
+const states = ['wait', 'prioritized', 'active', 'delayed', 'completed', 'failed'] as const;
 
 export function queuesBlock(counts: Record<QueueKind, Record<CountedState, number>>): string {
-  const rows = (Object.entries(counts) as [QueueKind, Record<CountedState, number>][]).map(
-    ([kind, c]) => [
-      queueNames[kind],
-      c.wait,
-      c.prioritized,
-      c.active,
-      c.delayed,
-      c.completed,
-      c.failed,
-    ],
-  );
-  return renderTable(
-    ['queue', 'waiting', 'prioritized', 'active', 'delayed', 'completed', 'failed'],
-    rows,
-  );
+  const rows = Object.entries(counts).map(([kind, c]) => [
+    queueNames[kind as QueueKind],
+    ...states.map((state) => c[state]),
+  ]);
+  return renderTable(['queue', 'waiting', ...states.slice(1)], rows);
 }
 
 /** The last reconciliation: its state, times and what became of its consumers. */
@@ -97,12 +87,9 @@ export function datastoreBlock(s: DatastoreSummary): string {
 /** Delayed jobs that failed an attempt and will run again, with that attempt's error. */
 export function retryingBlock(jobs: readonly FailedJob[]): string {
   if (jobs.length === 0) return 'retrying: none';
-  const rows = jobs.map(({ queue, job }) => [
-    `job ${queue}/${job.id ?? ''}`,
-    jobSubject(job.data),
-    job.attemptsMade,
-    clip(job.failedReason ?? '', 140),
-  ]);
+  const rows = jobs
+    .map(jobJson)
+    .map((j) => [`job ${j.queue}/${j.jobId}`, j.consumer, j.attempts, clip(j.reason, 140)]);
   return renderTable(['retrying', 'consumer', 'attempts', 'last error'], rows);
 }
 
@@ -117,11 +104,7 @@ export function failuresBlock(
 ): string {
   if (jobs.length === 0 && consumers.length === 0) return 'failures: none';
   const rows = [
-    ...jobs.map(({ queue, job }) => [
-      `job ${queue}/${job.id ?? ''}`,
-      jobSubject(job.data),
-      clip(job.failedReason ?? '', 140),
-    ]),
+    ...jobs.map(jobJson).map((j) => [`job ${j.queue}/${j.jobId}`, j.consumer, clip(j.reason, 140)]),
     ...consumers.map((c) => ['consumer last_error', c.consumerId, clip(c.lastError, 140)]),
   ];
   return renderTable(['failure', 'consumer', 'reason'], rows);
@@ -135,4 +118,34 @@ export function lagLine(lag: DeliveryLag, webhooks: boolean): string {
   if (!lag.oldest) return `webhook delivery: up to date${failed}`;
   const seconds = Math.round((Date.now() - lag.oldest.createdAt.getTime()) / 1000);
   return `webhook delivery: ${lag.consumers} consumer(s) waiting, oldest undelivered evt_${lag.oldest.id} recorded ${seconds} s ago${failed}`;
+}
+
+/** A failed job as `status --json` and `failed --json` show it. */
+export const jobJson = ({ queue, job }: FailedJob) => ({
+  queue,
+  jobId: job.id ?? '',
+  consumer: jobSubject(job.data),
+  attempts: job.attemptsMade,
+  reason: job.failedReason ?? '',
+});
+
+/** Rows as an aligned text table (numbers right-aligned), for humans at a terminal. */
+export function renderTable(
+  header: readonly string[],
+  rows: readonly (readonly (string | number)[])[],
+): string {
+  const cells = [header, ...rows].map((row) => row.map((cell) => String(cell)));
+  const widths = header.map((_, i) => Math.max(...cells.map((row) => (row[i] ?? '').length)));
+  const line = (row: readonly string[], source: readonly (string | number)[]) =>
+    row
+      .map((cell, i) =>
+        typeof source[i] === 'number' ? cell.padStart(widths[i] ?? 0) : cell.padEnd(widths[i] ?? 0),
+      )
+      .join('  ')
+      .trimEnd();
+  return [
+    line(cells[0] ?? [], header),
+    widths.map((w) => '-'.repeat(w)).join('  '),
+    ...rows.map((row, i) => line(cells[i + 1] ?? [], row)),
+  ].join('\n');
 }

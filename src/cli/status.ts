@@ -1,31 +1,16 @@
 import { type Config, loadConfig, redactUrl } from '../config.js';
-import { type MintFailure, readMintFailure } from '../jobs/mint-outage.js';
-import {
-  type CountedState,
-  type FailedJob,
-  failedJobs,
-  jobSubject,
-  lastReconciliation,
-  queueCounts,
-  type ReconciliationView,
-  retryingJobs,
-} from '../queues/inspect.js';
-import type { QueueKind } from '../queues/names.js';
+import { readMintFailure } from '../jobs/mint-outage.js';
+import { failedJobs, lastReconciliation, queueCounts, retryingJobs } from '../queues/inspect.js';
 import type { Producer } from '../queues/producer.js';
-import { type DeliveryLag, deliveryLag } from '../store/event-deliveries.js';
+import { deliveryLag } from '../store/event-deliveries.js';
 import { quoteIdentifier } from '../store/identifier.js';
 import { createStore } from '../store/store.js';
-import {
-  type ConsumerFailure,
-  consumerFailures,
-  type DatastoreSummary,
-  readSummary,
-} from '../store/summary.js';
-import { type CommandSpec, parseCommandArgs } from './command.js';
-import { producerGroups, withProducer } from './producer-session.js';
+import { consumerFailures, readSummary } from '../store/summary.js';
+import { withProducer } from './producer-session.js';
 import {
   datastoreBlock,
   failuresBlock,
+  jobJson,
   lagLine,
   mintFailureLine,
   queuesBlock,
@@ -33,39 +18,21 @@ import {
   retryingBlock,
 } from './report.js';
 
-const spec = {
-  name: 'status',
-  config: [...producerGroups, 'database', 'events'],
-  summary:
-    'Show a failing token mint, queue counts, the last reconciliation, jobs waiting to retry,\nthe datastore totals, the webhook delivery lag and recent failures. Exits 1 while minting\nfails or the datastore is unavailable.',
-  options: { json: { type: 'boolean' } },
-  help: ['--json                 print the same as one JSON object'],
-} satisfies CommandSpec;
-
-type StatusConfig = Pick<Config, 'redis' | 'database' | 'events'>;
-
-interface Status {
-  mintFailure: MintFailure | undefined;
-  queues: Record<QueueKind, Record<CountedState, number>>;
-  reconciliation: ReconciliationView | undefined;
-  retrying: FailedJob[];
-  failedJobs: FailedJob[];
-  /** Undefined with `datastoreError` when the datastore cannot be read. */
-  datastore?: { summary: DatastoreSummary; consumerFailures: ConsumerFailure[]; lag: DeliveryLag };
-  datastoreError?: string;
+export interface StatusOptions {
+  json?: boolean;
 }
 
-export async function run(argv: readonly string[]): Promise<number> {
-  const args = parseCommandArgs(spec, argv);
-  if (!args) return 0;
+type StatusConfig = Pick<Config, 'redis' | 'database' | 'events'>;
+type Status = Awaited<ReturnType<typeof gather>>;
+
+export async function run(options: StatusOptions): Promise<number> {
   const config = loadConfig(['redis', 'database', 'events']);
   return withProducer(async (producer) => {
     const status = await gather(producer, config);
-    process.stdout.write(
-      args.values.json
-        ? `${JSON.stringify(toJson(status, config), null, 2)}\n`
-        : `${render(status, config)}\n`,
-    );
+    const text = options.json
+      ? JSON.stringify(toJson(status, config), null, 2)
+      : render(status, config);
+    process.stdout.write(`${text}\n`);
     return healthy(status) ? 0 : 1;
   });
 }
@@ -73,35 +40,36 @@ export async function run(argv: readonly string[]): Promise<number> {
 /** What the exit status and `ok` say: the datastore answered and minting works. */
 const healthy = (s: Status): boolean => s.datastore !== undefined && !s.mintFailure;
 
-async function gather(producer: Producer, config: StatusConfig): Promise<Status> {
-  const tallies = { redis: producer.connection, prefix: config.redis.queuePrefix };
+/** The queues, and the datastore when it can be read (`datastoreError` says why not). */
+async function gather(producer: Producer, config: StatusConfig) {
+  const { queuePrefix: prefix } = config.redis;
+  const { schema } = config.database;
   const [queues, reconciliation, failed, retrying, mintFailure] = await Promise.all([
     queueCounts(producer.queues),
-    lastReconciliation(producer.queues, tallies),
+    lastReconciliation(producer.queues, { redis: producer.connection, prefix }),
     failedJobs(producer.queues, 5),
     retryingJobs(producer.queues, 5),
-    readMintFailure(producer.connection, config.redis.queuePrefix),
+    readMintFailure(producer.connection, prefix),
   ]);
-  const status: Status = { mintFailure, queues, reconciliation, retrying, failedJobs: failed };
+  const status = { mintFailure, queues, reconciliation, retrying, failedJobs: failed };
   const store = createStore(config.database);
   try {
     const [summary, consumers, lag] = await Promise.all([
-      readSummary(store.pool, config.database.schema),
-      consumerFailures(store.pool, config.database.schema, 5),
-      deliveryLag(store.pool, quoteIdentifier(config.database.schema)),
+      readSummary(store.pool, schema),
+      consumerFailures(store.pool, schema, 5),
+      deliveryLag(store.pool, quoteIdentifier(schema)),
     ]);
-    status.datastore = { summary, consumerFailures: consumers, lag };
+    return { ...status, datastore: { summary, consumerFailures: consumers, lag } };
   } catch (error) {
-    // The queues are still worth showing when the datastore is not.
     const code = (error as { code?: string }).code;
-    status.datastoreError =
+    const datastoreError =
       code === '42P01' || code === '3F000'
-        ? `schema ${config.database.schema} is not migrated: run perks-worker migrate`
+        ? `schema ${schema} is not migrated: run perks-worker migrate`
         : (error as Error).message;
+    return { ...status, datastore: undefined, datastoreError };
   } finally {
     await store.close();
   }
-  return status;
 }
 
 function render(s: Status, config: StatusConfig): string {
@@ -132,14 +100,6 @@ function render(s: Status, config: StatusConfig): string {
   }
   return out.join('\n');
 }
-
-const jobJson = ({ queue, job }: FailedJob) => ({
-  queue,
-  jobId: job.id ?? '',
-  consumer: jobSubject(job.data),
-  attempts: job.attemptsMade,
-  reason: job.failedReason ?? '',
-});
 
 function toJson(s: Status, config: StatusConfig) {
   return {

@@ -1,22 +1,8 @@
+import { UsageError } from '../errors.js';
 import { consumerIdSchema } from '../perks/schemas.js';
-import { type CommandSpec, parseCommandArgs, UsageError } from './command.js';
-import { producerGroups, withProducer } from './producer-session.js';
+import { withProducer } from './producer-session.js';
 
-const spec: CommandSpec = {
-  name: 'sync',
-  config: producerGroups,
-  summary:
-    'Enqueue a reward sync of one consumer, known to the datastore or not (consumers enrolled\nbefore the worker existed can be synced too). A running `perks-worker work` does it.',
-  positionals: ['<consumer-id>'],
-  options: {},
-  help: [],
-};
-
-export async function run(argv: readonly string[]): Promise<number> {
-  const args = parseCommandArgs(spec, argv);
-  if (!args) return 0;
-  const { positionals } = args;
-  const consumerId = positionals[0] ?? '';
+export async function run(consumerId: string): Promise<number> {
   if (!consumerIdSchema.safeParse(consumerId).success) {
     throw new UsageError(
       `sync: <consumer-id> ${JSON.stringify(consumerId.slice(0, 120))} is not a consumer id (2 to 100 of a-z A-Z 0-9 _ -)`,

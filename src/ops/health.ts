@@ -5,6 +5,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { Registry } from 'prom-client';
+import { OperationalError } from '../errors.js';
 import type { Logger } from './logger.js';
 import { oncePerOutage } from './outage.js';
 import { withTimeout } from './timeouts.js';
@@ -37,7 +38,7 @@ export interface OpsServerOptions {
 const maxLoopDelayMs = 2000;
 
 /** The port a server of `work` must listen on is taken: the process exits 1 saying which. */
-export class PortInUseError extends Error {
+export class PortInUseError extends OperationalError {
   override readonly name = 'PortInUseError';
   constructor(
     variable: string,

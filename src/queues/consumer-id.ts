@@ -1,8 +1,9 @@
 import { createHmac } from 'node:crypto';
+import { InputError } from '../errors.js';
 import { isConsumerId } from '../perks/schemas.js';
 
 /** Thrown when a user id needs the HMAC key and none is configured. */
-export class ConsumerIdKeyMissingError extends Error {
+export class ConsumerIdKeyMissingError extends InputError {
   override readonly name = 'ConsumerIdKeyMissingError';
   /** The problem without the field's name, for lists that name it apart. */
   static readonly problem =

@@ -6,6 +6,7 @@
 
 import type { Job } from 'bullmq';
 import { z } from 'zod';
+import { InputError } from '../errors.js';
 import { formatPath } from '../perks/paging.js';
 import { consentSchema, consumerIdSchema } from '../perks/schemas.js';
 import { jobNames, maxConsumersPerSyncJob } from './names.js';
@@ -86,7 +87,7 @@ export type JobPayload<N extends JobName> = z.input<(typeof jobPayloadSchemas)[N
 export type PerksJob<N extends JobName> = Job<JobPayload<N>, unknown, N>;
 
 /** Thrown by `parsePayload`: one line naming each bad field. */
-export class InvalidPayloadError extends Error {
+export class InvalidPayloadError extends InputError {
   override readonly name = 'InvalidPayloadError';
 }
 

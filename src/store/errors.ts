@@ -1,7 +1,8 @@
 /** Errors of the datastore that callers branch on (by type, never by message). */
+import { OperationalError } from '../errors.js';
 
 /** The database server could not be reached or refused the connection. */
-export class DatabaseUnreachableError extends Error {
+export class DatabaseUnreachableError extends OperationalError {
   override readonly name = 'DatabaseUnreachableError';
   constructor(
     readonly host: string,
@@ -15,7 +16,7 @@ export class DatabaseUnreachableError extends Error {
 }
 
 /** A migration file on disk is malformed (bad name, duplicate version). */
-export class MigrationFileError extends Error {
+export class MigrationFileError extends OperationalError {
   override readonly name = 'MigrationFileError';
 }
 
@@ -23,7 +24,7 @@ export class MigrationFileError extends Error {
  * An applied migration's file changed since it was applied. Released migrations are never
  * edited: write a new numbered file instead.
  */
-export class MigrationChecksumError extends Error {
+export class MigrationChecksumError extends OperationalError {
   override readonly name = 'MigrationChecksumError';
   constructor(
     readonly file: string,

@@ -153,9 +153,9 @@ describe('perks-worker CLI', () => {
   it('refuses events replay without a valid --from, naming it', () => {
     const missing = run(['events', 'replay']);
     expect(missing.status).toBe(2);
-    expect(missing.stderr).toMatch(/events replay: --from <event id> is required/);
+    expect(missing.stderr).toBe('perks-worker: events replay: --from <event-id> is required\n');
     const bad = run(['events', 'replay', '--from', 'yesterday']);
     expect(bad.status).toBe(2);
-    expect(bad.stderr).toMatch(/--from must be a whole number/);
+    expect(bad.stderr).toMatch(/^perks-worker: events replay: --from must be a whole number/);
   });
 });

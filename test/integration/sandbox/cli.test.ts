@@ -1,7 +1,8 @@
 import { PassThrough } from 'node:stream';
-import { describe, expect, it } from 'vitest';
-import { UsageError } from '../../../src/cli/command.js';
+import { describe, expect, it, vi } from 'vitest';
+import { runCli } from '../../../src/cli/program.js';
 import { run } from '../../../src/cli/sandbox.js';
+import { UsageError } from '../../../src/errors.js';
 import { apiHeaders, basicAuth, call } from './http.js';
 
 async function firstOutput(stream: PassThrough): Promise<string> {
@@ -14,10 +15,18 @@ describe('perks-worker sandbox', () => {
     const stdout = new PassThrough();
     const stop = new AbortController();
     const printed = firstOutput(stdout);
-    const exit = run(['--port', '0', '--consumers', '3', '--seed', '9', '--token-ttl', '60'], {
-      signal: stop.signal,
-      stdout,
-    });
+    const exit = run(
+      {
+        host: '127.0.0.1',
+        port: 0,
+        consumers: 3,
+        seed: 9,
+        tokenTtl: 60,
+        rewardsMin: 0,
+        rewardsOnEnroll: 3,
+      },
+      { signal: stop.signal, stdout },
+    );
     const text = await printed;
     const baseUrl = /listening on (http:\/\/127\.0\.0\.1:\d+) /.exec(text)?.[1];
     expect(baseUrl).toBeDefined();
@@ -61,14 +70,19 @@ describe('perks-worker sandbox', () => {
     [['--bogus'], /bogus/],
     [['--scenario', '/nonexistent/file.json'], /scenario \/nonexistent\/file\.json/],
   ])('rejects %j with one precise UsageError', async (argv, message) => {
-    await expect(run(argv)).rejects.toThrow(UsageError);
-    await expect(run(argv)).rejects.toThrow(message);
+    const sandbox = () => runCli(['sandbox', ...argv], '0.0.0');
+    await expect(sandbox()).rejects.toThrow(UsageError);
+    await expect(sandbox()).rejects.toThrow(message);
   });
 
   it('prints its help', async () => {
-    const stdout = new PassThrough();
-    const printed = firstOutput(stdout);
-    expect(await run(['--help'], { stdout })).toBe(0);
-    expect(await printed).toContain('--rate-limit N');
+    const out: string[] = [];
+    vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => out.push(String(chunk)) > 0);
+    try {
+      expect(await runCli(['sandbox', '--help'], '0.0.0')).toBe(0);
+    } finally {
+      vi.restoreAllMocks();
+    }
+    expect(out.join('')).toContain('--rate-limit <n>');
   });
 });

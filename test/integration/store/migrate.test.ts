@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, afterEach, describe, expect, inject, it, vi } from 'vitest';
 import { run } from '../../../src/cli/migrate.js';
+import { runCli } from '../../../src/cli/program.js';
 import { DatabaseUnreachableError, MigrationChecksumError } from '../../../src/store/errors.js';
 import { loadMigrationFiles, migrate } from '../../../src/store/migrate.js';
 import { createTestDatabase } from '../../support/database.js';
@@ -251,13 +252,13 @@ describe('perks-worker migrate', () => {
     vi.stubEnv('DATABASE_SCHEMA', 'perks');
     vi.stubEnv('LOG_LEVEL', 'silent');
     const first = capture();
-    expect(await run([])).toBe(0);
+    expect(await run()).toBe(0);
     expect(first.out.join('')).toBe(
       `created database ${name}\napplied 000001_init.sql\napplied 000002_write_reward_pages.sql\napplied 000003_not_enrolled_race.sql\napplied 000004_signup_outbox.sql\napplied 000005_reward_events.sql\napplied 000006_drop_write_reward_pages_overload.sql\nschema perks is at 000006 (6 migrations)\n`,
     );
     vi.restoreAllMocks();
     const second = capture();
-    expect(await run([])).toBe(0);
+    expect(await run()).toBe(0);
     expect(second.out.join('')).toBe('schema perks is at 000006 (6 migrations)\n');
   });
 
@@ -265,7 +266,7 @@ describe('perks-worker migrate', () => {
     vi.stubEnv('DATABASE_URL', 'postgres://postgres@127.0.0.1:1/perks');
     vi.stubEnv('LOG_LEVEL', 'silent');
     const { out, err } = capture();
-    expect(await run([])).toBe(1);
+    expect(await run()).toBe(1);
     expect(out).toEqual([]);
     expect(err).toHaveLength(1);
     expect(err[0]).toMatch(
@@ -275,11 +276,13 @@ describe('perks-worker migrate', () => {
 
   it('shows its help', async () => {
     const { out } = capture();
-    expect(await run(['--help'])).toBe(0);
+    expect(await runCli(['migrate', '--help'], '0.0.0')).toBe(0);
     expect(out.join('')).toMatch(/^Usage: perks-worker migrate \[options\]/);
   });
 
   it('rejects an unknown option', async () => {
-    await expect(run(['--force'])).rejects.toThrow(/migrate: Unknown option '--force'/);
+    await expect(runCli(['migrate', '--force'], '0.0.0')).rejects.toThrow(
+      /migrate: Unknown option '--force'/,
+    );
   });
 });

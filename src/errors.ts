@@ -1,0 +1,14 @@
+/**
+ * What `perks-worker` does with an error it did not expect to handle: an OperationalError (the
+ * environment failed: a server down, a port taken, a migration edited) is one line and exit 1;
+ * an InputError (the input is wrong: an argument, a variable, a payload) is one line and exit
+ * 2. Anything else is a bug and keeps its stack.
+ */
+export class OperationalError extends Error {}
+
+export class InputError extends Error {}
+
+/** A command-line mistake, caught by the argument parser or by a command. */
+export class UsageError extends InputError {
+  override readonly name = 'UsageError';
+}
