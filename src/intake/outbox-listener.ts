@@ -6,6 +6,7 @@
  * poll, none is lost. So a failure is logged once per outage, and the session reconnects with
  * backoff, for ever.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { Logger } from '../ops/logger.js';
 import { oncePerOutage } from '../ops/outage.js';
@@ -101,30 +102,24 @@ export function listenForSignups(options: SignupListenerOptions): SignupListener
  */
 export function createWakeup() {
   let pending = false;
-  let release: (() => void) | undefined;
+  let early: AbortController | undefined;
   return {
     wake(): void {
       pending = true;
-      release?.();
+      early?.abort();
     },
     /** Waits `ms`, or until a wake-up when `wakeable`, or until `signal` aborts. */
-    wait(ms: number, { wakeable }: { wakeable: boolean }, signal: AbortSignal): Promise<void> {
-      if ((wakeable && pending) || signal.aborted) {
-        pending = false;
-        return Promise.resolve();
+    async wait(ms: number, wakeable: boolean, signal: AbortSignal): Promise<void> {
+      if (!(wakeable && pending) && !signal.aborted) {
+        const stop = new AbortController();
+        const abort = () => stop.abort();
+        signal.addEventListener('abort', abort, { once: true });
+        if (wakeable) early = stop;
+        await sleep(ms, undefined, { signal: stop.signal }).catch(() => undefined);
+        signal.removeEventListener('abort', abort);
+        early = undefined;
       }
-      return new Promise((resolve) => {
-        const done = () => {
-          clearTimeout(timer);
-          signal.removeEventListener('abort', done);
-          release = undefined;
-          pending = false;
-          resolve();
-        };
-        const timer = setTimeout(done, ms);
-        signal.addEventListener('abort', done, { once: true });
-        if (wakeable) release = done;
-      });
+      pending = false;
     },
   };
 }

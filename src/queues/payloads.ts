@@ -3,12 +3,36 @@
  * because jobs can be added by anything that speaks to Redis. A payload that fails here
  * fails its job at once (UnrecoverableError) with a reason naming the field.
  */
-
 import type { Job } from 'bullmq';
-import { z } from 'zod';
-import { formatPath } from '../perks/paging.js';
+import { type ZodError, z } from 'zod';
 import { consentSchema, consumerIdSchema } from '../perks/schemas.js';
 import { jobNames, maxConsumersPerSyncJob } from './names.js';
+
+/** One thing wrong with an input: the field as its sender names it (`extra_consents[1]`), and why. */
+export interface Problem {
+  field: string;
+  message: string;
+}
+
+/** Every issue of a failed parse as a Problem; `whole` names the input when it is not an object. */
+export function problemsOf(error: ZodError, whole = '(payload)'): Problem[] {
+  return error.issues.map((issue) => {
+    if (issue.code === 'unrecognized_keys') {
+      return { field: issue.keys.join(', '), message: 'is not a known field' };
+    }
+    const field = issue.path
+      .map((key, i) => (typeof key === 'number' ? `[${key}]` : `${i > 0 ? '.' : ''}${String(key)}`))
+      .join('');
+    if (field !== '') return { field, message: issue.message };
+    const notObject = issue.code === 'invalid_type';
+    return { field: whole, message: notObject ? 'must be a JSON object' : issue.message };
+  });
+}
+
+/** `field: message; field: message`, the one way a list of problems is written. */
+export function describeProblems(problems: readonly Problem[]): string {
+  return problems.map(({ field, message }) => `${field}: ${message}`).join('; ');
+}
 
 /** The client's own customer id: any non-empty string of sane length. */
 export const userIdSchema = z
@@ -18,17 +42,27 @@ export const userIdSchema = z
 
 export const consentsSchema = z.array(consentSchema).max(16).optional();
 
-export const enrollmentPayloadSchema = z
-  .strictObject({
-    userId: userIdSchema.optional(),
-    consumerId: consumerIdSchema.optional(),
-    extraConsents: consentsSchema,
-    removedConsents: consentsSchema,
-  })
+const enrollmentFields = {
+  userId: userIdSchema.optional(),
+  consumerId: consumerIdSchema.optional(),
+  extraConsents: consentsSchema,
+  removedConsents: consentsSchema,
+};
+
+/** What the producer API is given: a user id (the consumer id is derived from it) or a consumer id. */
+export const enrollmentRequestSchema = z
+  .strictObject(enrollmentFields)
   .refine((p) => p.userId !== undefined || p.consumerId !== undefined, {
     error: 'one of userId or consumerId is required',
     path: ['userId'],
   });
+export type EnrollmentRequest = z.infer<typeof enrollmentRequestSchema>;
+
+/** An enrollment job: its consumer id derived once, by whoever enqueued it. */
+export const enrollmentPayloadSchema = z.strictObject({
+  ...enrollmentFields,
+  consumerId: consumerIdSchema,
+});
 export type EnrollmentPayload = z.infer<typeof enrollmentPayloadSchema>;
 
 export const rewardSyncPayloadSchema = z.strictObject({
@@ -98,8 +132,7 @@ export function parsePayload<S extends z.ZodType>(
 ): z.output<S> {
   const parsed = schema.safeParse(data);
   if (parsed.success) return parsed.data;
-  const problems = parsed.error.issues.map(
-    (issue) => `${formatPath(issue.path) || '(payload)'}: ${issue.message}`,
+  throw new InvalidPayloadError(
+    `invalid ${what} payload: ${describeProblems(problemsOf(parsed.error))}`,
   );
-  throw new InvalidPayloadError(`invalid ${what} payload: ${problems.join('; ')}`);
 }

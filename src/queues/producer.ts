@@ -19,7 +19,8 @@ import {
 } from './names.js';
 import {
   type EnrollmentPayload,
-  enrollmentPayloadSchema,
+  type EnrollmentRequest,
+  enrollmentRequestSchema,
   parsePayload,
   type ReconciliationPayload,
   type RewardSyncBatchPayload,
@@ -46,44 +47,46 @@ export interface EnqueuedEnrollment {
 }
 
 /**
- * Enqueues an enrollment. While one of this consumer is pending (waiting, delayed, running),
- * a duplicate signup event adds nothing and is told so: BullMQ's deduplication does it
- * atomically in Redis, so two producers racing cannot both believe they enqueued. Once that
- * job has finished, a new request is a new enrollment attempt.
+ * Enqueues enrollments in one round trip: every door's path, a single one being a batch of one.
+ * While an enrollment of a consumer is pending (waiting, delayed, running), another adds nothing
+ * and is answered with the pending job's id: BullMQ's deduplication does it atomically in Redis
+ * (`addBulk` runs the same per-job script as `add`), so two racing producers cannot both believe
+ * they enqueued. Once that job has finished, a new request is a new attempt. A consumer twice in
+ * one call is answered as pending by its first job. The answers are in the order given.
  */
+export async function enqueueEnrollments(
+  queues: Queues,
+  payloads: readonly EnrollmentPayload[],
+): Promise<EnqueuedEnrollment[]> {
+  if (payloads.length === 0) return [];
+  const jobs = payloads.map((data) => ({
+    name: jobNames.enroll,
+    data,
+    opts: {
+      jobId: enrollmentJobId(data.consumerId),
+      deduplication: { id: enrollmentDeduplicationId(data.consumerId) },
+    },
+  }));
+  const added = await queues.enrollment.addBulk(jobs);
+  return jobs.map(({ data, opts }, i) => {
+    const id = added[i]?.id ?? opts.jobId;
+    return { consumerId: data.consumerId, jobId: id, alreadyPending: id !== opts.jobId };
+  });
+}
+
+/** The producer API's enrollment: checks the request, derives the consumer id, enqueues it. */
 export async function enqueueEnrollment(
   queues: Queues,
-  payload: EnrollmentPayload,
+  request: EnrollmentRequest,
   consumerIdKey: string | undefined,
 ): Promise<EnqueuedEnrollment> {
-  const valid = parsePayload(enrollmentPayloadSchema, payload, 'enrollment');
-  const { name, data, opts } = enrollmentJob(enrollmentConsumerId(valid, consumerIdKey), valid);
-  return enqueuedAs(data.consumerId, opts.jobId, await queues.enrollment.add(name, data, opts));
-}
-
-/** The consumer id of a valid enrollment payload: its own, or derived from its user id. */
-export function enrollmentConsumerId(
-  valid: EnrollmentPayload,
-  consumerIdKey: string | undefined,
-): string {
-  return valid.consumerId ?? deriveConsumerId(valid.userId ?? '', consumerIdKey);
-}
-
-/** The enrollment job of a valid payload: its id, and its deduplication on the consumer. */
-export function enrollmentJob(consumerId: string, valid: EnrollmentPayload) {
-  return {
-    name: jobNames.enroll,
-    data: { ...valid, consumerId },
-    opts: {
-      jobId: enrollmentJobId(consumerId),
-      deduplication: { id: enrollmentDeduplicationId(consumerId) },
-    },
+  const { consumerId, ...rest } = parsePayload(enrollmentRequestSchema, request, 'enrollment');
+  const payload = {
+    ...rest,
+    consumerId: consumerId ?? deriveConsumerId(rest.userId ?? '', consumerIdKey),
   };
-}
-
-/** What an add of `enrollmentJob` did: a deduplicated add answers with the pending job's id. */
-export function enqueuedAs(consumerId: string, jobId: string, job: Job): EnqueuedEnrollment {
-  return { consumerId, jobId: job.id ?? jobId, alreadyPending: job.id !== jobId };
+  const [enqueued] = await enqueueEnrollments(queues, [payload]);
+  return enqueued as EnqueuedEnrollment;
 }
 
 /**
@@ -204,7 +207,7 @@ export interface ProducerOptions {
 }
 
 export interface Producer {
-  enqueueEnrollment(payload: EnrollmentPayload): Promise<EnqueuedEnrollment>;
+  enqueueEnrollment(request: EnrollmentRequest): Promise<EnqueuedEnrollment>;
   enqueueRewardSync(payload: RewardSyncPayload): Promise<{ jobId: string }>;
   startReconciliation(): Promise<StartedReconciliation>;
   readonly queues: Queues;
@@ -236,7 +239,7 @@ export async function createProducer(options: ProducerOptions): Promise<Producer
   return {
     queues,
     connection,
-    enqueueEnrollment: (payload) => enqueueEnrollment(queues, payload, options.consumerIdKey),
+    enqueueEnrollment: (request) => enqueueEnrollment(queues, request, options.consumerIdKey),
     enqueueRewardSync: async (payload) => ({
       jobId: (await enqueueRewardSync(queues, payload)).id ?? '',
     }),
