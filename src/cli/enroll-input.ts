@@ -1,10 +1,9 @@
 /**
- * The input of `enroll --file`: CSV (a header naming `user_id` and optionally `extra_consents`
- * and `removed_consents`, consents `;`-separated) or JSON Lines (one signup a line, consents an
- * array or a `;`-separated string). Read as a stream: one record at a time, each with its line
- * number, either as a signup for the one signup check (intake/signups.ts) or as the problem
- * that makes it a bad line before any check.
+ * The input of `enroll --file`: CSV (a header naming signup fields, consents `;`-separated) or
+ * JSON Lines (one signup a line, consents an array or `;`-separated). Read as a stream, a record
+ * at a time with its line number: a signup for checkSignup, or what makes it a bad line.
  */
+import { once } from 'node:events';
 import { extname } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
@@ -33,33 +32,14 @@ export function formatOfPath(path: string): InputFormat | undefined {
 /** @deprecated For src/cli/enroll-report.ts until it calls describeProblems: the field named. */
 export const inputPath = (path: readonly PropertyKey[]): string => path.map(String).join('');
 
-/**
- * The format of an input whose name does not tell: JSON Lines when its first character (after
- * a BOM and blanks) is `{`, else CSV. What was read to tell is put back.
- */
+/** JSON Lines when the first character (after a BOM and blanks) is `{`, else CSV; read, put back. */
 export async function sniffFormat(input: Readable): Promise<InputFormat> {
-  const chunk = await new Promise<Buffer | string | null>((resolve, reject) => {
-    const settle = (value: Buffer | string | null, error?: Error) => {
-      input.off('readable', onReadable);
-      input.off('end', onEnd);
-      input.off('error', onError);
-      if (error) reject(error);
-      else resolve(value);
-    };
-    const onReadable = () => settle(input.read() as Buffer | string | null);
-    const onEnd = () => settle(null);
-    const onError = (error: Error) => settle(null, error);
-    input.on('readable', onReadable);
-    input.on('end', onEnd);
-    input.on('error', onError);
-  });
+  await once(input, 'readable');
+  const chunk = input.read() as Buffer | string | null;
   if (chunk === null) return 'csv';
   input.unshift(chunk);
-  const first = chunk
-    .toString()
-    .replace(/^\uFEFF/, '')
-    .trimStart()[0];
-  return first === '{' ? 'jsonl' : 'csv';
+  const text = chunk.toString().replace(/^\uFEFF/, '');
+  return text.trimStart().startsWith('{') ? 'jsonl' : 'csv';
 }
 
 export function readRecords(input: Readable, format: InputFormat): AsyncGenerator<InputRecord> {
@@ -110,7 +90,7 @@ async function* readCsv(input: Readable): AsyncGenerator<InputRecord> {
             // Reported where the unclosed quote's record begins, not where the input ends.
             error.code === 'CSV_QUOTE_NOT_CLOSED'
               ? { line: lastRecordLine + 1, problem: unclosedQuote }
-              : { line: lineOf(error), problem: csvProblem(error) },
+              : { line: Number(error.lines ?? 0), problem: csvProblem(error) },
           );
         return undefined;
       },
@@ -153,9 +133,6 @@ function checkHeader(header: string[]): string[] {
   return names;
 }
 
-const lineOf = (error: CsvError): number => (typeof error.lines === 'number' ? error.lines : 0);
-
-/** The open quote took every line after it into one field: none of them was read as a record. */
 const unclosedQuote =
   'a quote opened in this record is never closed: every line from here to the end was read as one field, not as records; close it and run again';
 

@@ -1,15 +1,11 @@
 /**
- * The RabbitMQ intake: each message of the queue is one signup, checked and enqueued like
- * those of the other intake paths (signups.ts).
- *
- * - A message is acked only once its job is in Redis. When Redis refuses, the handler waits
- *   (as long as the outage has lasted so far, 0.25 to 5 s) and nacks it with requeue: the
- *   broker keeps it, and the consumer does not spin on it.
- * - An invalid message is published, confirmed, to `<queue>.dead` with the reason in the
- *   header `x-perks-error`, then acked. Plain dead-lettering cannot add a header of our own.
- * - rabbitmq-client reconnects with backoff and declares the queue and QoS again. The broker
- *   requeues what was unacked on a lost channel, so a signup is enqueued at least once; a
- *   second time meets the pending job's deduplication, or an enrollment that answers 409.
+ * The RabbitMQ intake: each message of the queue is one signup (signups.ts).
+ * - Acked only once its job is in Redis. When Redis refuses, the handler waits (as long as the
+ *   outage has lasted, 0.25 to 5 s) and requeues it: the consumer does not spin on it.
+ * - An invalid message is published, confirmed, to `<queue>.dead` with the reason in the header
+ *   `x-perks-error`, then acked: plain dead-lettering cannot add a header of our own.
+ * - rabbitmq-client reconnects; the broker requeues what was unacked on a lost channel, so a
+ *   signup is enqueued at least once, a second time meeting deduplication or a 409.
  */
 import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
@@ -24,30 +20,23 @@ import {
 import { redactUrl } from '../config.js';
 import { NotReadyError } from '../ops/health.js';
 import type { Logger } from '../ops/logger.js';
-import type { IntakeMetrics } from '../ops/metrics.js';
 import { oncePerOutage } from '../ops/outage.js';
 import { within } from '../ops/timeouts.js';
 import type { ContinueTrace } from '../ops/tracing.js';
 import { describeProblems } from '../queues/payloads.js';
 import { enqueueEnrollments } from '../queues/producer.js';
-import type { Queues } from '../queues/queues.js';
-import { checkSignup } from './signups.js';
+import { type Checked, checkSignup, type Door } from './signups.js';
 
-export interface AmqpIntakeOptions {
-  /** INTAKE_AMQP_URL: `amqp://` or `amqps://`, with user and password. Logged redacted. */
+export interface AmqpIntakeOptions extends Door {
+  /** INTAKE_AMQP_URL, logged redacted. */
   url: string;
-  /** INTAKE_AMQP_QUEUE: consumed, declared durable. Invalid messages go to `<queue>.dead`. */
+  /** INTAKE_AMQP_QUEUE: consumed, declared durable. */
   queue: string;
-  /** INTAKE_AMQP_PREFETCH: unacked messages held at once, all of them handled concurrently. */
+  /** INTAKE_AMQP_PREFETCH: unacked messages held, and handled, at once. */
   prefetch: number;
-  /** Queues on a fail-fast ('producer') connection, so that a Redis outage shows at once. */
-  queues: Queues;
-  consumerIdKey: string | undefined;
-  logger: Logger;
-  metrics: IntakeMetrics;
-  /** How long the start waits for the broker; past it, the intake goes on trying. Default 10 000. */
+  /** How long the start waits for the broker before going on trying. Default 10 000. */
   startTimeoutMs?: number;
-  /** How long `close()` waits for running handlers before dropping the connection. Default 5000. */
+  /** How long `close()` waits for running handlers. Default 5000. */
   closeTimeoutMs?: number;
   /** With tracing on: a message's job continues the trace of its `traceparent` header. */
   continueTrace?: ContinueTrace;
@@ -84,12 +73,7 @@ export async function startAmqpIntake(options: AmqpIntakeOptions): Promise<AmqpI
       concurrency: options.prefetch,
       requeue: true,
     },
-    messageHandler(options, connection, {
-      publisher,
-      log,
-      brokerOutage,
-      stopping: stopping.signal,
-    }),
+    messageHandler(options, connection, { publisher, log, brokerOutage, stopping }),
   );
   const deadQueue = deadQueueOf(options.queue);
   consumer.on('error', (error: Error) => brokerOutage.error(error));
@@ -126,6 +110,8 @@ export async function startAmqpIntake(options: AmqpIntakeOptions): Promise<AmqpI
   };
 }
 
+type Outage = ReturnType<typeof oncePerOutage>;
+
 /** A connection that reconnects by itself, its outages logged once each. */
 function connectBroker(url: string, log: Logger) {
   const connection = new Connection({
@@ -150,16 +136,11 @@ function connectBroker(url: string, log: Logger) {
   return { connection, brokerOutage };
 }
 
-/** Acks a message once its job is in Redis or it is dead-lettered; requeues it, after a pause, otherwise. */
+/** Acks a message once enqueued or dead-lettered; requeues it after a pause otherwise. */
 function messageHandler(
   options: AmqpIntakeOptions,
   connection: Connection,
-  ctx: {
-    publisher: Publisher;
-    log: Logger;
-    brokerOutage: ReturnType<typeof oncePerOutage>;
-    stopping: AbortSignal;
-  },
+  ctx: { publisher: Publisher; log: Logger; brokerOutage: Outage; stopping: AbortController },
 ) {
   const { queues, consumerIdKey, metrics } = options;
   const inTraceOf: ContinueTrace = options.continueTrace ?? ((_headers, fn) => fn());
@@ -176,15 +157,12 @@ function messageHandler(
     ),
   );
   return async (message: AsyncMessage): Promise<ConsumerStatus> => {
-    const body = jsonBody(message);
-    const signup = body.ok
-      ? checkSignup(body.value, consumerIdKey)
-      : { ok: false as const, problems: [{ field: 'body', message: 'is not JSON' }] };
+    const body = jsonOf(message);
+    const signup = body.ok ? checkSignup(body.value, consumerIdKey) : body;
     try {
       if (!signup.ok) {
         const reason = describeProblems(signup.problems);
-        // Declared before each publish: a confirmed publish to a queue that was deleted is
-        // dropped in silence. Invalid messages are rare, so the round trip costs nothing.
+        // Declared each time: a confirmed publish to a deleted queue is dropped in silence.
         await connection.queueDeclare({ queue: deadQueue, durable: true });
         await ctx.publisher.send(deadLetterOf(message, deadQueue, reason), bodyBytes(message));
         metrics.intake('amqp', 'rejected');
@@ -201,46 +179,37 @@ function messageHandler(
     } catch (error) {
       // Redis (or the broker, for a dead letter) refused: keep the message, after a pause.
       (signup.ok ? redisOutage : ctx.brokerOutage).error(asError(error));
-      await retryPause.wait(ctx.stopping);
+      await retryPause.wait(ctx.stopping.signal);
       return ConsumerStatus.REQUEUE;
     }
   };
 }
 
-/**
- * rabbitmq-client parses an `application/json` body itself (and leaves the bytes when that
- * fails) and decodes a `text/plain` one; any other body arrives as bytes.
- */
-function jsonBody(message: AsyncMessage): { ok: true; value: unknown } | { ok: false } {
-  const body: unknown = message.body;
-  if (isParsedJson(message)) return { ok: true, value: body };
-  try {
-    return { ok: true, value: JSON.parse(bodyBytes(message).toString('utf8')) };
-  } catch {
-    return { ok: false };
-  }
-}
+/** rabbitmq-client parses an `application/json` body (leaving the bytes when that fails). */
+const parsedByClient = (message: AsyncMessage) =>
+  message.contentType === 'application/json' &&
+  !message.contentEncoding &&
+  !Buffer.isBuffer(message.body);
 
 /** The body as sent; a body the client parsed is the same JSON serialised again. */
 function bodyBytes(message: AsyncMessage): Buffer {
   const body: unknown = message.body;
   if (Buffer.isBuffer(body)) return body;
-  if (isParsedJson(message)) return Buffer.from(JSON.stringify(body), 'utf8');
-  return Buffer.from(String(body), 'utf8');
+  return Buffer.from(parsedByClient(message) ? JSON.stringify(body) : String(body), 'utf8');
 }
 
-function isParsedJson(message: AsyncMessage): boolean {
-  return (
-    message.contentType === 'application/json' &&
-    !message.contentEncoding &&
-    !Buffer.isBuffer(message.body)
-  );
+function jsonOf(message: AsyncMessage): Checked<unknown> {
+  if (parsedByClient(message)) return { ok: true, value: message.body };
+  try {
+    return { ok: true, value: JSON.parse(bodyBytes(message).toString('utf8')) };
+  } catch {
+    return { ok: false, problems: [{ field: 'body', message: 'is not JSON' }] };
+  }
 }
 
 /**
- * The dead letter of a message, the reason in its `x-perks-error` header. It keeps the original's
- * properties but `expiration` (a dead letter must wait for someone to read it) and `userId` (the
- * broker checks it against the publishing user), and is durable whatever the original was.
+ * The dead letter of a message: durable, its properties but `expiration` (it must wait to be
+ * read) and `userId` (the broker checks it against the publisher), the reason in a header.
  */
 function deadLetterOf(message: AsyncMessage, deadQueue: string, reason: string): Envelope {
   const { contentType, contentEncoding, priority, correlationId, replyTo } = message;
@@ -273,6 +242,4 @@ function outagePause(): { wait(signal: AbortSignal): Promise<void>; recovered():
   };
 }
 
-function asError(error: unknown): Error {
-  return error instanceof Error ? error : new Error(String(error));
-}
+const asError = (error: unknown) => (error instanceof Error ? error : new Error(String(error)));

@@ -1,13 +1,9 @@
 /**
- * The HTTP intake of `work`, for signup services in any language:
- *   POST /v1/enrollments  a signup (signups.ts) or 1..1000 of them
- *   POST /v1/syncs        {"consumer_id"} or 1..1000 of them
- * Every request carries `Authorization: Bearer <INTAKE_TOKEN>`. A request is all or nothing:
- * one invalid item refuses it whole (400, each problem named), and a 202 is only sent once
- * every job is in Redis (Redis away: 503, retry; deduplication absorbs the retry).
- *
- * fastify does the HTTP edges: a streaming 1 MiB body limit (413), JSON only (415), bad JSON
- * (400), prototype-poisoning-safe parsing, and request timeouts.
+ * The HTTP intake: `POST /v1/enrollments` (a signup, or 1..1000) and `POST /v1/syncs`
+ * ({"consumer_id"}, or 1..1000), with `Authorization: Bearer <INTAKE_TOKEN>`. All or nothing:
+ * one invalid item refuses the request (400, each problem named); 202 once every job is in
+ * Redis (Redis away: 503, and deduplication absorbs the retry). fastify does the HTTP edges:
+ * body limit (413), JSON only (415), bad JSON (400), safe parsing, timeouts.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
@@ -17,21 +13,14 @@ import type { IntakeMetrics, IntakeOutcome } from '../ops/metrics.js';
 import { oncePerOutage } from '../ops/outage.js';
 import { withTimeout } from '../ops/timeouts.js';
 import type { ContinueTrace } from '../ops/tracing.js';
-import type { Problem } from '../queues/payloads.js';
 import { enqueueEnrollments, enqueueRewardSync } from '../queues/producer.js';
-import type { Queues } from '../queues/queues.js';
-import { type Checked, checkAll, checkSignup, checkSyncRequest } from './signups.js';
+import { type Checked, checkAll, checkSignup, checkSyncRequest, type Door } from './signups.js';
 
-export interface HttpIntakeOptions {
+export interface HttpIntakeOptions extends Door {
   port: number;
   host: string;
   /** INTAKE_TOKEN: the bearer token every caller sends. */
   token: string;
-  /** On a fail-fast Redis connection: a request must learn at once that Redis is away. */
-  queues: Queues;
-  consumerIdKey: string | undefined;
-  logger: Logger;
-  metrics: IntakeMetrics;
   /** With tracing on: a request's jobs continue the trace of its `traceparent` header. */
   continueTrace?: ContinueTrace;
 }
@@ -47,14 +36,14 @@ const maxItemsPerRequest = 1000;
 /** A Redis that has not answered by then is treated as away. */
 const enqueueTimeoutMs = 5000;
 
-/** A POST route: how an item is checked, how the checked items are enqueued and answered. */
+/** A POST route: how an item is checked, and the checked items enqueued and answered. */
 interface BatchRoute<T> {
   url: string;
   check(item: unknown): Checked<T>;
   enqueue(values: T[]): Promise<{ body: object; counts: Partial<Record<IntakeOutcome, number>> }>;
 }
 
-/** What every route shares: the metrics, the caller's trace, the answer while Redis is away. */
+/** What the routes share. */
 interface RouteEdge {
   metrics: IntakeMetrics;
   inTraceOf: ContinueTrace;
@@ -69,52 +58,38 @@ export async function startHttpIntake(options: HttpIntakeOptions): Promise<HttpI
     inTraceOf: options.continueTrace ?? ((_headers, fn) => fn()),
     enqueued: redisGuard(options.logger),
   };
-  const routes = [
-    batchRoute(app, edge, {
-      url: '/v1/enrollments',
-      check: (item) => checkSignup(item, consumerIdKey),
-      async enqueue(signups) {
-        const enqueued = await enqueueEnrollments(queues, signups);
-        const duplicate = enqueued.filter((e) => e.alreadyPending).length;
-        const enrollments = enqueued.map((e, i) => ({
-          user_id: signups[i]?.userId,
-          consumer_id: e.consumerId,
-          job_id: e.jobId,
-          duplicate: e.alreadyPending,
-        }));
-        return {
-          body: { enrollments },
-          counts: { accepted: enqueued.length - duplicate, duplicate },
-        };
-      },
-    }),
-    batchRoute(app, edge, {
-      url: '/v1/syncs',
-      check: checkSyncRequest,
-      async enqueue(consumerIds) {
-        // A sync already waiting for a consumer absorbs the request.
-        const jobs = await Promise.all(
-          consumerIds.map((consumerId) =>
-            enqueueRewardSync(queues, { consumerId, reason: 'manual' }),
-          ),
-        );
-        const syncs = jobs.map((job, i) => ({ consumer_id: consumerIds[i], job_id: job.id ?? '' }));
-        return { body: { syncs }, counts: { accepted: syncs.length } };
-      },
-    }),
-  ];
-  // A known path with another method: 405 naming the one allowed.
-  for (const url of routes) {
-    app.route({
-      method: ['GET', 'HEAD', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'],
-      url,
-      handler: async (_request, reply) =>
-        reply
-          .code(405)
-          .header('allow', 'POST')
-          .send({ error: `${url} accepts POST only` }),
-    });
-  }
+  batchRoute(app, edge, {
+    url: '/v1/enrollments',
+    check: (item) => checkSignup(item, consumerIdKey),
+    async enqueue(signups) {
+      const enqueued = await enqueueEnrollments(queues, signups);
+      const duplicate = enqueued.filter((e) => e.alreadyPending).length;
+      const enrollments = enqueued.map((e, i) => ({
+        user_id: signups[i]?.userId,
+        consumer_id: e.consumerId,
+        job_id: e.jobId,
+        duplicate: e.alreadyPending,
+      }));
+      return {
+        body: { enrollments },
+        counts: { accepted: enqueued.length - duplicate, duplicate },
+      };
+    },
+  });
+  batchRoute(app, edge, {
+    url: '/v1/syncs',
+    check: checkSyncRequest,
+    async enqueue(consumerIds) {
+      // A sync already waiting for a consumer absorbs the request.
+      const jobs = await Promise.all(
+        consumerIds.map((consumerId) =>
+          enqueueRewardSync(queues, { consumerId, reason: 'manual' }),
+        ),
+      );
+      const syncs = jobs.map((job, i) => ({ consumer_id: consumerIds[i], job_id: job.id ?? '' }));
+      return { body: { syncs }, counts: { accepted: syncs.length } };
+    },
+  });
   return listen(app, options);
 }
 
@@ -161,8 +136,8 @@ function createApp(token: string, logger: Logger): FastifyInstance {
   return app;
 }
 
-/** Registers a route that checks every item, then enqueues all of them or none; returns its url. */
-function batchRoute<T>(app: FastifyInstance, edge: RouteEdge, route: BatchRoute<T>): string {
+/** A route that checks every item, then enqueues all of them or none; 405 for other methods. */
+function batchRoute<T>(app: FastifyInstance, edge: RouteEdge, route: BatchRoute<T>): void {
   const { metrics, inTraceOf, enqueued } = edge;
   app.post(route.url, async (request, reply) => {
     const items = itemsOf(request.body);
@@ -184,7 +159,15 @@ function batchRoute<T>(app: FastifyInstance, edge: RouteEdge, route: BatchRoute<
     }
     return reply.code(202).send(answer.body);
   });
-  return route.url;
+  app.route({
+    method: ['GET', 'HEAD', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'],
+    url: route.url,
+    handler: async (_request, reply) =>
+      reply
+        .code(405)
+        .header('allow', 'POST')
+        .send({ error: `${route.url} accepts POST only` }),
+  });
 }
 
 /**
@@ -232,9 +215,7 @@ async function listen(app: FastifyInstance, options: HttpIntakeOptions): Promise
 }
 
 /** One object, or an array of 1..1000: always a list, or the problem with the body itself. */
-function itemsOf(
-  body: unknown,
-): { ok: true; value: unknown[] } | { ok: false; problems: (Problem & { index: number })[] } {
+function itemsOf(body: unknown): ReturnType<typeof checkAll<unknown>> {
   if (!Array.isArray(body)) return { ok: true, value: [body] };
   if (body.length >= 1 && body.length <= maxItemsPerRequest) return { ok: true, value: body };
   const message = `must be one object or an array of 1 to ${maxItemsPerRequest}, got ${body.length}`;

@@ -12,9 +12,6 @@ import type { Logger } from '../ops/logger.js';
 import { oncePerOutage } from '../ops/outage.js';
 import { signupOutboxChannel } from '../store/outbox.js';
 
-const firstRetryMs = 1000;
-const maxRetryMs = 30_000;
-
 export interface SignupListenerOptions {
   databaseUrl: string;
   /** The schema whose outbox is drained: notifications of other schemas are ignored. */
@@ -24,11 +21,7 @@ export interface SignupListenerOptions {
   logger: Logger;
 }
 
-export interface SignupListener {
-  close(): Promise<void>;
-}
-
-export function listenForSignups(options: SignupListenerOptions): SignupListener {
+export function listenForSignups(options: SignupListenerOptions): { close(): Promise<void> } {
   const { logger } = options;
   let closed = false;
   let session: pg.Client | undefined;
@@ -40,9 +33,17 @@ export function listenForSignups(options: SignupListenerOptions): SignupListener
       'outbox LISTEN failed; polling alone until it reconnects',
     ),
   );
-
+  // Each session is lost once: its 'error', its 'end' and a failed connect all land here.
+  const lost = (client: pg.Client, error: Error) => {
+    if (session !== client) return;
+    session = undefined;
+    client.end().catch(() => undefined);
+    if (closed) return;
+    outage.error(error);
+    const delay = Math.min(1000 * 2 ** failures++, 30_000);
+    retryTimer = setTimeout(() => void connect(), delay);
+  };
   const connect = async () => {
-    retryTimer = undefined;
     const client = new pg.Client({
       connectionString: options.databaseUrl,
       application_name: 'perks-worker outbox listener',
@@ -61,8 +62,7 @@ export function listenForSignups(options: SignupListenerOptions): SignupListener
       await client.connect();
       await client.query(`listen ${signupOutboxChannel}`);
     } catch (error) {
-      lost(client, error instanceof Error ? error : new Error(String(error)));
-      return;
+      return lost(client, error instanceof Error ? error : new Error(String(error)));
     }
     if (session !== client) return;
     if (failures > 0) logger.info('outbox LISTEN restored');
@@ -70,18 +70,6 @@ export function listenForSignups(options: SignupListenerOptions): SignupListener
     outage.recovered();
     // Rows committed while nobody listened sent their notification to no one.
     options.onSignup();
-  };
-
-  // Each session is lost once: its 'error', its 'end' and a failed connect all land here.
-  const lost = (client: pg.Client, error: Error) => {
-    if (session !== client) return;
-    session = undefined;
-    client.end().catch(() => undefined);
-    if (closed) return;
-    failures++;
-    outage.error(error);
-    const delay = Math.min(firstRetryMs * 2 ** (failures - 1), maxRetryMs);
-    retryTimer = setTimeout(() => void connect(), delay);
   };
 
   void connect();

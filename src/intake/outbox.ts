@@ -17,13 +17,10 @@
  * notifications are ignored so that a burst of signups cannot make it spin.
  */
 import type pg from 'pg';
-import type { Logger } from '../ops/logger.js';
-import type { IntakeMetrics } from '../ops/metrics.js';
 import { oncePerOutage } from '../ops/outage.js';
 import { withTimeout } from '../ops/timeouts.js';
 import { describeProblems, type EnrollmentPayload } from '../queues/payloads.js';
 import { enqueueEnrollments } from '../queues/producer.js';
-import type { Queues } from '../queues/queues.js';
 import { assertSchemaName, quoteIdentifier } from '../store/identifier.js';
 import {
   claimWaitingSignups,
@@ -33,35 +30,22 @@ import {
 } from '../store/outbox.js';
 import { inTransaction } from '../store/transaction.js';
 import { createWakeup, listenForSignups } from './outbox-listener.js';
-import { checkSignup } from './signups.js';
+import { checkSignup, type Door } from './signups.js';
 
-export interface OutboxOptions {
+export interface OutboxOptions extends Door {
   /** Pool the batches run on, a transaction each (fine through PgBouncer's transaction pooling). */
   pool: pg.Pool;
-  /**
-   * postgres:// URL of the LISTEN session, a connection of its own (see `listen`): a direct
-   * one (DATABASE_DIRECT_URL), since through PgBouncer's transaction pooling LISTEN succeeds
-   * but hears nothing.
-   */
+  /** URL of the LISTEN session: a direct one (DATABASE_DIRECT_URL), see outbox-listener.ts. */
   databaseUrl: string;
   /** Schema holding signup_outbox (DATABASE_SCHEMA). */
   schema: string;
-  /** Queues on a fail-fast producer connection: a pass learns at once that Redis is away. */
-  queues: Queues;
-  /** PERKS_CONSUMER_ID_KEY: rows whose user id needs it are refused while it is unset. */
-  consumerIdKey: string | undefined;
-  /** Longest wait between two passes when no notification comes (OUTBOX_POLL_MS, default 1000). */
+  /** Longest wait between two passes when no notification comes (OUTBOX_POLL_MS). */
   pollMs: number;
-  /** Processed rows older than this many days are deleted (OUTBOX_RETENTION_DAYS, default 7). */
+  /** Processed rows older than this many days are deleted (OUTBOX_RETENTION_DAYS). */
   retentionDays: number;
-  logger: Logger;
-  metrics: IntakeMetrics;
   /** Rows claimed per transaction. Default 500. */
   batchSize?: number;
-  /**
-   * Default true: LISTEN for the insert trigger's NOTIFY. false: polling alone (behind
-   * PgBouncer's transaction pooling, where LISTEN does not work).
-   */
+  /** Default true: LISTEN for the insert trigger's NOTIFY; false: polling alone. */
   listen?: boolean;
 }
 
@@ -144,10 +128,7 @@ export function startOutboxDrain(options: OutboxOptions): OutboxDrain {
 }
 
 /** What one batch needs; `schema` is quoted. */
-type Drainer = Pick<OutboxOptions, 'pool' | 'queues' | 'consumerIdKey' | 'logger' | 'metrics'> & {
-  schema: string;
-  batchSize: number;
-};
+type Drainer = Door & { pool: pg.Pool; schema: string; batchSize: number };
 
 /** Deletes processed rows past their retention, a batch a pass, at most every ten minutes. */
 function retention(d: Drainer, retentionDays: number): () => Promise<void> {
@@ -180,7 +161,6 @@ async function drainBatch(d: Drainer): Promise<number> {
     }
     const payloads = valid.map((v) => v.payload);
     const enqueued = await withTimeout(enqueueEnrollments(d.queues, payloads), enqueueTimeoutMs);
-    // One answer per payload, in the order given.
     const marked = valid.map(({ id }, i) => ({ id, jobId: enqueued[i]?.jobId ?? '' }));
     await markSignupsProcessed(client, d.schema, [...marked, ...refused]);
     return { rows: rows.length, enqueued, refused: refused.map((r) => r.id) };
@@ -192,11 +172,8 @@ async function drainBatch(d: Drainer): Promise<number> {
   d.metrics.intake('outbox', 'accepted', accepted);
   d.metrics.intake('outbox', 'duplicate', duplicate);
   d.metrics.intake('outbox', 'rejected', rejected);
-  const durationMs = Date.now() - startedAt;
-  d.logger.info(
-    { rows: batch.rows, accepted, duplicate, rejected, durationMs },
-    'outbox batch enqueued',
-  );
+  const counts = { rows: batch.rows, accepted, duplicate, rejected };
+  d.logger.info({ ...counts, durationMs: Date.now() - startedAt }, 'outbox batch enqueued');
   if (rejected > 0) d.logger.warn({ ids: batch.refused }, 'outbox rows refused; see their error');
   return batch.rows;
 }

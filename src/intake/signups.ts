@@ -6,6 +6,8 @@
  * are refused: a misspelt consent list must not be dropped in silence.
  */
 import { z } from 'zod';
+import type { Logger } from '../ops/logger.js';
+import type { IntakeMetrics } from '../ops/metrics.js';
 import { consumerIdSchema } from '../perks/schemas.js';
 import { ConsumerIdKeyMissingError, deriveConsumerId } from '../queues/consumer-id.js';
 import {
@@ -19,6 +21,15 @@ import {
 } from '../queues/payloads.js';
 import { type EnqueuedEnrollment, enqueueEnrollments } from '../queues/producer.js';
 import type { Queues } from '../queues/queues.js';
+
+/** What each door is given; its queues on a fail-fast connection: a caller learns at once. */
+export interface Door {
+  queues: Queues;
+  /** PERKS_CONSUMER_ID_KEY: a user id that needs it is refused while it is unset. */
+  consumerIdKey: string | undefined;
+  logger: Logger;
+  metrics: IntakeMetrics;
+}
 
 export const signupSchema = z.strictObject({
   user_id: userIdSchema,

@@ -1,10 +1,7 @@
 /**
- * The typed producer API: what the client's own Node services import to feed the worker.
- *
- *   const perks = await createProducer({ redisUrl, consumerIdKey });
- *   await perks.enqueueEnrollment({ userId: 'customer-8812', extraConsents: ['TARGETING'] });
- *
- * Payloads are validated here, before anything reaches Redis, and again by the worker.
+ * The enqueueing of every job, and the typed producer API the client's Node services import
+ * (`perks-worker/producer`). Payloads are validated here, before anything reaches Redis, and
+ * again by the worker.
  */
 import { randomBytes } from 'node:crypto';
 import type { Job, Telemetry } from 'bullmq';
@@ -47,12 +44,10 @@ export interface EnqueuedEnrollment {
 }
 
 /**
- * Enqueues enrollments in one round trip: every door's path, a single one being a batch of one.
- * While an enrollment of a consumer is pending (waiting, delayed, running), another adds nothing
- * and is answered with the pending job's id: BullMQ's deduplication does it atomically in Redis
- * (`addBulk` runs the same per-job script as `add`), so two racing producers cannot both believe
- * they enqueued. Once that job has finished, a new request is a new attempt. A consumer twice in
- * one call is answered as pending by its first job. The answers are in the order given.
+ * Enqueues enrollments in one round trip, the path of every door (one is a batch of one), the
+ * answers in the order given. While an enrollment of a consumer is pending, another adds nothing
+ * and is answered with the pending job's id: BullMQ's deduplication, atomic in Redis, so two
+ * racing producers cannot both believe they enqueued. Once it has finished, a new one may start.
  */
 export async function enqueueEnrollments(
   queues: Queues,
@@ -99,21 +94,11 @@ export async function enqueueRewardSync(queues: Queues, payload: RewardSyncPaylo
 }
 
 /**
- * Enqueues many syncs in one round trip (the reconciliation's fan-out), `consumersPerJob`
- * consumers to a job. A job of several consumers syncs them at once, and costs the queue one
- * job instead of several: the consumers of a large fan-out mostly have a page or two, and the
- * queue's own work per job is then much of the whole.
- *
- * What a job of one consumer gives, such a job gives each of its consumers
- * (jobs/sync-rewards-batch.ts): a consumer that fails is retried in its own job, with the
- * usual attempts, and shows in `perks-worker failed` if it fails for good; a consumer with a
- * sync job of its own is left to it. BullMQ's deduplication is per job, so it does not apply
- * to the job itself.
- *
- * With `reconciliation` (its job id), every job is one of several consumers (even of one), its
- * outcomes go to that reconciliation's tally, and its id is the reconciliation's and its first
- * consumer id: enqueueing the same consumers again (a reconciliation resumed after a crash)
- * adds nothing while the first job is kept.
+ * Enqueues many syncs in one round trip (a reconciliation's fan-out), `consumersPerJob` to a
+ * job: the queue's own work per job is much of the whole for consumers of a page or two. Each
+ * consumer of such a job is synced as if alone (jobs/sync-rewards-batch.ts). With
+ * `reconciliation` (its job id), every job is a batch counted in its tally, whose id is the
+ * reconciliation's and its first consumer's: enqueued again on a resume, it adds nothing.
  */
 export async function enqueueRewardSyncs(
   queues: Queues,
