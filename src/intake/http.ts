@@ -9,7 +9,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import { PortInUseError } from '../ops/health.js';
 import type { Logger } from '../ops/logger.js';
-import type { IntakeMetrics, IntakeOutcome } from '../ops/metrics.js';
+import type { IntakeOutcome } from '../ops/metrics.js';
 import { oncePerOutage } from '../ops/outage.js';
 import { withTimeout } from '../ops/timeouts.js';
 import type { ContinueTrace } from '../ops/tracing.js';
@@ -43,21 +43,10 @@ interface BatchRoute<T> {
   enqueue(values: T[]): Promise<{ body: object; counts: Partial<Record<IntakeOutcome, number>> }>;
 }
 
-/** What the routes share. */
-interface RouteEdge {
-  metrics: IntakeMetrics;
-  inTraceOf: ContinueTrace;
-  enqueued: ReturnType<typeof redisGuard>;
-}
-
 export async function startHttpIntake(options: HttpIntakeOptions): Promise<HttpIntake> {
   const { queues, consumerIdKey } = options;
   const app = createApp(options.token, options.logger);
-  const edge: RouteEdge = {
-    metrics: options.metrics,
-    inTraceOf: options.continueTrace ?? ((_headers, fn) => fn()),
-    enqueued: redisGuard(options.logger),
-  };
+  const edge = { ...options, enqueued: redisGuard(options.logger) };
   batchRoute(app, edge, {
     url: '/v1/enrollments',
     check: (item) => checkSignup(item, consumerIdKey),
@@ -137,8 +126,12 @@ function createApp(token: string, logger: Logger): FastifyInstance {
 }
 
 /** A route that checks every item, then enqueues all of them or none; 405 for other methods. */
-function batchRoute<T>(app: FastifyInstance, edge: RouteEdge, route: BatchRoute<T>): void {
-  const { metrics, inTraceOf, enqueued } = edge;
+function batchRoute<T>(
+  app: FastifyInstance,
+  { metrics, continueTrace, enqueued }: HttpIntakeOptions & { enqueued: RedisGuard },
+  route: BatchRoute<T>,
+): void {
+  const inTraceOf: ContinueTrace = continueTrace ?? ((_headers, fn) => fn());
   app.post(route.url, async (request, reply) => {
     const items = itemsOf(request.body);
     const checked = items.ok ? checkAll(items.value, route.check) : items;
@@ -170,10 +163,11 @@ function batchRoute<T>(app: FastifyInstance, edge: RouteEdge, route: BatchRoute<
   });
 }
 
+type RedisGuard = ReturnType<typeof redisGuard>;
+
 /**
- * Runs an enqueue; when Redis fails or does not answer in time, answers 503 and resolves
- * undefined. An enqueue that lands after the 503 is absorbed by the caller's retry
- * (deduplication), and was never claimed.
+ * Runs an enqueue; when Redis fails or is silent, answers 503 and resolves undefined. An enqueue
+ * landing after the 503 was never claimed, and deduplication absorbs the caller's retry.
  */
 function redisGuard(logger: Logger) {
   const outage = oncePerOutage((error) =>
@@ -222,10 +216,7 @@ function itemsOf(body: unknown): ReturnType<typeof checkAll<unknown>> {
   return { ok: false, problems: [{ index: 0, field: '(body)', message }] };
 }
 
-/**
- * Compares the Authorization header with the token in constant time: both sides are hashed
- * first, so neither the content nor the length of the token leaks through timing.
- */
+/** Compares in constant time: both sides hashed, neither the token nor its length leaks. */
 function bearerCheck(token: string): (header: string | undefined) => boolean {
   const expected = createHash('sha256').update(`Bearer ${token}`).digest();
   return (header) =>

@@ -1,10 +1,8 @@
 /**
- * The intake paths `work` runs besides its jobs, each on when configured: HTTP
- * (INTAKE_TOKEN), the outbox table (OUTBOX, on by default) and RabbitMQ (INTAKE_AMQP_URL).
- * They enqueue on a Redis connection of their own that fails fast: the worker's waits for
- * Redis for ever, and a caller must learn at once that its signup was not taken.
+ * The doors `work` opens, each when configured: HTTP (INTAKE_TOKEN), the outbox (OUTBOX) and
+ * RabbitMQ (INTAKE_AMQP_URL). They enqueue on a Redis connection of their own that fails fast:
+ * the worker's waits for Redis for ever, and a caller must learn at once it was not taken.
  */
-
 import type pg from 'pg';
 import type { Config } from '../config.js';
 import type { ReadinessCheck } from '../ops/health.js';
@@ -31,7 +29,7 @@ type IntakeConfig = Pick<Config, 'intake' | 'redis' | 'database' | 'worker' | 'c
 /** With tracing on, an enqueue is a span, and HTTP and AMQP signups continue their caller's trace. */
 export type IntakeTracing = Pick<Tracing, 'telemetry' | 'continueTrace'>;
 
-/** What the intake needs from the process; its queues it opens itself, to fail fast. */
+/** What the intake needs from the process (its queues it opens itself, to fail fast). */
 export interface IntakeDeps {
   /** The pool the outbox batches run on. */
   pool: pg.Pool;
@@ -56,14 +54,10 @@ export async function startIntake(
     'pool' in first
       ? first
       : { pool: first.ctx.store.pool, metrics: first.metrics, logger: logger as Logger, tracing };
-  const connection = createRedisConnection(config.redis, 'producer', deps.logger);
-  const queues = openQueues(
-    connection,
-    config.redis.queuePrefix,
-    config.worker,
-    deps.logger,
-    deps.tracing?.telemetry,
-  );
+  const { redis, worker } = config;
+  const connection = createRedisConnection(redis, 'producer', deps.logger);
+  const telemetry = deps.tracing?.telemetry;
+  const queues = openQueues(connection, redis.queuePrefix, worker, deps.logger, telemetry);
   const closers: (() => Promise<void>)[] = [];
   const close = async () => {
     // Each bounded: a path whose server is gone must not hold the shutdown.

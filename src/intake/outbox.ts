@@ -1,20 +1,11 @@
 /**
- * The outbox drain: turns the rows your services add to <schema>.signup_outbox (with
- * enqueue_enrollment(), inside their own signup transactions) into enrollment jobs.
- *
- * One batch is one transaction: claim waiting rows `for update skip locked`, enqueue the
- * valid ones while they are locked, mark every row processed (with its job id, or with the
- * error naming the field), commit. Hence:
- * - replicas share the rows, none waiting for another, and no row is marked twice;
- * - each row is enqueued at least once: when Redis refuses, or the process dies before the
- *   commit, the rows stay waiting and the next pass enqueues them again, which the queue's
- *   deduplication by consumer id absorbs while the first job is pending (a later one meets
- *   409 upstream, already_enrolled): one enrollment either way.
- *
- * A pass runs on a NOTIFY from the insert trigger (outbox-listener.ts) or every `pollMs`,
- * whichever comes first, and never two at once in one process; it repeats while batches come
- * back full. A failed pass is logged once per outage and retried after a backoff, in which
- * notifications are ignored so that a burst of signups cannot make it spin.
+ * The outbox drain: the rows services add to <schema>.signup_outbox in their own transactions
+ * become enrollment jobs. A batch is a transaction: claim rows `for update skip locked` (replicas
+ * share them), enqueue the valid ones while locked, mark every row (job id, or the error naming
+ * the field), commit. A row is enqueued at least once: if Redis refuses or the process dies
+ * before the commit, the next pass enqueues it again, and deduplication (or a 409) absorbs it.
+ * A pass runs on a NOTIFY (outbox-listener.ts) or every `pollMs`, never two at once, repeating
+ * while batches are full; after a failure it backs off, deaf to notifications, so as not to spin.
  */
 import type pg from 'pg';
 import { oncePerOutage } from '../ops/outage.js';
@@ -57,7 +48,7 @@ export interface OutboxDrain {
 }
 
 const defaultBatchSize = 500;
-/** How long a batch may wait for Redis before it is rolled back and retried. */
+/** How long a batch waits for Redis before it is rolled back. */
 const enqueueTimeoutMs = 10_000;
 const maxBackoffMs = 10_000;
 /** Rows deleted per statement: a long retention backlog is deleted a batch per pass. */
@@ -143,11 +134,7 @@ function retention(d: Drainer, retentionDays: number): () => Promise<void> {
   };
 }
 
-/**
- * One batch in one transaction: claim, check, enqueue the valid rows while they are locked,
- * mark every row, commit. Returns the rows claimed. Rolls back and rejects when Redis or
- * PostgreSQL does, or Redis is silent for enqueueTimeoutMs: the rows stay waiting.
- */
+/** One batch, one transaction; returns the rows claimed. On any failure the rows stay waiting. */
 async function drainBatch(d: Drainer): Promise<number> {
   const startedAt = Date.now();
   const batch = await inTransaction(d.pool, async (client) => {

@@ -63,15 +63,12 @@ export function checkSignup(
       problems: [{ field: 'user_id', message: ConsumerIdKeyMissingError.problem }],
     };
   }
-  return {
-    ok: true,
-    value: {
-      userId,
-      consumerId,
-      ...(extra_consents ? { extraConsents: extra_consents } : {}),
-      ...(removed_consents ? { removedConsents: removed_consents } : {}),
-    },
+  // undefined rather than null: the job's JSON then leaves the field out.
+  const consents = {
+    extraConsents: extra_consents ?? undefined,
+    removedConsents: removed_consents ?? undefined,
   };
+  return { ok: true, value: { userId, consumerId, ...consents } };
 }
 
 /** Checks one sync request, `{"consumer_id": "..."}`. */

@@ -43,7 +43,7 @@ export async function processEnrollment(
     await enqueueRewardSync(ctx.queues, { consumerId, reason: 'enrollment' });
     return { consumerId, outcome };
   } catch (error) {
-    // The API refused this consumer for good: say why where support will look for it.
+    // Refused for good: say why where support will look for it.
     if (
       consumerId &&
       isPermanent(error) &&

@@ -49,7 +49,7 @@ const enrollmentFields = {
   removedConsents: consentsSchema,
 };
 
-/** What the producer API is given: a user id (the consumer id is derived from it) or a consumer id. */
+/** What the producer API is given: a user id (its consumer id then derived) or a consumer id. */
 export const enrollmentRequestSchema = z
   .strictObject(enrollmentFields)
   .refine((p) => p.userId !== undefined || p.consumerId !== undefined, {
@@ -101,11 +101,7 @@ export type ReconciliationState = z.output<typeof reconciliationPayloadSchema>;
 /** The cron scheduler's tick carries nothing: it only starts a reconciliation. */
 export const reconcileTickPayloadSchema = z.strictObject({});
 
-/**
- * Every job name and the schema of its payload: the one map from a job's name to its type.
- * A processor receives a `PerksJob<N>` and still parses its data, since anything that speaks
- * to Redis can add a job.
- */
+/** Each job name's payload schema: a `PerksJob<N>` is typed by it, and still parsed. */
 export const jobPayloadSchemas = {
   [jobNames.enroll]: enrollmentPayloadSchema,
   [jobNames.syncRewards]: rewardSyncPayloadSchema,
@@ -119,12 +115,11 @@ export type JobPayload<N extends JobName> = z.input<(typeof jobPayloadSchemas)[N
 /** A BullMQ job of one name, its data typed by that name. */
 export type PerksJob<N extends JobName> = Job<JobPayload<N>, unknown, N>;
 
-/** Thrown by `parsePayload`: one line naming each bad field. */
 export class InvalidPayloadError extends Error {
   override readonly name = 'InvalidPayloadError';
 }
 
-/** Validates a job payload; the message names every offending field, e.g. `extraConsents[1]`. */
+/** Validates a job payload; an InvalidPayloadError names every offending field. */
 export function parsePayload<S extends z.ZodType>(
   schema: S,
   data: unknown,

@@ -84,10 +84,7 @@ export async function enqueueEnrollment(
   return enqueued as EnqueuedEnrollment;
 }
 
-/**
- * Enqueues a reward sync. At most one sync per consumer runs at a time; a request arriving
- * while one runs is kept and runs after it (`keepLastIfActive`), so no change is missed.
- */
+/** Enqueues a reward sync; one arriving while one runs is kept to run after it (no change missed). */
 export async function enqueueRewardSync(queues: Queues, payload: RewardSyncPayload): Promise<Job> {
   const { name, data, opts } = rewardSyncJob(payload);
   return queues.rewardSync.add(name, data, opts);
@@ -123,7 +120,7 @@ export async function enqueueRewardSyncs(
   await queues.rewardSync.addBulk(jobs);
 }
 
-/** A sync job, deduplicated per consumer (see enqueueRewardSync); the payload is checked. */
+/** A sync job, deduplicated per consumer; the payload is checked. */
 export function rewardSyncJob(payload: RewardSyncPayload) {
   const data = parsePayload(rewardSyncPayloadSchema, payload, 'reward sync');
   return {
