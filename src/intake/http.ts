@@ -114,13 +114,11 @@ function createApp(token: string, logger: Logger): FastifyInstance {
       logger.error({ err: { message: error.message } }, 'intake: request failed');
       return reply.code(500).send({ error: 'internal error; nothing was accepted' });
     }
-    const message =
-      status === 413
-        ? `body larger than ${bodyLimitBytes} bytes`
-        : status === 415
-          ? 'content-type must be application/json'
-          : error.message;
-    return reply.code(status).send({ error: message });
+    const ours: Record<number, string> = {
+      413: `body larger than ${bodyLimitBytes} bytes`,
+      415: 'content-type must be application/json',
+    };
+    return reply.code(status).send({ error: ours[status] ?? error.message });
   });
   return app;
 }
