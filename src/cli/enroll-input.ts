@@ -1,31 +1,20 @@
 /**
- * The input of `enroll --file`: CSV (a header naming `user_id` and optionally `extra_consents`
- * and `removed_consents`, consents `;`-separated) or JSON Lines (one object a line, consents an
- * array or a `;`-separated string). Read as a stream: one record at a time, each with its line
- * number, either as an enrollment payload or as the problem that makes it a bad line.
+ * The input of `enroll --file`: CSV (a header naming signup fields, consents `;`-separated) or
+ * JSON Lines (one signup a line, consents an array or `;`-separated). Read as a stream, a record
+ * at a time with its line number: a signup for checkSignup, or what makes it a bad line.
  */
+import { once } from 'node:events';
 import { extname } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { type CsvError, parse } from 'csv-parse';
-import type { EnrollmentPayload } from '../queues/payloads.js';
+import { signupFields } from '../intake/signups.js';
 
 export const inputFormats = ['csv', 'jsonl'] as const;
 export type InputFormat = (typeof inputFormats)[number];
 
-/** The input's field names, and the payload fields they become. */
-const fieldsOfInput = {
-  user_id: 'userId',
-  extra_consents: 'extraConsents',
-  removed_consents: 'removedConsents',
-} as const;
-type InputField = keyof typeof fieldsOfInput;
-const inputFields = Object.keys(fieldsOfInput) as InputField[];
-
-/** A record of the input: its (last) line number, and its payload or what is wrong with it. */
-export type InputRecord =
-  | { line: number; payload: EnrollmentPayload }
-  | { line: number; problem: string };
+/** A record of the input: its (last) line number, and its signup or what is wrong with it. */
+export type InputRecord = { line: number; payload: object } | { line: number; problem: string };
 
 /** The input cannot be read at all (a CSV header without user_id): no record is usable. */
 export class EnrollmentInputError extends Error {
@@ -40,64 +29,28 @@ export function formatOfPath(path: string): InputFormat | undefined {
   return undefined;
 }
 
-/** A payload field's path as the input names it: `extraConsents[1]` -> `extra_consents[1]`. */
-export function inputPath(path: readonly PropertyKey[]): string {
-  const [head, ...rest] = path;
-  const entry = Object.entries(fieldsOfInput).find(([, payloadName]) => payloadName === head);
-  const name = entry ? entry[0] : String(head ?? '(record)');
-  return (
-    name + rest.map((key) => (typeof key === 'number' ? `[${key}]` : `.${String(key)}`)).join('')
-  );
-}
+/** @deprecated For src/cli/enroll-report.ts until it calls describeProblems: the field named. */
+export const inputPath = (path: readonly PropertyKey[]): string => path.map(String).join('');
 
-/**
- * The format of an input whose name does not tell: JSON Lines when its first character (after
- * a BOM and blanks) is `{`, else CSV. What was read to tell is put back.
- */
+/** JSON Lines when the first character (after a BOM and blanks) is `{`, else CSV; read, put back. */
 export async function sniffFormat(input: Readable): Promise<InputFormat> {
-  const chunk = await new Promise<Buffer | string | null>((resolve, reject) => {
-    const settle = (value: Buffer | string | null, error?: Error) => {
-      input.off('readable', onReadable);
-      input.off('end', onEnd);
-      input.off('error', onError);
-      if (error) reject(error);
-      else resolve(value);
-    };
-    const onReadable = () => settle(input.read() as Buffer | string | null);
-    const onEnd = () => settle(null);
-    const onError = (error: Error) => settle(null, error);
-    input.on('readable', onReadable);
-    input.on('end', onEnd);
-    input.on('error', onError);
-  });
+  await once(input, 'readable');
+  const chunk = input.read() as Buffer | string | null;
   if (chunk === null) return 'csv';
   input.unshift(chunk);
-  const first = chunk
-    .toString()
-    .replace(/^\uFEFF/, '')
-    .trimStart()[0];
-  return first === '{' ? 'jsonl' : 'csv';
+  const text = chunk.toString().replace(/^\uFEFF/, '');
+  return text.trimStart().startsWith('{') ? 'jsonl' : 'csv';
 }
 
 export function readRecords(input: Readable, format: InputFormat): AsyncGenerator<InputRecord> {
   return format === 'csv' ? readCsv(input) : readJsonLines(input);
 }
 
-/**
- * Fields of one record -> the payload. Consents given as `A;B` are split (blanks around and
- * empty parts ignored); anything else is left for the payload schema to name.
- */
-export function payloadOf(fields: Record<string, unknown>): EnrollmentPayload | string {
-  const unknown = Object.keys(fields).filter((name) => !(name in fieldsOfInput));
-  if (unknown.length > 0) {
-    return `${unknown[0]}: unknown field (expected ${inputFields.join(', ')})`;
-  }
-  // Without this, the schema would answer with its userId-or-consumerId rule.
-  if (fields.user_id === undefined) return 'user_id: is required';
-  const payload: Record<string, unknown> = { userId: fields.user_id };
-  for (const name of ['extra_consents', 'removed_consents'] as const) {
-    const value = fields[name];
-    if (value === undefined || value === null || value === '') continue;
+/** Consents given as `A;B` split (blanks around and empty parts ignored); empty ones dropped. */
+export function signupOf(fields: Record<string, unknown>): object {
+  const signup = { ...fields };
+  for (const name of ['extra_consents', 'removed_consents']) {
+    const value = signup[name];
     const consents =
       typeof value === 'string'
         ? value
@@ -105,10 +58,10 @@ export function payloadOf(fields: Record<string, unknown>): EnrollmentPayload | 
             .map((part) => part.trim())
             .filter((part) => part !== '')
         : value;
-    if (Array.isArray(consents) && consents.length === 0) continue;
-    payload[fieldsOfInput[name]] = consents;
+    if (consents == null || (Array.isArray(consents) && consents.length === 0)) delete signup[name];
+    else signup[name] = consents;
   }
-  return payload as EnrollmentPayload;
+  return signup;
 }
 
 async function* readCsv(input: Readable): AsyncGenerator<InputRecord> {
@@ -137,7 +90,7 @@ async function* readCsv(input: Readable): AsyncGenerator<InputRecord> {
             // Reported where the unclosed quote's record begins, not where the input ends.
             error.code === 'CSV_QUOTE_NOT_CLOSED'
               ? { line: lastRecordLine + 1, problem: unclosedQuote }
-              : { line: lineOf(error), problem: csvProblem(error) },
+              : { line: Number(error.lines ?? 0), problem: csvProblem(error) },
           );
         return undefined;
       },
@@ -153,10 +106,7 @@ async function* readCsv(input: Readable): AsyncGenerator<InputRecord> {
       while ((skipped[0]?.line ?? Number.POSITIVE_INFINITY) < info.lines) {
         yield skipped.shift() as InputRecord;
       }
-      const payload = payloadOf(record);
-      yield typeof payload === 'string'
-        ? { line: info.lines, problem: payload }
-        : { line: info.lines, payload };
+      yield { line: info.lines, payload: signupOf(record) };
     }
   } catch (error) {
     // A bad header is thrown from `checkHeader` and comes back wrapped by the parser.
@@ -174,22 +124,19 @@ function checkHeader(header: string[]): string[] {
       `line 1: the CSV header must name a user_id column (got ${names.map((n) => JSON.stringify(n)).join(', ')})`,
     );
   }
-  const unknown = names.find((name) => !(name in fieldsOfInput));
+  const unknown = names.find((name) => !signupFields.includes(name));
   if (unknown !== undefined) {
     throw new EnrollmentInputError(
-      `line 1: ${JSON.stringify(unknown)} is not a column enroll reads (${inputFields.join(', ')})`,
+      `line 1: ${JSON.stringify(unknown)} is not a column enroll reads (${signupFields.join(', ')})`,
     );
   }
   return names;
 }
 
-const lineOf = (error: CsvError): number => (typeof error.lines === 'number' ? error.lines : 0);
-
-/** csv-parse's message without its own "at line N" (the report starts with the line). */
-/** The open quote took every line after it into one field: none of them was read as a record. */
 const unclosedQuote =
   'a quote opened in this record is never closed: every line from here to the end was read as one field, not as records; close it and run again';
 
+/** csv-parse's message without its own "at line N" (the report starts with the line). */
 function csvProblem(error: CsvError): string {
   const { columns, record } = error;
   if (
@@ -220,7 +167,6 @@ async function* readJsonLines(input: Readable): AsyncGenerator<InputRecord> {
       yield { line, problem: 'must be a JSON object with a user_id' };
       continue;
     }
-    const payload = payloadOf(value as Record<string, unknown>);
-    yield typeof payload === 'string' ? { line, problem: payload } : { line, payload };
+    yield { line, payload: signupOf(value as Record<string, unknown>) };
   }
 }

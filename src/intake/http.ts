@@ -1,44 +1,26 @@
 /**
- * The HTTP intake of `work`, for signup services in any language:
- *   POST /v1/enrollments  {"user_id", "extra_consents"?, "removed_consents"?} or 1..1000 of them
- *   POST /v1/syncs        {"consumer_id"} or 1..1000 of them
- * Every request carries `Authorization: Bearer <INTAKE_TOKEN>`. A request is all or nothing:
- * one invalid item refuses it whole (400, each problem named), and a 202 is only sent once
- * every job is in Redis (Redis away: 503, retry; deduplication absorbs the retry).
- *
- * fastify does the HTTP edges: a streaming 1 MiB body limit (413), JSON only (415), bad JSON
- * (400), prototype-poisoning-safe parsing, and request timeouts.
+ * The HTTP intake: `POST /v1/enrollments` (a signup, or 1..1000) and `POST /v1/syncs`
+ * ({"consumer_id"}, or 1..1000), with `Authorization: Bearer <INTAKE_TOKEN>`. All or nothing:
+ * one invalid item refuses the request (400, each problem named); 202 once every job is in
+ * Redis (Redis away: 503, and deduplication absorbs the retry). fastify does the HTTP edges:
+ * body limit (413), JSON only (415), bad JSON (400), safe parsing, timeouts.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import Fastify, { type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import { PortInUseError } from '../ops/health.js';
 import type { Logger } from '../ops/logger.js';
-import type { IntakeMetrics } from '../ops/metrics.js';
+import type { IntakeOutcome } from '../ops/metrics.js';
 import { oncePerOutage } from '../ops/outage.js';
 import { withTimeout } from '../ops/timeouts.js';
 import type { ContinueTrace } from '../ops/tracing.js';
-import type { Queues } from '../queues/queues.js';
-import {
-  type Checked,
-  checkAll,
-  checkSignup,
-  checkSyncRequest,
-  enqueueSignups,
-  enqueueSyncs,
-  maxItemsPerRequest,
-  type SignupProblem,
-} from './signups.js';
+import { enqueueEnrollments, enqueueRewardSync } from '../queues/producer.js';
+import { type Checked, checkAll, checkSignup, checkSyncRequest, type Door } from './signups.js';
 
-export interface HttpIntakeOptions {
+export interface HttpIntakeOptions extends Door {
   port: number;
   host: string;
   /** INTAKE_TOKEN: the bearer token every caller sends. */
   token: string;
-  /** On a fail-fast Redis connection: a request must learn at once that Redis is away. */
-  queues: Queues;
-  consumerIdKey: string | undefined;
-  logger: Logger;
-  metrics: IntakeMetrics;
   /** With tracing on: a request's jobs continue the trace of its `traceparent` header. */
   continueTrace?: ContinueTrace;
 }
@@ -50,13 +32,58 @@ export interface HttpIntake {
 }
 
 const bodyLimitBytes = 1024 * 1024;
+const maxItemsPerRequest = 1000;
 /** A Redis that has not answered by then is treated as away. */
 const enqueueTimeoutMs = 5000;
-const routes = ['/v1/enrollments', '/v1/syncs'];
+
+/** A POST route: how an item is checked, and the checked items enqueued and answered. */
+interface BatchRoute<T> {
+  url: string;
+  check(item: unknown): Checked<T>;
+  enqueue(values: T[]): Promise<{ body: object; counts: Partial<Record<IntakeOutcome, number>> }>;
+}
 
 export async function startHttpIntake(options: HttpIntakeOptions): Promise<HttpIntake> {
-  const { queues, consumerIdKey, logger, metrics } = options;
-  const inTraceOf: ContinueTrace = options.continueTrace ?? ((_headers, fn) => fn());
+  const { queues, consumerIdKey } = options;
+  const app = createApp(options.token, options.logger);
+  const edge = { ...options, enqueued: redisGuard(options.logger) };
+  batchRoute(app, edge, {
+    url: '/v1/enrollments',
+    check: (item) => checkSignup(item, consumerIdKey),
+    async enqueue(signups) {
+      const enqueued = await enqueueEnrollments(queues, signups);
+      const duplicate = enqueued.filter((e) => e.alreadyPending).length;
+      const enrollments = enqueued.map((e, i) => ({
+        user_id: signups[i]?.userId,
+        consumer_id: e.consumerId,
+        job_id: e.jobId,
+        duplicate: e.alreadyPending,
+      }));
+      return {
+        body: { enrollments },
+        counts: { accepted: enqueued.length - duplicate, duplicate },
+      };
+    },
+  });
+  batchRoute(app, edge, {
+    url: '/v1/syncs',
+    check: checkSyncRequest,
+    async enqueue(consumerIds) {
+      // A sync already waiting for a consumer absorbs the request.
+      const jobs = await Promise.all(
+        consumerIds.map((consumerId) =>
+          enqueueRewardSync(queues, { consumerId, reason: 'manual' }),
+        ),
+      );
+      const syncs = jobs.map((job, i) => ({ consumer_id: consumerIds[i], job_id: job.id ?? '' }));
+      return { body: { syncs }, counts: { accepted: syncs.length } };
+    },
+  });
+  return listen(app, options);
+}
+
+/** fastify with the bearer check, JSON only, and its refusals in our envelope. */
+function createApp(token: string, logger: Logger): FastifyInstance {
   const app = Fastify({
     logger: false,
     bodyLimit: bodyLimitBytes,
@@ -66,14 +93,7 @@ export async function startHttpIntake(options: HttpIntakeOptions): Promise<HttpI
   });
   // JSON only: fastify would otherwise parse text/plain into a string.
   app.removeContentTypeParser('text/plain');
-  const authorized = bearerCheck(options.token);
-  const redisOutage = oncePerOutage((error) =>
-    logger.error(
-      { err: { message: error.message } },
-      'intake: cannot enqueue, Redis unreachable; answering 503',
-    ),
-  );
-
+  const authorized = bearerCheck(token);
   // Before routing and body parsing: no caller without the token learns anything, not even
   // which paths exist.
   app.addHook('onRequest', async (request, reply) => {
@@ -84,103 +104,92 @@ export async function startHttpIntake(options: HttpIntakeOptions): Promise<HttpI
         .send({ error: 'missing or wrong bearer token (INTAKE_TOKEN)' });
     }
   });
-
-  app.post('/v1/enrollments', async (request, reply) => {
-    const items = itemsOf(request.body);
-    const checked = items.ok
-      ? checkAll(items.value, (item, index) => checkSignup(item, consumerIdKey, index))
-      : items;
-    if (!checked.ok) return refuse(reply, checked.problems, items.ok ? items.value.length : 1);
-    const accepted = await enqueued(reply, () =>
-      inTraceOf(request.headers, () => enqueueSignups(queues, checked.value)),
-    );
-    if (!accepted) return reply;
-    const duplicates = accepted.filter((a) => a.duplicate).length;
-    metrics.intake('http', 'accepted', accepted.length - duplicates);
-    metrics.intake('http', 'duplicate', duplicates);
-    return reply.code(202).send({
-      enrollments: accepted.map((a) => ({
-        user_id: a.userId,
-        consumer_id: a.consumerId,
-        job_id: a.jobId,
-        duplicate: a.duplicate,
-      })),
-    });
-  });
-
-  app.post('/v1/syncs', async (request, reply) => {
-    const items = itemsOf(request.body);
-    const checked = items.ok ? checkAll(items.value, checkSyncRequest) : items;
-    if (!checked.ok) return refuse(reply, checked.problems, items.ok ? items.value.length : 1);
-    const syncs = await enqueued(reply, () =>
-      inTraceOf(request.headers, () => enqueueSyncs(queues, checked.value)),
-    );
-    if (!syncs) return reply;
-    metrics.intake('http', 'accepted', syncs.length);
-    return reply.code(202).send({
-      syncs: syncs.map((s) => ({ consumer_id: s.consumerId, job_id: s.jobId })),
-    });
-  });
-
-  // A known path with another method: 405 naming the one allowed.
-  for (const url of routes) {
-    app.route({
-      method: ['GET', 'HEAD', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'],
-      url,
-      handler: async (_request, reply) =>
-        reply
-          .code(405)
-          .header('allow', 'POST')
-          .send({ error: `${url} accepts POST only` }),
-    });
-  }
   app.setNotFoundHandler(async (request, reply) =>
     reply.code(404).send({ error: `no such path: ${request.method} ${request.url.split('?')[0]}` }),
   );
-  // fastify's own refusals (413, 415, bad JSON) and anything unexpected, in our envelope.
-  app.setErrorHandler(async (error: FastifyError, _request: FastifyRequest, reply) => {
+  // fastify's own refusals (413, 415, bad JSON) and anything unexpected.
+  app.setErrorHandler(async (error: FastifyError, _request, reply) => {
     const status = error.statusCode && error.statusCode >= 400 ? error.statusCode : 500;
     if (status >= 500) {
       logger.error({ err: { message: error.message } }, 'intake: request failed');
       return reply.code(500).send({ error: 'internal error; nothing was accepted' });
     }
-    const message =
-      status === 413
-        ? `body larger than ${bodyLimitBytes} bytes`
-        : status === 415
-          ? 'content-type must be application/json'
-          : error.message;
-    return reply.code(status).send({ error: message });
+    const ours: Record<number, string> = {
+      413: `body larger than ${bodyLimitBytes} bytes`,
+      415: 'content-type must be application/json',
+    };
+    return reply.code(status).send({ error: ours[status] ?? error.message });
   });
+  return app;
+}
 
-  /**
-   * Runs an enqueue; when Redis fails or does not answer in time, answers 503 and resolves
-   * undefined. An enqueue that lands after the 503 is absorbed by the caller's retry
-   * (deduplication), and was never claimed.
-   */
-  async function enqueued<T>(reply: FastifyReply, run: () => Promise<T>): Promise<T | undefined> {
+/** A route that checks every item, then enqueues all of them or none; 405 for other methods. */
+function batchRoute<T>(
+  app: FastifyInstance,
+  { metrics, continueTrace, enqueued }: HttpIntakeOptions & { enqueued: RedisGuard },
+  route: BatchRoute<T>,
+): void {
+  const inTraceOf: ContinueTrace = continueTrace ?? ((_headers, fn) => fn());
+  app.post(route.url, async (request, reply) => {
+    const items = itemsOf(request.body);
+    const checked = items.ok ? checkAll(items.value, route.check) : items;
+    if (!checked.ok) {
+      metrics.intake('http', 'rejected', items.ok ? items.value.length : 1);
+      const first = checked.problems[0];
+      return reply.code(400).send({
+        error: `invalid request, nothing was accepted: ${checked.problems.length} problem(s), the first in item ${first?.index}, ${first?.field}: ${first?.message}`,
+        errors: checked.problems,
+      });
+    }
+    const answer = await enqueued(reply, () =>
+      inTraceOf(request.headers, () => route.enqueue(checked.value)),
+    );
+    if (!answer) return reply;
+    for (const [outcome, count] of Object.entries(answer.counts)) {
+      metrics.intake('http', outcome as IntakeOutcome, count);
+    }
+    return reply.code(202).send(answer.body);
+  });
+  app.route({
+    method: ['GET', 'HEAD', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'],
+    url: route.url,
+    handler: async (_request, reply) =>
+      reply
+        .code(405)
+        .header('allow', 'POST')
+        .send({ error: `${route.url} accepts POST only` }),
+  });
+}
+
+type RedisGuard = ReturnType<typeof redisGuard>;
+
+/**
+ * Runs an enqueue; when Redis fails or is silent, answers 503 and resolves undefined. An enqueue
+ * landing after the 503 was never claimed, and deduplication absorbs the caller's retry.
+ */
+function redisGuard(logger: Logger) {
+  const outage = oncePerOutage((error) =>
+    logger.error(
+      { err: { message: error.message } },
+      'intake: cannot enqueue, Redis unreachable; answering 503',
+    ),
+  );
+  return async <T>(reply: FastifyReply, run: () => Promise<T>): Promise<T | undefined> => {
     try {
       const result = await withTimeout(run(), enqueueTimeoutMs);
-      redisOutage.recovered();
+      outage.recovered();
       return result;
     } catch (error) {
-      redisOutage.error(error instanceof Error ? error : new Error(String(error)));
+      outage.error(error instanceof Error ? error : new Error(String(error)));
       await reply.code(503).header('retry-after', '5').send({
         error: 'the queue store (Redis) is unreachable; nothing was accepted, retry later',
       });
       return undefined;
     }
-  }
+  };
+}
 
-  function refuse(reply: FastifyReply, problems: SignupProblem[], items: number) {
-    metrics.intake('http', 'rejected', items);
-    const first = problems[0];
-    return reply.code(400).send({
-      error: `invalid request, nothing was accepted: ${problems.length} problem(s), the first in item ${first?.index}, ${first?.field}: ${first?.message}`,
-      errors: problems,
-    });
-  }
-
+async function listen(app: FastifyInstance, options: HttpIntakeOptions): Promise<HttpIntake> {
   try {
     await app.listen({ port: options.port, host: options.host });
   } catch (error) {
@@ -198,25 +207,14 @@ export async function startHttpIntake(options: HttpIntakeOptions): Promise<HttpI
 }
 
 /** One object, or an array of 1..1000: always a list, or the problem with the body itself. */
-function itemsOf(body: unknown): Checked<unknown[]> {
+function itemsOf(body: unknown): ReturnType<typeof checkAll<unknown>> {
   if (!Array.isArray(body)) return { ok: true, value: [body] };
   if (body.length >= 1 && body.length <= maxItemsPerRequest) return { ok: true, value: body };
-  return {
-    ok: false,
-    problems: [
-      {
-        index: 0,
-        field: '(body)',
-        message: `must be one object or an array of 1 to ${maxItemsPerRequest}, got ${body.length}`,
-      },
-    ],
-  };
+  const message = `must be one object or an array of 1 to ${maxItemsPerRequest}, got ${body.length}`;
+  return { ok: false, problems: [{ index: 0, field: '(body)', message }] };
 }
 
-/**
- * Compares the Authorization header with the token in constant time: both sides are hashed
- * first, so neither the content nor the length of the token leaks through timing.
- */
+/** Compares in constant time: both sides hashed, neither the token nor its length leaks. */
 function bearerCheck(token: string): (header: string | undefined) => boolean {
   const expected = createHash('sha256').update(`Bearer ${token}`).digest();
   return (header) =>

@@ -6,13 +6,11 @@
  * poll, none is lost. So a failure is logged once per outage, and the session reconnects with
  * backoff, for ever.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { Logger } from '../ops/logger.js';
 import { oncePerOutage } from '../ops/outage.js';
 import { signupOutboxChannel } from '../store/outbox.js';
-
-const firstRetryMs = 1000;
-const maxRetryMs = 30_000;
 
 export interface SignupListenerOptions {
   databaseUrl: string;
@@ -23,11 +21,7 @@ export interface SignupListenerOptions {
   logger: Logger;
 }
 
-export interface SignupListener {
-  close(): Promise<void>;
-}
-
-export function listenForSignups(options: SignupListenerOptions): SignupListener {
+export function listenForSignups(options: SignupListenerOptions): { close(): Promise<void> } {
   const { logger } = options;
   let closed = false;
   let session: pg.Client | undefined;
@@ -39,9 +33,17 @@ export function listenForSignups(options: SignupListenerOptions): SignupListener
       'outbox LISTEN failed; polling alone until it reconnects',
     ),
   );
-
+  // Each session is lost once: its 'error', its 'end' and a failed connect all land here.
+  const lost = (client: pg.Client, error: Error) => {
+    if (session !== client) return;
+    session = undefined;
+    client.end().catch(() => undefined);
+    if (closed) return;
+    outage.error(error);
+    const delay = Math.min(1000 * 2 ** failures++, 30_000);
+    retryTimer = setTimeout(() => void connect(), delay);
+  };
   const connect = async () => {
-    retryTimer = undefined;
     const client = new pg.Client({
       connectionString: options.databaseUrl,
       application_name: 'perks-worker outbox listener',
@@ -60,8 +62,7 @@ export function listenForSignups(options: SignupListenerOptions): SignupListener
       await client.connect();
       await client.query(`listen ${signupOutboxChannel}`);
     } catch (error) {
-      lost(client, error instanceof Error ? error : new Error(String(error)));
-      return;
+      return lost(client, error instanceof Error ? error : new Error(String(error)));
     }
     if (session !== client) return;
     if (failures > 0) logger.info('outbox LISTEN restored');
@@ -69,18 +70,6 @@ export function listenForSignups(options: SignupListenerOptions): SignupListener
     outage.recovered();
     // Rows committed while nobody listened sent their notification to no one.
     options.onSignup();
-  };
-
-  // Each session is lost once: its 'error', its 'end' and a failed connect all land here.
-  const lost = (client: pg.Client, error: Error) => {
-    if (session !== client) return;
-    session = undefined;
-    client.end().catch(() => undefined);
-    if (closed) return;
-    failures++;
-    outage.error(error);
-    const delay = Math.min(firstRetryMs * 2 ** (failures - 1), maxRetryMs);
-    retryTimer = setTimeout(() => void connect(), delay);
   };
 
   void connect();
@@ -101,30 +90,24 @@ export function listenForSignups(options: SignupListenerOptions): SignupListener
  */
 export function createWakeup() {
   let pending = false;
-  let release: (() => void) | undefined;
+  let early: AbortController | undefined;
   return {
     wake(): void {
       pending = true;
-      release?.();
+      early?.abort();
     },
     /** Waits `ms`, or until a wake-up when `wakeable`, or until `signal` aborts. */
-    wait(ms: number, { wakeable }: { wakeable: boolean }, signal: AbortSignal): Promise<void> {
-      if ((wakeable && pending) || signal.aborted) {
-        pending = false;
-        return Promise.resolve();
+    async wait(ms: number, wakeable: boolean, signal: AbortSignal): Promise<void> {
+      if (!(wakeable && pending) && !signal.aborted) {
+        const stop = new AbortController();
+        const abort = () => stop.abort();
+        signal.addEventListener('abort', abort, { once: true });
+        if (wakeable) early = stop;
+        await sleep(ms, undefined, { signal: stop.signal }).catch(() => undefined);
+        signal.removeEventListener('abort', abort);
+        early = undefined;
       }
-      return new Promise((resolve) => {
-        const done = () => {
-          clearTimeout(timer);
-          signal.removeEventListener('abort', done);
-          release = undefined;
-          pending = false;
-          resolve();
-        };
-        const timer = setTimeout(done, ms);
-        signal.addEventListener('abort', done, { once: true });
-        if (wakeable) release = done;
-      });
+      pending = false;
     },
   };
 }

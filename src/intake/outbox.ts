@@ -1,66 +1,42 @@
 /**
- * The outbox drain: turns the rows your services add to <schema>.signup_outbox (with
- * enqueue_enrollment(), inside their own signup transactions) into enrollment jobs.
- *
- * One batch is one transaction: claim waiting rows `for update skip locked`, enqueue the
- * valid ones while they are locked, mark every row processed (with its job id, or with the
- * error naming the field), commit. Hence:
- * - replicas share the rows, none waiting for another, and no row is marked twice;
- * - each row is enqueued at least once: when Redis refuses, or the process dies before the
- *   commit, the rows stay waiting and the next pass enqueues them again, which the queue's
- *   deduplication by consumer id absorbs while the first job is pending (a later one meets
- *   409 upstream, already_enrolled): one enrollment either way.
- *
- * A pass runs on a NOTIFY from the insert trigger (outbox-listener.ts) or every `pollMs`,
- * whichever comes first, and never two at once in one process; it repeats while batches come
- * back full. A failed pass is logged once per outage and retried after a backoff, in which
- * notifications are ignored so that a burst of signups cannot make it spin.
+ * The outbox drain: the rows services add to <schema>.signup_outbox in their own transactions
+ * become enrollment jobs. A batch is a transaction: claim rows `for update skip locked` (replicas
+ * share them), enqueue the valid ones while locked, mark every row (job id, or the error naming
+ * the field), commit. A row is enqueued at least once: if Redis refuses or the process dies
+ * before the commit, the next pass enqueues it again, and deduplication (or a 409) absorbs it.
+ * A pass runs on a NOTIFY (outbox-listener.ts) or every `pollMs`, never two at once, repeating
+ * while batches are full; after a failure it backs off, deaf to notifications, so as not to spin.
  */
 import type pg from 'pg';
-import type { Logger } from '../ops/logger.js';
-import type { IntakeMetrics } from '../ops/metrics.js';
 import { oncePerOutage } from '../ops/outage.js';
 import { withTimeout } from '../ops/timeouts.js';
-import type { Queues } from '../queues/queues.js';
+import { describeProblems, type EnrollmentPayload } from '../queues/payloads.js';
+import { enqueueEnrollments } from '../queues/producer.js';
 import { assertSchemaName, quoteIdentifier } from '../store/identifier.js';
 import {
   claimWaitingSignups,
   deleteProcessedSignups,
   markSignupsProcessed,
   type OutboxOutcome,
-  type OutboxRow,
 } from '../store/outbox.js';
 import { inTransaction } from '../store/transaction.js';
 import { createWakeup, listenForSignups } from './outbox-listener.js';
-import { type AcceptedSignup, checkSignup, enqueueSignups, type Signup } from './signups.js';
+import { checkSignup, type Door } from './signups.js';
 
-export interface OutboxOptions {
+export interface OutboxOptions extends Door {
   /** Pool the batches run on, a transaction each (fine through PgBouncer's transaction pooling). */
   pool: pg.Pool;
-  /**
-   * postgres:// URL of the LISTEN session, a connection of its own (see `listen`): a direct
-   * one (DATABASE_DIRECT_URL), since through PgBouncer's transaction pooling LISTEN succeeds
-   * but hears nothing.
-   */
+  /** URL of the LISTEN session: a direct one (DATABASE_DIRECT_URL), see outbox-listener.ts. */
   databaseUrl: string;
   /** Schema holding signup_outbox (DATABASE_SCHEMA). */
   schema: string;
-  /** Queues on a fail-fast producer connection: a pass learns at once that Redis is away. */
-  queues: Queues;
-  /** PERKS_CONSUMER_ID_KEY: rows whose user id needs it are refused while it is unset. */
-  consumerIdKey: string | undefined;
-  /** Longest wait between two passes when no notification comes (OUTBOX_POLL_MS, default 1000). */
+  /** Longest wait between two passes when no notification comes (OUTBOX_POLL_MS). */
   pollMs: number;
-  /** Processed rows older than this many days are deleted (OUTBOX_RETENTION_DAYS, default 7). */
+  /** Processed rows older than this many days are deleted (OUTBOX_RETENTION_DAYS). */
   retentionDays: number;
-  logger: Logger;
-  metrics: IntakeMetrics;
   /** Rows claimed per transaction. Default 500. */
   batchSize?: number;
-  /**
-   * Default true: LISTEN for the insert trigger's NOTIFY. false: polling alone (behind
-   * PgBouncer's transaction pooling, where LISTEN does not work).
-   */
+  /** Default true: LISTEN for the insert trigger's NOTIFY; false: polling alone. */
   listen?: boolean;
 }
 
@@ -72,7 +48,7 @@ export interface OutboxDrain {
 }
 
 const defaultBatchSize = 500;
-/** How long a batch may wait for Redis before it is rolled back and retried. */
+/** How long a batch waits for Redis before it is rolled back. */
 const enqueueTimeoutMs = 10_000;
 const maxBackoffMs = 10_000;
 /** Rows deleted per statement: a long retention backlog is deleted a batch per pass. */
@@ -80,7 +56,7 @@ const retentionBatchSize = 1000;
 const retentionIntervalMs = 10 * 60_000;
 
 export function startOutboxDrain(options: OutboxOptions): OutboxDrain {
-  const { pool, pollMs, retentionDays, logger } = options;
+  const { logger, pollMs } = options;
   const drainer: Drainer = {
     ...options,
     schema: quoteIdentifier(assertSchemaName(options.schema)),
@@ -88,13 +64,7 @@ export function startOutboxDrain(options: OutboxOptions): OutboxDrain {
   };
   const closing = new AbortController();
   const wakeup = createWakeup();
-  const outage = oncePerOutage((error) =>
-    logger.warn(
-      { err: { message: error.message } },
-      'outbox drain failed; the rows wait for the next pass',
-    ),
-  );
-
+  const deleteExpired = retention(drainer, options.retentionDays);
   let queue: Promise<unknown> = Promise.resolve();
   /** Runs `work` after every pass already started: never two at once in this process. */
   const exclusively = <T>(work: () => Promise<T>): Promise<T> => {
@@ -102,7 +72,6 @@ export function startOutboxDrain(options: OutboxOptions): OutboxDrain {
     queue = result.catch(() => undefined);
     return result;
   };
-
   const drainUntilEmpty = async (): Promise<number> => {
     let total = 0;
     for (;;) {
@@ -111,19 +80,12 @@ export function startOutboxDrain(options: OutboxOptions): OutboxDrain {
       if (processed < drainer.batchSize || closing.signal.aborted) return total;
     }
   };
-
-  let retentionDueAt = 0;
-  const deleteExpired = async (): Promise<void> => {
-    if (Date.now() < retentionDueAt) return;
-    const deleted = await deleteProcessedSignups(pool, drainer.schema, {
-      retentionDays,
-      limit: retentionBatchSize,
-    });
-    if (deleted > 0) logger.info({ deleted, retentionDays }, 'old outbox rows deleted');
-    // A full batch means more are due: the next pass deletes another one.
-    retentionDueAt = deleted === retentionBatchSize ? 0 : Date.now() + retentionIntervalMs;
-  };
-
+  const outage = oncePerOutage((error) =>
+    logger.warn(
+      { err: { message: error.message } },
+      'outbox drain failed; the rows wait for the next pass',
+    ),
+  );
   const run = async () => {
     let failures = 0;
     while (!closing.signal.aborted) {
@@ -137,29 +99,16 @@ export function startOutboxDrain(options: OutboxOptions): OutboxDrain {
         outage.recovered();
       } catch (error) {
         failures++;
-        if (!closing.signal.aborted) {
-          outage.error(error instanceof Error ? error : new Error(String(error)));
-        }
+        if (!closing.signal.aborted) outage.error(asError(error));
       }
-      if (failures === 0) await wakeup.wait(pollMs, { wakeable: true }, closing.signal);
-      else {
-        const backoff = Math.min(pollMs * 2 ** (failures - 1), Math.max(pollMs, maxBackoffMs));
-        await wakeup.wait(backoff, { wakeable: false }, closing.signal);
-      }
+      const backoff = Math.min(pollMs * 2 ** (failures - 1), Math.max(pollMs, maxBackoffMs));
+      await wakeup.wait(failures === 0 ? pollMs : backoff, failures === 0, closing.signal);
     }
   };
 
   const running = run();
   const listener =
-    options.listen === false
-      ? undefined
-      : listenForSignups({
-          databaseUrl: options.databaseUrl,
-          schema: options.schema,
-          onSignup: wakeup.wake,
-          logger,
-        });
-
+    options.listen === false ? undefined : listenForSignups({ ...options, onSignup: wakeup.wake });
   return {
     drainNow: () => exclusively(drainUntilEmpty),
     async close() {
@@ -170,86 +119,50 @@ export function startOutboxDrain(options: OutboxOptions): OutboxDrain {
 }
 
 /** What one batch needs; `schema` is quoted. */
-type Drainer = Pick<OutboxOptions, 'pool' | 'queues' | 'consumerIdKey' | 'logger' | 'metrics'> & {
-  schema: string;
-  batchSize: number;
-};
+type Drainer = Door & { pool: pg.Pool; schema: string; batchSize: number };
 
-/**
- * One batch in one transaction: claim, check, enqueue the valid rows while they are locked,
- * mark every row, commit. Returns the rows claimed. Rolls back and rejects when Redis or
- * PostgreSQL does, or Redis is silent for enqueueTimeoutMs: the rows stay waiting.
- */
+/** Deletes processed rows past their retention, a batch a pass, at most every ten minutes. */
+function retention(d: Drainer, retentionDays: number): () => Promise<void> {
+  let dueAt = 0;
+  return async () => {
+    if (Date.now() < dueAt) return;
+    const limit = retentionBatchSize;
+    const deleted = await deleteProcessedSignups(d.pool, d.schema, { retentionDays, limit });
+    if (deleted > 0) d.logger.info({ deleted, retentionDays }, 'old outbox rows deleted');
+    // A full batch means more are due: the next pass deletes another one.
+    dueAt = deleted === limit ? 0 : Date.now() + retentionIntervalMs;
+  };
+}
+
+/** One batch, one transaction; returns the rows claimed. On any failure the rows stay waiting. */
 async function drainBatch(d: Drainer): Promise<number> {
   const startedAt = Date.now();
   const batch = await inTransaction(d.pool, async (client) => {
     const rows = await claimWaitingSignups(client, d.schema, d.batchSize);
-    const { valid, refused } = checkRows(rows, d.consumerIdKey);
-    const accepted = await withTimeout(
-      enqueueSignups(
-        d.queues,
-        valid.map((v) => v.signup),
-      ),
-      enqueueTimeoutMs,
-    );
-    // enqueueSignups answers one entry per signup, in the order given.
-    const enqueued = valid.map(({ id }, i): OutboxOutcome => {
-      const job = accepted[i];
-      if (!job) throw new Error(`no job for outbox row ${id}`);
-      return { id, jobId: job.jobId };
-    });
-    await markSignupsProcessed(client, d.schema, [...enqueued, ...refused]);
-    return { rows, accepted, refused, startedAt };
+    const valid: { id: string; payload: EnrollmentPayload }[] = [];
+    const refused: OutboxOutcome[] = [];
+    for (const { id, ...signup } of rows) {
+      const checked = checkSignup(signup, d.consumerIdKey);
+      if (checked.ok) valid.push({ id, payload: checked.value });
+      else refused.push({ id, error: describeProblems(checked.problems) });
+    }
+    const payloads = valid.map((v) => v.payload);
+    const enqueued = await withTimeout(enqueueEnrollments(d.queues, payloads), enqueueTimeoutMs);
+    const marked = valid.map(({ id }, i) => ({ id, jobId: enqueued[i]?.jobId ?? '' }));
+    await markSignupsProcessed(client, d.schema, [...marked, ...refused]);
+    return { rows: rows.length, enqueued, refused: refused.map((r) => r.id) };
   });
-  if (batch.rows.length > 0) reportBatch(d, batch);
-  return batch.rows.length;
-}
-
-/** Metrics and one log line for a committed batch; the refused rows' ids at warn. */
-function reportBatch(
-  d: Drainer,
-  batch: {
-    rows: readonly OutboxRow[];
-    accepted: readonly AcceptedSignup[];
-    refused: readonly OutboxOutcome[];
-    startedAt: number;
-  },
-): void {
-  const duplicate = batch.accepted.filter((a) => a.duplicate).length;
-  const accepted = batch.accepted.length - duplicate;
+  if (batch.rows === 0) return 0;
+  const duplicate = batch.enqueued.filter((e) => e.alreadyPending).length;
+  const accepted = batch.enqueued.length - duplicate;
   const rejected = batch.refused.length;
   d.metrics.intake('outbox', 'accepted', accepted);
   d.metrics.intake('outbox', 'duplicate', duplicate);
   d.metrics.intake('outbox', 'rejected', rejected);
-  d.logger.info(
-    {
-      rows: batch.rows.length,
-      accepted,
-      duplicate,
-      rejected,
-      durationMs: Date.now() - batch.startedAt,
-    },
-    'outbox batch enqueued',
-  );
-  if (rejected > 0) {
-    d.logger.warn({ ids: batch.refused.map((r) => r.id) }, 'outbox rows refused; see their error');
-  }
+  const counts = { rows: batch.rows, accepted, duplicate, rejected };
+  d.logger.info({ ...counts, durationMs: Date.now() - startedAt }, 'outbox batch enqueued');
+  if (rejected > 0) d.logger.warn({ ids: batch.refused }, 'outbox rows refused; see their error');
+  return batch.rows;
 }
 
-/** Checks each claimed row as a signup: the valid ones to enqueue, the others refused. */
-function checkRows(
-  rows: readonly OutboxRow[],
-  consumerIdKey: string | undefined,
-): { valid: { id: string; signup: Signup }[]; refused: OutboxOutcome[] } {
-  const valid: { id: string; signup: Signup }[] = [];
-  const refused: OutboxOutcome[] = [];
-  for (const { id, ...wire } of rows) {
-    const checked = checkSignup(wire, consumerIdKey);
-    if (checked.ok) valid.push({ id, signup: checked.value });
-    else {
-      const error = checked.problems.map((p) => `${p.field}: ${p.message}`).join('; ');
-      refused.push({ id, error });
-    }
-  }
-  return { valid, refused };
-}
+const asError = (error: unknown) => (error instanceof Error ? error : new Error(String(error)));

@@ -1,10 +1,10 @@
 /**
- * Enrollment: POST /perks/consumers with the deterministic consumer id. A 409 means an
- * earlier attempt (perhaps one that timed out after the API applied it) already enrolled
- * this consumer: that is success, recorded as 'already_enrolled'. Then a first reward sync.
+ * Enrollment: POST /perks/consumers with the consumer id the job carries (derived once, by its
+ * producer). A 409 means an earlier attempt (perhaps one that timed out after the API applied
+ * it) already enrolled this consumer: that is success, recorded as 'already_enrolled'. Then a
+ * first reward sync.
  */
 import { AuthError, ValidationError } from '../perks/errors.js';
-import { deriveConsumerId } from '../queues/consumer-id.js';
 import { enrollmentPayloadSchema, type PerksJob, parsePayload } from '../queues/payloads.js';
 import { enqueueRewardSync } from '../queues/producer.js';
 import type { JobContext } from './context.js';
@@ -24,10 +24,8 @@ export async function processEnrollment(
   let userId: string | undefined;
   try {
     const payload = parsePayload(enrollmentPayloadSchema, job.data, 'enrollment');
-    userId = payload.userId;
-    consumerId = payload.consumerId ?? deriveConsumerId(payload.userId ?? '', ctx.consumerIdKey);
-    const extraConsents = payload.extraConsents ?? [];
-    const removedConsents = payload.removedConsents ?? [];
+    ({ userId, consumerId } = payload);
+    const { extraConsents = [], removedConsents = [] } = payload;
 
     const { outcome } = await ctx.client.enrollConsumer(
       { id: consumerId, extraConsents, removedConsents },
@@ -45,7 +43,7 @@ export async function processEnrollment(
     await enqueueRewardSync(ctx.queues, { consumerId, reason: 'enrollment' });
     return { consumerId, outcome };
   } catch (error) {
-    // The API refused this consumer for good: say why where support will look for it.
+    // Refused for good: say why where support will look for it.
     if (
       consumerId &&
       isPermanent(error) &&

@@ -14,7 +14,7 @@ export class ConsumerIdKeyMissingError extends InputError {
 }
 
 /** The shortest PERKS_CONSUMER_ID_KEY that is not warned about. */
-export const recommendedKeyLength = 16;
+const recommendedKeyLength = 16;
 
 /** A warning for `work` to log at start when the key is short; never includes the key. */
 export function consumerIdKeyWarning(key: string | undefined): string | undefined {

@@ -3,13 +3,37 @@
  * because jobs can be added by anything that speaks to Redis. A payload that fails here
  * fails its job at once (UnrecoverableError) with a reason naming the field.
  */
-
 import type { Job } from 'bullmq';
-import { z } from 'zod';
+import { type ZodError, z } from 'zod';
 import { InputError } from '../errors.js';
-import { formatPath } from '../perks/paging.js';
 import { consentSchema, consumerIdSchema } from '../perks/schemas.js';
 import { jobNames, maxConsumersPerSyncJob } from './names.js';
+
+/** One thing wrong with an input: the field as its sender names it (`extra_consents[1]`), and why. */
+export interface Problem {
+  field: string;
+  message: string;
+}
+
+/** Every issue of a failed parse as a Problem; `whole` names the input when it is not an object. */
+export function problemsOf(error: ZodError, whole = '(payload)'): Problem[] {
+  return error.issues.map((issue) => {
+    if (issue.code === 'unrecognized_keys') {
+      return { field: issue.keys.join(', '), message: 'is not a known field' };
+    }
+    const field = issue.path
+      .map((key, i) => (typeof key === 'number' ? `[${key}]` : `${i > 0 ? '.' : ''}${String(key)}`))
+      .join('');
+    if (field !== '') return { field, message: issue.message };
+    const notObject = issue.code === 'invalid_type';
+    return { field: whole, message: notObject ? 'must be a JSON object' : issue.message };
+  });
+}
+
+/** `field: message; field: message`, the one way a list of problems is written. */
+export function describeProblems(problems: readonly Problem[]): string {
+  return problems.map(({ field, message }) => `${field}: ${message}`).join('; ');
+}
 
 /** The client's own customer id: any non-empty string of sane length. */
 export const userIdSchema = z
@@ -19,17 +43,27 @@ export const userIdSchema = z
 
 export const consentsSchema = z.array(consentSchema).max(16).optional();
 
-export const enrollmentPayloadSchema = z
-  .strictObject({
-    userId: userIdSchema.optional(),
-    consumerId: consumerIdSchema.optional(),
-    extraConsents: consentsSchema,
-    removedConsents: consentsSchema,
-  })
+const enrollmentFields = {
+  userId: userIdSchema.optional(),
+  consumerId: consumerIdSchema.optional(),
+  extraConsents: consentsSchema,
+  removedConsents: consentsSchema,
+};
+
+/** What the producer API is given: a user id (its consumer id then derived) or a consumer id. */
+export const enrollmentRequestSchema = z
+  .strictObject(enrollmentFields)
   .refine((p) => p.userId !== undefined || p.consumerId !== undefined, {
     error: 'one of userId or consumerId is required',
     path: ['userId'],
   });
+export type EnrollmentRequest = z.infer<typeof enrollmentRequestSchema>;
+
+/** An enrollment job: its consumer id derived once, by whoever enqueued it. */
+export const enrollmentPayloadSchema = z.strictObject({
+  ...enrollmentFields,
+  consumerId: consumerIdSchema,
+});
 export type EnrollmentPayload = z.infer<typeof enrollmentPayloadSchema>;
 
 export const rewardSyncPayloadSchema = z.strictObject({
@@ -68,11 +102,7 @@ export type ReconciliationState = z.output<typeof reconciliationPayloadSchema>;
 /** The cron scheduler's tick carries nothing: it only starts a reconciliation. */
 export const reconcileTickPayloadSchema = z.strictObject({});
 
-/**
- * Every job name and the schema of its payload: the one map from a job's name to its type.
- * A processor receives a `PerksJob<N>` and still parses its data, since anything that speaks
- * to Redis can add a job.
- */
+/** Each job name's payload schema: a `PerksJob<N>` is typed by it, and still parsed. */
 export const jobPayloadSchemas = {
   [jobNames.enroll]: enrollmentPayloadSchema,
   [jobNames.syncRewards]: rewardSyncPayloadSchema,
@@ -91,7 +121,7 @@ export class InvalidPayloadError extends InputError {
   override readonly name = 'InvalidPayloadError';
 }
 
-/** Validates a job payload; the message names every offending field, e.g. `extraConsents[1]`. */
+/** Validates a job payload; an InvalidPayloadError names every offending field. */
 export function parsePayload<S extends z.ZodType>(
   schema: S,
   data: unknown,
@@ -99,8 +129,7 @@ export function parsePayload<S extends z.ZodType>(
 ): z.output<S> {
   const parsed = schema.safeParse(data);
   if (parsed.success) return parsed.data;
-  const problems = parsed.error.issues.map(
-    (issue) => `${formatPath(issue.path) || '(payload)'}: ${issue.message}`,
+  throw new InvalidPayloadError(
+    `invalid ${what} payload: ${describeProblems(problemsOf(parsed.error))}`,
   );
-  throw new InvalidPayloadError(`invalid ${what} payload: ${problems.join('; ')}`);
 }

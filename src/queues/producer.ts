@@ -1,10 +1,7 @@
 /**
- * The typed producer API: what the client's own Node services import to feed the worker.
- *
- *   const perks = await createProducer({ redisUrl, consumerIdKey });
- *   await perks.enqueueEnrollment({ userId: 'customer-8812', extraConsents: ['TARGETING'] });
- *
- * Payloads are validated here, before anything reaches Redis, and again by the worker.
+ * The enqueueing of every job, and the typed producer API the client's Node services import
+ * (`perks-worker/producer`). Payloads are validated here, before anything reaches Redis, and
+ * again by the worker.
  */
 import type { Job, Telemetry } from 'bullmq';
 import type { Logger } from '../ops/logger.js';
@@ -14,7 +11,8 @@ import { deriveConsumerId } from './consumer-id.js';
 import { enrollmentDeduplicationId, enrollmentJobId, jobNames } from './names.js';
 import {
   type EnrollmentPayload,
-  enrollmentPayloadSchema,
+  type EnrollmentRequest,
+  enrollmentRequestSchema,
   parsePayload,
   type RewardSyncBatchPayload,
   type RewardSyncPayload,
@@ -40,71 +38,58 @@ export interface EnqueuedEnrollment {
 }
 
 /**
- * Enqueues an enrollment. While one of this consumer is pending (waiting, delayed, running),
- * a duplicate signup event adds nothing and is told so: BullMQ's deduplication does it
- * atomically in Redis, so two producers racing cannot both believe they enqueued. Once that
- * job has finished, a new request is a new enrollment attempt.
+ * Enqueues enrollments in one round trip, the path of every door (one is a batch of one), the
+ * answers in the order given. While an enrollment of a consumer is pending, another adds nothing
+ * and is answered with the pending job's id: BullMQ's deduplication, atomic in Redis, so two
+ * racing producers cannot both believe they enqueued. Once it has finished, a new one may start.
  */
+export async function enqueueEnrollments(
+  queues: Queues,
+  payloads: readonly EnrollmentPayload[],
+): Promise<EnqueuedEnrollment[]> {
+  if (payloads.length === 0) return [];
+  const jobs = payloads.map((data) => ({
+    name: jobNames.enroll,
+    data,
+    opts: {
+      jobId: enrollmentJobId(data.consumerId),
+      deduplication: { id: enrollmentDeduplicationId(data.consumerId) },
+    },
+  }));
+  const added = await queues.enrollment.addBulk(jobs);
+  return jobs.map(({ data, opts }, i) => {
+    const id = added[i]?.id ?? opts.jobId;
+    return { consumerId: data.consumerId, jobId: id, alreadyPending: id !== opts.jobId };
+  });
+}
+
+/** The producer API's enrollment: checks the request, derives the consumer id, enqueues it. */
 export async function enqueueEnrollment(
   queues: Queues,
-  payload: EnrollmentPayload,
+  request: EnrollmentRequest,
   consumerIdKey: string | undefined,
 ): Promise<EnqueuedEnrollment> {
-  const valid = parsePayload(enrollmentPayloadSchema, payload, 'enrollment');
-  const { name, data, opts } = enrollmentJob(enrollmentConsumerId(valid, consumerIdKey), valid);
-  return enqueuedAs(data.consumerId, opts.jobId, await queues.enrollment.add(name, data, opts));
-}
-
-/** The consumer id of a valid enrollment payload: its own, or derived from its user id. */
-export function enrollmentConsumerId(
-  valid: EnrollmentPayload,
-  consumerIdKey: string | undefined,
-): string {
-  return valid.consumerId ?? deriveConsumerId(valid.userId ?? '', consumerIdKey);
-}
-
-/** The enrollment job of a valid payload: its id, and its deduplication on the consumer. */
-export function enrollmentJob(consumerId: string, valid: EnrollmentPayload) {
-  return {
-    name: jobNames.enroll,
-    data: { ...valid, consumerId },
-    opts: {
-      jobId: enrollmentJobId(consumerId),
-      deduplication: { id: enrollmentDeduplicationId(consumerId) },
-    },
+  const { consumerId, ...rest } = parsePayload(enrollmentRequestSchema, request, 'enrollment');
+  const payload = {
+    ...rest,
+    consumerId: consumerId ?? deriveConsumerId(rest.userId ?? '', consumerIdKey),
   };
+  const [enqueued] = await enqueueEnrollments(queues, [payload]);
+  return enqueued as EnqueuedEnrollment;
 }
 
-/** What an add of `enrollmentJob` did: a deduplicated add answers with the pending job's id. */
-export function enqueuedAs(consumerId: string, jobId: string, job: Job): EnqueuedEnrollment {
-  return { consumerId, jobId: job.id ?? jobId, alreadyPending: job.id !== jobId };
-}
-
-/**
- * Enqueues a reward sync. At most one sync per consumer runs at a time; a request arriving
- * while one runs is kept and runs after it (`keepLastIfActive`), so no change is missed.
- */
+/** Enqueues a reward sync; one arriving while one runs is kept to run after it (no change missed). */
 export async function enqueueRewardSync(queues: Queues, payload: RewardSyncPayload): Promise<Job> {
   const { name, data, opts } = rewardSyncJob(payload);
   return queues.rewardSync.add(name, data, opts);
 }
 
 /**
- * Enqueues many syncs in one round trip (the reconciliation's fan-out), `consumersPerJob`
- * consumers to a job. A job of several consumers syncs them at once, and costs the queue one
- * job instead of several: the consumers of a large fan-out mostly have a page or two, and the
- * queue's own work per job is then much of the whole.
- *
- * What a job of one consumer gives, such a job gives each of its consumers
- * (jobs/sync-rewards-batch.ts): a consumer that fails is retried in its own job, with the
- * usual attempts, and shows in `perks-worker failed` if it fails for good; a consumer with a
- * sync job of its own is left to it. BullMQ's deduplication is per job, so it does not apply
- * to the job itself.
- *
- * With `reconciliation` (its job id), every job is one of several consumers (even of one), its
- * outcomes go to that reconciliation's tally, and its id is the reconciliation's and its first
- * consumer id: enqueueing the same consumers again (a reconciliation resumed after a crash)
- * adds nothing while the first job is kept.
+ * Enqueues many syncs in one round trip (a reconciliation's fan-out), `consumersPerJob` to a
+ * job: the queue's own work per job is much of the whole for consumers of a page or two. Each
+ * consumer of such a job is synced as if alone (jobs/sync-rewards-batch.ts). With
+ * `reconciliation` (its job id), every job is a batch counted in its tally, whose id is the
+ * reconciliation's and its first consumer's: enqueued again on a resume, it adds nothing.
  */
 export async function enqueueRewardSyncs(
   queues: Queues,
@@ -129,7 +114,7 @@ export async function enqueueRewardSyncs(
   await queues.rewardSync.addBulk(jobs);
 }
 
-/** A sync job, deduplicated per consumer (see enqueueRewardSync); the payload is checked. */
+/** A sync job, deduplicated per consumer; the payload is checked. */
 export function rewardSyncJob(payload: RewardSyncPayload) {
   const data = parsePayload(rewardSyncPayloadSchema, payload, 'reward sync');
   return {
@@ -175,7 +160,7 @@ export interface ProducerOptions {
 }
 
 export interface Producer {
-  enqueueEnrollment(payload: EnrollmentPayload): Promise<EnqueuedEnrollment>;
+  enqueueEnrollment(request: EnrollmentRequest): Promise<EnqueuedEnrollment>;
   enqueueRewardSync(payload: RewardSyncPayload): Promise<{ jobId: string }>;
   startReconciliation(): Promise<StartedReconciliation>;
   readonly queues: Queues;
@@ -207,7 +192,7 @@ export async function createProducer(options: ProducerOptions): Promise<Producer
   return {
     queues,
     connection,
-    enqueueEnrollment: (payload) => enqueueEnrollment(queues, payload, options.consumerIdKey),
+    enqueueEnrollment: (request) => enqueueEnrollment(queues, request, options.consumerIdKey),
     enqueueRewardSync: async (payload) => ({
       jobId: (await enqueueRewardSync(queues, payload)).id ?? '',
     }),

@@ -104,7 +104,7 @@ describe('perks-worker enroll --file', () => {
     expect(fromFile.stderr).toContain('line 2: user_id: must be a string\n');
     expect(fromFile.stderr).toMatch(/^line 3: not valid JSON \(/m);
     expect(fromFile.stderr).toContain('line 4: must be a JSON object with a user_id\n');
-    expect(fromFile.stderr).toContain('line 5: consent: unknown field');
+    expect(fromFile.stderr).toContain('line 5: consent: is not a known field');
     expect(fromFile.stdout).toBe(
       'read 5 records: enqueued 1, already pending 0, duplicates 0, bad 4\n',
     );

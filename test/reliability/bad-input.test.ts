@@ -39,7 +39,8 @@ describe('malformed job payloads', () => {
       /extraConsents\[1\]/,
     ],
     ['consents not a list', { consumerId: 'ok_list', removedConsents: 'BASIC' }, /removedConsents/],
-    ['neither userId nor consumerId', { extraConsents: ['BASIC'] }, /userId: one of userId/],
+    // The producer derives the consumer id once; a job must carry it.
+    ['no consumerId', { userId: 'customer-1', extraConsents: ['BASIC'] }, /consumerId: /],
     ['an unknown key', { consumerId: 'ok_key', admin: true }, /admin/],
     ['not an object', 'enroll me', /\(payload\)/],
   ];

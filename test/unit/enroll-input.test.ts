@@ -5,7 +5,6 @@ import {
   formatOfPath,
   type InputFormat,
   type InputRecord,
-  inputPath,
   readRecords,
 } from '../../src/cli/enroll-input.js';
 import { checkRecord, followSummary } from '../../src/cli/enroll-report.js';
@@ -28,9 +27,9 @@ describe('enroll --file CSV', () => {
       '"b,2","",WEB_ANALYTICS\r\n' +
       '"multi\nline",, \r\n';
     expect(await read(text, 'csv')).toEqual([
-      { line: 2, payload: { userId: 'a1', extraConsents: ['TARGETING', 'STATISTICS'] } },
-      { line: 4, payload: { userId: 'b,2', removedConsents: ['WEB_ANALYTICS'] } },
-      { line: 6, payload: { userId: 'multi\nline' } },
+      { line: 2, payload: { user_id: 'a1', extra_consents: ['TARGETING', 'STATISTICS'] } },
+      { line: 4, payload: { user_id: 'b,2', removed_consents: ['WEB_ANALYTICS'] } },
+      { line: 6, payload: { user_id: 'multi\nline' } },
     ]);
   });
 
@@ -39,9 +38,9 @@ describe('enroll --file CSV', () => {
     expect(await read(text, 'csv')).toEqual([
       { line: 2, problem: 'expected 2 fields as in the header, got 3' },
       { line: 3, problem: 'expected 2 fields as in the header, got 1' },
-      { line: 4, payload: { userId: 'a3', extraConsents: ['BASIC'] } },
+      { line: 4, payload: { user_id: 'a3', extra_consents: ['BASIC'] } },
       // A stray quote inside a field is kept as it is, not an error that eats what follows.
-      { line: 5, payload: { userId: 'x"y', extraConsents: ['BASIC'] } },
+      { line: 5, payload: { user_id: 'x"y', extra_consents: ['BASIC'] } },
       // One that opens a field and never closes takes the lines after it: they are named.
       {
         line: 6,
@@ -64,7 +63,7 @@ describe('enroll --file CSV', () => {
 });
 
 describe('enroll --file JSON Lines', () => {
-  it('reads objects, consents as arrays or strings, and names what is wrong by line', async () => {
+  it('reads signups, consents as arrays or strings, and names what is wrong by line', async () => {
     const text = [
       '\uFEFF{"user_id":"j1","extra_consents":["TARGETING"]}',
       '',
@@ -75,13 +74,14 @@ describe('enroll --file JSON Lines', () => {
       '{"user_id":"j5","consents":[]}',
     ].join('\n');
     const records = await read(text, 'jsonl');
-    expect(records.map((r) => ('problem' in r ? r.problem.replace(/ \(.*/, '') : r))).toEqual([
-      { line: 1, payload: { userId: 'j1', extraConsents: ['TARGETING'] } },
-      { line: 3, payload: { userId: 'j2', removedConsents: ['BASIC', 'STATISTICS'] } },
+    const checked = records.map((r) => checkRecord(r, undefined));
+    expect(checked.map((r) => (r.ok ? r.enrollment : r.problem.replace(/ \(.*/, '')))).toEqual([
+      { userId: 'j1', consumerId: 'j1', extraConsents: ['TARGETING'] },
+      { userId: 'j2', consumerId: 'j2', removedConsents: ['BASIC', 'STATISTICS'] },
       'not valid JSON',
       'must be a JSON object with a user_id',
       'user_id: is required',
-      'consents: unknown field',
+      'consents: is not a known field',
     ]);
     expect(records.slice(2).map((r) => r.line)).toEqual([4, 5, 6, 7]);
   });
@@ -91,38 +91,36 @@ describe('enroll --file records', () => {
   const check = (payload: Record<string, unknown>, key?: string) =>
     checkRecord({ line: 1, payload }, key);
 
-  it("names the input's field with the payload schema's message", () => {
-    expect(check({ userId: '' })).toEqual({ ok: false, problem: 'user_id: must not be empty' });
-    expect(check({ userId: 'a1', extraConsents: ['BASIC', 'NOPE'] })).toMatchObject({
+  it("names the input's field with the signup check's message", () => {
+    expect(check({ user_id: '' })).toEqual({ ok: false, problem: 'user_id: must not be empty' });
+    expect(check({ user_id: 'a1', extra_consents: ['BASIC', 'NOPE'] })).toMatchObject({
       ok: false,
       problem: expect.stringMatching(/^extra_consents\[1\]: Invalid option: expected one of /),
     });
-    expect(check({ userId: 7 })).toEqual({ ok: false, problem: 'user_id: must be a string' });
-    expect(check({ userId: 'x'.repeat(257) })).toEqual({
+    expect(check({ user_id: 7 })).toEqual({ ok: false, problem: 'user_id: must be a string' });
+    expect(check({ user_id: 'x'.repeat(257) })).toEqual({
       ok: false,
       problem: 'user_id: must be at most 256 characters',
     });
   });
 
   it('derives the consumer id of a user id that is not one, or says the key is missing', () => {
-    expect(check({ userId: 'ann@example.com' })).toEqual({
+    expect(check({ user_id: 'ann@example.com' })).toEqual({
       ok: false,
       problem: expect.stringMatching(/^user_id: .* PERKS_CONSUMER_ID_KEY is not set$/),
     });
-    const derived = check({ userId: 'ann@example.com' }, 'k'.repeat(32));
+    const derived = check({ user_id: 'ann@example.com' }, 'k'.repeat(32));
     expect(derived).toMatchObject({
       ok: true,
       enrollment: { consumerId: expect.stringMatching(/^u_[a-z2-7]{52}$/) },
     });
-    expect(check({ userId: 'ann_1' })).toEqual({
+    expect(check({ user_id: 'ann_1' })).toEqual({
       ok: true,
-      enrollment: { consumerId: 'ann_1', data: { userId: 'ann_1', consumerId: 'ann_1' } },
+      enrollment: { userId: 'ann_1', consumerId: 'ann_1' },
     });
   });
 
-  it('maps payload paths back to input names', () => {
-    expect(inputPath(['userId'])).toBe('user_id');
-    expect(inputPath(['removedConsents', 3])).toBe('removed_consents[3]');
+  it('tells the format from the extension', () => {
     expect(formatOfPath('/x/Signups.CSV')).toBe('csv');
     expect(formatOfPath('a.ndjson')).toBe('jsonl');
     expect(formatOfPath('a.txt')).toBeUndefined();

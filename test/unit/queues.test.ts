@@ -4,6 +4,7 @@ import { jobSubject } from '../../src/queues/inspect.js';
 import { enrollmentJobId } from '../../src/queues/names.js';
 import {
   enrollmentPayloadSchema,
+  enrollmentRequestSchema,
   InvalidPayloadError,
   parsePayload,
   rewardSyncBatchPayloadSchema,
@@ -60,32 +61,43 @@ describe('job payloads', () => {
   };
 
   it('accepts a userId or a consumerId with known consents', () => {
-    expect(reason(enrollmentPayloadSchema, { userId: 'a@b.c', extraConsents: ['TARGETING'] })).toBe(
+    expect(reason(enrollmentRequestSchema, { userId: 'a@b.c', extraConsents: ['TARGETING'] })).toBe(
       'valid',
     );
     expect(
-      reason(enrollmentPayloadSchema, { consumerId: 'c_1', removedConsents: ['STATISTICS'] }),
+      reason(enrollmentRequestSchema, { consumerId: 'c_1', removedConsents: ['STATISTICS'] }),
     ).toBe('valid');
   });
 
+  it('takes only enrollment jobs that carry their consumer id', () => {
+    expect(reason(enrollmentPayloadSchema, { userId: 'a@b.c', consumerId: 'u_1' })).toBe('valid');
+    expect(reason(enrollmentPayloadSchema, { userId: 'a@b.c' })).toMatch(
+      /^invalid test payload: consumerId: /,
+    );
+  });
+
   it('names the offending field', () => {
-    expect(reason(enrollmentPayloadSchema, {})).toMatch(
+    expect(reason(enrollmentRequestSchema, {})).toMatch(
       /userId: one of userId or consumerId is required/,
     );
-    expect(reason(enrollmentPayloadSchema, { userId: 7 })).toMatch(/userId: must be a string/);
-    expect(reason(enrollmentPayloadSchema, { userId: '' })).toMatch(/userId: must not be empty/);
-    expect(reason(enrollmentPayloadSchema, { userId: 'u'.repeat(10_000) })).toMatch(
+    expect(reason(enrollmentRequestSchema, { userId: 7 })).toMatch(/userId: must be a string/);
+    expect(reason(enrollmentRequestSchema, { userId: '' })).toMatch(/userId: must not be empty/);
+    expect(reason(enrollmentRequestSchema, { userId: 'u'.repeat(10_000) })).toMatch(
       /userId: must be at most 256/,
     );
     expect(
-      reason(enrollmentPayloadSchema, { userId: 'a', extraConsents: ['BASIC', 'ALL'] }),
+      reason(enrollmentRequestSchema, { userId: 'a', extraConsents: ['BASIC', 'ALL'] }),
     ).toMatch(/extraConsents\[1\]/);
-    expect(reason(enrollmentPayloadSchema, { consumerId: 'has space' })).toMatch(
+    expect(reason(enrollmentRequestSchema, { consumerId: 'has space' })).toMatch(
       /^invalid test payload: consumerId: /,
     );
-    expect(reason(enrollmentPayloadSchema, { userId: 'a', surprise: 1 })).toMatch(/surprise/);
+    expect(reason(enrollmentRequestSchema, { userId: 'a', surprise: 1 })).toBe(
+      'invalid test payload: surprise: is not a known field',
+    );
     expect(reason(rewardSyncPayloadSchema, { consumerId: ['c_1'] })).toMatch(/consumerId: /);
-    expect(reason(rewardSyncPayloadSchema, null)).toMatch(/\(payload\)/);
+    expect(reason(rewardSyncPayloadSchema, null)).toBe(
+      'invalid test payload: (payload): must be a JSON object',
+    );
   });
 
   it('takes 1 to 100 distinct consumer ids in a sync job of several, naming the bad one', () => {

@@ -121,10 +121,10 @@ async function readyCount(queue: string): Promise<number> {
 function queuesWith(connection: RedisClient, before: () => unknown): Queues {
   const own = openQueues(connection, h.prefix, h.config.worker);
   cleanups.push(() => closeQueues(own));
-  const add = own.enrollment.add.bind(own.enrollment);
-  own.enrollment.add = async (...args) => {
+  const addBulk = own.enrollment.addBulk.bind(own.enrollment);
+  own.enrollment.addBulk = async (...args) => {
     await before();
-    return add(...args);
+    return addBulk(...args);
   };
   return own;
 }

@@ -85,9 +85,12 @@ beforeAll(async () => {
   // A caller of the HTTP intake, in a trace of its own.
   intake = await startIntake(
     { ...rig.config, ...config },
-    rig.runtime,
-    rig.runtime.ctx.logger,
-    tracing,
+    {
+      pool: rig.runtime.ctx.store.pool,
+      logger: rig.runtime.ctx.logger,
+      metrics: rig.runtime.metrics,
+      tracing,
+    },
   );
   const response = await fetch(`http://127.0.0.1:${intake.summary.http}/v1/enrollments`, {
     method: 'POST',
@@ -164,7 +167,8 @@ describe('tracing', () => {
   it("continues a producer's trace into the job's span", () => {
     const job = enrollmentJobSpan(signupSpan.traceId);
     const add = spans.find((s) => s.spanId === job.parentSpanId);
-    expect(add?.name).toBe('add enrollment.enroll');
+    // Every enrollment is enqueued with addBulk, a single one as a batch of one.
+    expect(add?.name).toBe('addBulk enrollment');
     expect(add?.parentSpanId).toBe(signupSpan.spanId);
   });
 
