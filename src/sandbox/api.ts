@@ -1,8 +1,4 @@
-/**
- * The Perks API operations the sandbox implements: POST /tokens, POST /perks/consumers,
- * GET /perks/consumers/{id}/rewards and GET /perks/consumers/{id}/rewards/{reward_id}.
- * Each handler assumes the server has already applied faults and the rate limit.
- */
+/** The Perks API operations, after the server applied faults and the rate limit. */
 import type { IncomingMessage } from 'node:http';
 import type { Reply } from './reply.js';
 import type { SandboxState } from './state.js';
@@ -22,11 +18,9 @@ export interface ApiContext {
   clientId: string;
   clientSecret: string;
   scopes: readonly string[];
-  /** Rewards generated for a consumer the API enrolls for the first time. */
   rewardsOnEnroll: number;
 }
 
-/** The request body, parsed: JSON, or a form, or nothing. */
 export type ParsedBody =
   | { kind: 'empty' }
   | { kind: 'json'; value: unknown }
@@ -78,7 +72,6 @@ export async function issueToken(
   reply.send(200, JSON.stringify(minted), 'application/json', { 'cache-control': 'no-store' });
 }
 
-/** The client's scopes, narrowed to those requested when the request names some. */
 function grantedScopes(allowed: readonly string[], requested: unknown): string[] {
   if (typeof requested !== 'string' || requested.trim() === '') return [...allowed];
   const wanted = requested.trim().split(/\s+/);
@@ -86,10 +79,7 @@ function grantedScopes(allowed: readonly string[], requested: unknown): string[]
   return wanted.filter((s) => allowed.includes(s));
 }
 
-/**
- * Bearer token, scope and API version, in that order. Returns false after answering with the
- * error; the caller stops there.
- */
+/** Bearer token, scope and API version, in that order; false once answered with the error. */
 export async function authorize(
   ctx: ApiContext,
   req: IncomingMessage,
@@ -122,7 +112,7 @@ export async function authorize(
 }
 
 export function enrollConsumer(ctx: ApiContext, body: ParsedBody, reply: Reply): void {
-  // The spec: "for 400, an empty errors means the body was not valid JSON".
+  // The spec: an empty errors means the body was not valid JSON.
   const checked =
     body.kind === 'malformed'
       ? { ok: false as const, errors: [] }
@@ -182,7 +172,6 @@ export function getReward(
     notEnrolled(reply, instance);
     return;
   }
-  // A uuid is case-insensitive; generated ids are lower-case.
   const text =
     ctx.state.rewardText(consumerId, rewardId) ??
     ctx.state.rewardText(consumerId, rewardId.toLowerCase());

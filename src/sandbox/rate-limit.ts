@@ -4,7 +4,6 @@ export class RateLimiter {
 
   constructor(private perSecond: number | undefined) {}
 
-  /** Requests per second per token, or undefined when there is no limit. */
   get limit(): number | undefined {
     return this.perSecond;
   }
@@ -14,7 +13,7 @@ export class RateLimiter {
     this.windows.clear();
   }
 
-  /** Counts a request of `key` (the Authorization header); the seconds to wait when over. */
+  /** `key`: the Authorization header. The seconds to wait when over. */
   hit(key: string): number | undefined {
     if (this.perSecond === undefined) return undefined;
     const second = Math.floor(Date.now() / 1000);

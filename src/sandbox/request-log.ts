@@ -1,25 +1,24 @@
-/** What the sandbox saw, for tests and benchmarks: never headers or bodies, so no secret. */
+/** What the sandbox saw: never headers or bodies, so no secret. */
 
 export interface RequestLogEntry {
   method: string;
-  /** Path and query string as received. The API carries no credential in either. */
+  /** Path and query string as received. */
   path: string;
-  /** HTTP status sent; 0 when the connection was reset on purpose (a `reset` fault). */
+  /** 0 when reset on purpose. */
   status: number;
   consumerId?: string;
-  /** RFC 3339 time the response was sent. */
   at: string;
 }
 
 export interface SandboxCounters {
-  /** Requests per route: token, enroll, listRewards, getReward, unknown. */
+  /** Per route: token, enroll, listRewards, getReward, unknown. */
   requests: Record<string, number>;
   tokensMinted: number;
   enrollmentsCreated: number;
   enrollmentsConflicted: number;
 }
 
-/** The last `capacity` entries: a long benchmark does not keep them all. */
+/** The last `capacity` entries. */
 export class RequestLog {
   private readonly entries: RequestLogEntry[] = [];
 
@@ -30,7 +29,6 @@ export class RequestLog {
     if (this.entries.length > this.capacity) this.entries.shift();
   }
 
-  /** Oldest first. */
   list(): RequestLogEntry[] {
     return [...this.entries];
   }

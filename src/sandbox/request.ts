@@ -1,19 +1,15 @@
-/**
- * What the server reads from a request before it answers: the API route and its path
- * parameters, the body, and the consumer the request is about.
- */
+/** What the server reads from a request: route, path parameters, body and consumer. */
 import type { IncomingMessage } from 'node:http';
 import type { ParsedBody } from './api.js';
 import type { ApiRoute } from './faults.js';
 
 const maxBodyBytes = 1024 * 1024;
 
-export type ApiTarget =
+type ApiTarget =
   | { route: 'token' | 'enroll'; consumerId?: undefined }
   | { route: 'listRewards'; id: string; consumerId: string }
   | { route: 'getReward'; id: string; rewardId: string; consumerId: string };
 
-/** The API operation a request is for, or undefined for any other method and path. */
 export function matchRoute(method: string, pathname: string): ApiTarget | undefined {
   if (method === 'POST' && pathname === '/tokens') return { route: 'token' };
   if (method === 'POST' && pathname === '/perks/consumers') return { route: 'enroll' };
@@ -25,7 +21,7 @@ export function matchRoute(method: string, pathname: string): ApiTarget | undefi
   return { route: 'getReward', id, rewardId: decodeSegment(match[2]), consumerId: id };
 }
 
-/** A path segment percent-decoded, or as it came when it is not valid percent-encoding. */
+/** As it came when it is not valid percent-encoding. */
 export function decodeSegment(segment: string): string {
   try {
     return decodeURIComponent(segment);
@@ -34,7 +30,6 @@ export function decodeSegment(segment: string): string {
   }
 }
 
-/** The consumer an enrollment is about, for per-consumer faults and the request log. */
 export function enrollmentId(route: ApiRoute, body: ParsedBody): string | undefined {
   if (route !== 'enroll' || body.kind !== 'json') return undefined;
   const value = body.value;
@@ -43,7 +38,7 @@ export function enrollmentId(route: ApiRoute, body: ParsedBody): string | undefi
   return typeof id === 'string' ? id : undefined;
 }
 
-/** A form when the content type says so, else JSON; over 1 MiB or unparsable is malformed. */
+/** Over 1 MiB or unparsable is malformed. */
 export async function readBody(req: IncomingMessage): Promise<ParsedBody> {
   const chunks: Buffer[] = [];
   let size = 0;

@@ -1,16 +1,9 @@
-/**
- * Scenario files (`perks-worker sandbox --scenario file.json`): extra consumers, settings and
- * faults to start with, so a failure drill is a file a user can share. Example:
- *
- *   { "consumers": [{ "id": "alice", "rewards": 120 }, { "id": "bob", "enrolled": false }],
- *     "latencyMs": 20,
- *     "faults": [{ "route": "listRewards", "count": 2, "kind": "status", "status": 503 }] }
- */
+/** `sandbox --scenario file.json`: extra consumers, settings and faults to start with. */
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { faultSchema } from './faults.js';
 
-export const scenarioSchema = z.strictObject({
+const scenarioSchema = z.strictObject({
   consumers: z
     .array(
       z.strictObject({
@@ -27,7 +20,6 @@ export const scenarioSchema = z.strictObject({
 
 export type Scenario = z.infer<typeof scenarioSchema>;
 
-/** The error names the file and the first problem. */
 export async function loadScenario(file: string): Promise<Scenario> {
   let raw: unknown;
   try {

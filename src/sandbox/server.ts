@@ -1,7 +1,6 @@
 /**
- * The sandbox HTTP server: routes a request to the control API or to the Perks API, and in
- * front of the API applies what a gateway would (injected faults, per-token rate limit,
- * added latency) before the application checks the token, scope and version.
+ * Routes a request to the control API or the Perks API, applying in front of the API what a
+ * gateway would (faults, per-token rate limit, latency) before token, scope and version checks.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -25,72 +24,59 @@ import { SandboxState } from './state.js';
 import { knownScopes, TokenAuthority } from './tokens.js';
 
 const optionsSchema = z.object({
-  /** Interface to listen on. */
   host: z.string().default('127.0.0.1'),
   /** 0 picks a free port, see `baseUrl`. */
   port: z.int().min(0).default(0),
-  /** Seed of the generated data: the same seed gives the same consumers and rewards. */
+  /** The same seed gives the same consumers and rewards. */
   seed: z.number().default(1),
   /** Enrolled consumers generated at start, ids sbx_0001, sbx_0002, ... */
   consumers: z.int().min(0).default(0),
-  /** Rewards of each generated consumer: a fixed count or a range. */
   rewardsPerConsumer: z
     .union([z.int().min(0), z.object({ min: z.int().min(0), max: z.int().min(0) })])
     .default({ min: 0, max: 30 }),
   /** Rewards generated for a consumer enrolled through the API for the first time. */
   rewardsOnEnroll: z.int().min(0).default(0),
-  /**
-   * Any valid consumer id the sandbox does not hold is answered as enrolled with no rewards,
-   * without storing it (benchmarks of a million consumers); enrolling one still creates it.
-   */
+  /** An unknown consumer id answers as enrolled with no rewards, without being stored. */
   autoEnroll: z.boolean().default(false),
   clientId: z.string().default('sandbox-client'),
   clientSecret: z
     .string()
     .regex(/^sk_sandbox_\S+$/, { error: 'must look like sk_sandbox_...' })
     .default('sk_sandbox_demo_secret'),
-  /** Scopes granted to the client. */
   scopes: z.array(z.enum(knownScopes)).default(['PERKS']),
-  /** Program reference carried in tokens. */
   program: z.string().default('sandbox-program'),
-  /** Lifetime of minted tokens. */
   tokenTtlSeconds: z.int().min(1).default(3600),
-  /** Added to every API response, for benchmarks; default the scenario's, else 0. */
+  /** Added to every API response; default the scenario's, else 0. */
   latencyMs: z.int().min(0).optional(),
   /** Requests per second per token before text/plain 429s; default the scenario's, else none. */
   rateLimitPerSecond: z.number().positive().optional(),
-  /** Extra consumers, settings and faults to start with. */
   scenario: z.custom<Scenario>().optional(),
-  /** Receives one line at start and unexpected errors; never a token or secret. */
+  /** One line at start and unexpected errors; never a secret. */
   logger: z.custom<Logger>().optional(),
 });
 
 export type SandboxOptions = z.input<typeof optionsSchema>;
 
 export interface Sandbox {
-  /** Server root, e.g. http://127.0.0.1:4010 (PERKS_BASE_URL). */
+  /** PERKS_BASE_URL, e.g. http://127.0.0.1:4010. */
   baseUrl: string;
   clientId: string;
   clientSecret: string;
   state: SandboxState;
   faults: FaultController;
-  /** Mints a token without credentials, e.g. for another program or scope (403 tests). */
+  /** Without credentials, e.g. for another program or scope (403 tests). */
   mintToken(opts?: {
     scopes?: string[];
     program?: string;
     environment?: string;
     ttlSeconds?: number;
   }): Promise<string>;
-  /** Back to the seeded data, no faults, empty counters and log, settings as started. */
+  /** Seeded data, no faults, empty counters and log, settings as started. */
   reset(): void;
-  /** Closes the server and every socket, and cancels held responses. */
   close(): Promise<void>;
 }
 
-/**
- * The variables that point a worker at this sandbox (PERKS_BASE_URL and its credentials),
- * as `perks-worker sandbox` prints them and as tests and benchmarks spawn `work` with them.
- */
+/** The variables that point a worker at this sandbox. */
 export function sandboxApiEnv(
   sandbox: Pick<Sandbox, 'baseUrl' | 'clientId' | 'clientSecret'>,
 ): Record<'PERKS_BASE_URL' | 'PERKS_CLIENT_ID' | 'PERKS_CLIENT_SECRET', string> {
@@ -126,7 +112,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     const { scenario } = settings;
     for (const c of scenario?.consumers ?? []) state.addConsumer(c.id, c);
     for (const fault of scenario?.faults ?? []) faults.inject(fault);
-    // Explicit options win over the scenario's settings (a command-line flag over a file).
+    // An option wins over the scenario's setting.
     latencyMs = settings.latencyMs ?? scenario?.latencyMs ?? 0;
     limiter.set(settings.rateLimitPerSecond ?? scenario?.rateLimitPerSecond);
   };

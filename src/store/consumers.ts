@@ -1,12 +1,8 @@
-/**
- * Writes and reads of <schema>.consumers. Every write is an upsert: the order in which
- * enrollment, sync and errors reach a consumer is not guaranteed, and a consumer synced before
- * this worker existed has no enrollment to come first.
- */
+/** <schema>.consumers. Every write is an upsert: enrollment, sync and errors arrive in any order. */
 import type pg from 'pg';
 import type { ConsumerRow, EnrollmentOutcome } from './types.js';
 
-/** last_error is for humans; a runaway message (a whole HTML error page) is cut. */
+/** A runaway last_error (a whole HTML error page) is cut. */
 const maxErrorLength = 2000;
 
 export interface RecordEnrollmentInput {
@@ -19,11 +15,8 @@ export interface RecordEnrollmentInput {
 }
 
 /**
- * Records a successful enrollment and clears last_error and not_enrolled_at. enrolled_at and
- * the outcome of the first enrollment are kept when the consumer is enrolled again (a retried
- * job answered 409), unless the API had since said the consumer was not enrolled. Consents
- * are stored only when the API created the consumer: a 409 applied none of them, so what was
- * stored stands (null when nothing was).
+ * The first enrollment's enrolled_at and outcome stand (a retry answered 409) unless the API
+ * since said "not enrolled". Consents are stored only when the API created the consumer.
  */
 export async function recordEnrollment(
   pool: pg.Pool,
@@ -62,7 +55,7 @@ export async function recordEnrollment(
 export interface RecordConsumerErrorInput {
   consumerId: string;
   userId?: string;
-  /** Shown to support as is: never put a secret or token in it. */
+  /** Shown to support as is: never a secret. */
   message: string;
   at: Date;
 }
@@ -83,11 +76,7 @@ export async function recordConsumerError(
   );
 }
 
-/**
- * The API answered ERR-404-02 to a request sent at `at`: the consumer is left out of
- * reconciliation, unless an enrollment or a successful sync is newer than that request (it
- * raced the refusal and won). A later successful sync clears the mark (write_reward_pages).
- */
+/** ERR-404-02 to a request sent at `at`, unless a newer enrollment or sync won the race. */
 export async function markNotEnrolled(
   pool: pg.Pool,
   schema: string,
@@ -121,12 +110,8 @@ export async function getConsumer(
 }
 
 /**
- * One keyset page of the consumers to reconcile, in consumer_id (byte) order: pass the last
- * id of a page as `after` for the next; an empty page is the end. Never OFFSET, never all ids.
- *
- * Rule: every consumer row whose not_enrolled_at is null. That includes consumers enrolled
- * before this worker existed (enrolled_at null, rows created by their rewards) and consumers
- * whose enrollment failed: a sync of those answers ERR-404-02 and markNotEnrolled drops them.
+ * A keyset page of the consumers to reconcile: every row whose not_enrolled_at is null (a
+ * failed enrollment's sync answers ERR-404-02 and drops it). `after`: the last id of a page.
  */
 export async function listEnrolledConsumerIds(
   pool: pg.Pool,
@@ -136,7 +121,6 @@ export async function listEnrolledConsumerIds(
   if (!Number.isInteger(input.limit) || input.limit < 1) {
     throw new RangeError(`limit must be a positive integer, got ${input.limit}`);
   }
-  // '' sorts before every id (ids have at least 2 characters): the first page.
   const { rows } = await pool.query<{ consumer_id: string }>(
     `select consumer_id from ${schema}.consumers
      where not_enrolled_at is null and consumer_id > $1
@@ -146,7 +130,7 @@ export async function listEnrolledConsumerIds(
   return rows.map((r) => r.consumer_id);
 }
 
-/** How many consumers a reconciliation started now would sync (listEnrolledConsumerIds' rule). */
+/** listEnrolledConsumerIds' rule, counted. */
 export async function countReconcilableConsumers(pool: pg.Pool, schema: string): Promise<number> {
   const { rows } = await pool.query<{ n: number }>(
     `select count(*)::int as n from ${schema}.consumers where not_enrolled_at is null`,

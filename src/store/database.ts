@@ -1,8 +1,6 @@
 /**
- * The migration runner's own connection, and the creation of a missing database. Through
- * PgBouncer a missing database is refused with 08P01, like any refusal of its own, and stays
- * unreachable there for server_login_retry after it is created: a database is created on a
- * direct connection only (DATABASE_DIRECT_URL), and reported unreachable otherwise.
+ * The migration runner's connection. A missing database is created on a direct connection only
+ * (DATABASE_DIRECT_URL): PgBouncer refuses it with 08P01 and keeps refusing it for a while.
  */
 import pg from 'pg';
 import { DatabaseUnreachableError, errorCode } from './errors.js';
@@ -14,7 +12,6 @@ const pgErrors = {
   uniqueViolation: '23505',
 } as const;
 
-/** A client of `databaseUrl`, whose database is created first when it is missing. */
 export async function connectCreating(
   databaseUrl: string,
   onCreated: (database: string) => void,
@@ -31,11 +28,7 @@ export async function connectCreating(
   return { client: await connect(databaseUrl), databaseCreated };
 }
 
-/**
- * CREATE DATABASE from the server's `postgres` maintenance database. Returns false when
- * another process created it first: 42P04, or 23505 when both inserted into pg_database at
- * the same instant.
- */
+/** False when another process created it first (42P04, or 23505 at the same instant). */
 async function createDatabase(databaseUrl: string, database: string): Promise<boolean> {
   const maintenance = new URL(databaseUrl);
   maintenance.pathname = '/postgres';

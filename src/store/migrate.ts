@@ -1,24 +1,14 @@
 /**
- * Creates the database when missing (database.ts), applies the numbered migrations of
- * ./migrations/ in order, each in its own transaction, recorded in <schema>.schema_migrations,
- * then the repeatable ones of ./migrations/repeatable/ (a function per file, written with
- * `create or replace`): each applied again when its checksum differs from the one in
- * <schema>.schema_repeatable_migrations, as Flyway's repeatable migrations are. During a
- * rolling deploy the last build to migrate wins: change a function's signature under a new
- * name, never in place.
+ * Creates the database when missing, applies ./migrations/ in order, each in its own transaction
+ * (recorded in schema_migrations), then the repeatable files of ./migrations/repeatable/
+ * (`create or replace`), each again when its checksum changed, as Flyway's repeatable
+ * migrations. Change a function's signature under a new name: in a rolling deploy the last
+ * build to migrate wins. Each file runs with `search_path` set to the schema. Every transaction
+ * takes an advisory lock keyed by the schema (transaction-scoped: PgBouncer pools transactions)
+ * before reading what is applied, so replicas starting together are safe.
  *
- * Released numbered files are never edited, with one exception: 000002, 000003 and 000005 each
- * held a whole copy of write_reward_pages, now in its repeatable file so that its body is
- * written once. A schema that ran their earlier editions has the same tables and gets its
- * function from the repeatable file, so their earlier checksums are accepted
- * (supersededChecksums; migrate.test.ts migrates a database with the released editions, then
- * with these, and compares its functions with a fresh one's). A build before this one refuses
- * a schema created by this one: it finds the new checksums.
- *
- * Each file runs after `set local search_path to "<schema>"`: one file serves any schema.
- * Replicas starting together are safe: every transaction first takes a transaction-scoped
- * advisory lock keyed by the schema (a session lock would not hold through PgBouncer's
- * transaction pooling), then reads what is applied.
+ * 000002, 000003 and 000005 once held copies of write_reward_pages, now in its repeatable file;
+ * their earlier checksums are accepted (supersededChecksums, checked by migrate.test.ts).
  */
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
@@ -29,22 +19,21 @@ import { errorCode, MigrationChecksumError, MigrationFileError } from './errors.
 import { assertSchemaName, quoteIdentifier } from './identifier.js';
 
 export interface MigrateOptions {
-  /** DATABASE_DIRECT_URL, else DATABASE_URL; a missing database is created on a direct URL. */
+  /** DATABASE_DIRECT_URL, else DATABASE_URL. */
   databaseUrl: string;
-  /** Schema holding the tables (created when missing). */
   schema: string;
   logger?: Logger;
-  /** Directory of the migration files: this build's, unless a test passes released editions. */
+  /** This build's migrations unless a test passes released editions. */
   migrations?: URL;
 }
 
 export interface MigrateResult {
   databaseCreated: boolean;
-  /** Numbered files applied by this call, in order; empty when the schema was up to date. */
+  /** Numbered files applied by this call, in order. */
   applied: string[];
   /** Version of the latest applied migration, e.g. "000001". */
   current: string;
-  /** Migrations the schema now has (this call's and earlier ones). */
+  /** Migrations the schema now has. */
   count: number;
 }
 
@@ -62,10 +51,9 @@ export interface MigrationFile extends SqlFile {
 const migrationsDirectory = new URL('./migrations/', import.meta.url);
 const filePattern = /^(\d{6})_([a-z0-9_]+)\.sql$/;
 const repeatablePattern = /^[a-z0-9_]+\.sql$/;
-/** First key of the advisory lock (the second is the schema). */
 const lockNamespace = 'perks-worker migrations';
 
-/** Checksums of earlier editions of released files (see the top); 000002 had two. */
+/** Checksums of earlier editions of released files (see the top). */
 const supersededChecksums: Readonly<Record<string, readonly string[]>> = {
   '000002': [
     '70d527fecd9185ac3014a66babf4572b18bada1ccd53053d35fff6eb41522434',
@@ -98,7 +86,6 @@ export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
   }
 }
 
-/** The numbered migration files shipped with this build, sorted by version. */
 export async function loadMigrationFiles(
   directory = migrationsDirectory,
 ): Promise<MigrationFile[]> {
@@ -142,7 +129,7 @@ async function readSqlFiles(directory: URL): Promise<SqlFile[]> {
   );
 }
 
-/** Creates the schema and its two tables of applied migrations; returns file -> checksum. */
+/** Creates the schema and its tables of applied migrations; returns what they record. */
 async function prepareSchema(client: pg.Client, schema: string) {
   const q = quoteIdentifier(schema);
   return inTransaction(client, schema, async () => {
@@ -158,7 +145,6 @@ async function prepareSchema(client: pg.Client, schema: string) {
       applied_at timestamptz not null default now(),
       checksum text not null
     )`);
-    // Comments are part of the documented contract, like those of the migration files.
     await client.query(`
       comment on table ${q}.schema_migrations is 'Migrations applied to this schema by perks-worker migrate.';
       comment on column ${q}.schema_migrations.version is 'Six-digit version, the prefix of the file name (000001).';
@@ -198,8 +184,7 @@ async function applyNumbered(
   const known = new Set(files.map((f) => f.version));
   const unknown = [...recorded.keys()].filter((version) => !known.has(version));
   if (unknown.length > 0) {
-    // A newer release migrated this schema (rolling deploy or rollback). Migrations only add,
-    // so this older code keeps working: warn rather than crash-loop the replica.
+    // A newer release migrated it: migrations only add, so this build still works.
     logger?.warn({ schema, versions: unknown }, 'schema has migrations this build does not know');
   }
   const applied: string[] = [];
@@ -253,10 +238,7 @@ async function applyRepeatables(
   }
 }
 
-/**
- * Under the lock, records the file and runs its SQL; `record` returns false when another
- * replica applied it while this one waited.
- */
+/** `record` returns false when another replica applied the file while this one waited. */
 async function applyLocked(
   client: pg.Client,
   schema: string,
@@ -277,7 +259,6 @@ export function assertUnchanged(file: MigrationFile, appliedChecksum: string): v
   throw new MigrationChecksumError(file.file, appliedChecksum, file.checksum);
 }
 
-/** Runs `work` in a transaction holding the schema's migration lock (see the top). */
 async function inTransaction<T>(
   client: pg.Client,
   schema: string,
