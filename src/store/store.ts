@@ -5,7 +5,7 @@ import * as consumers from './consumers.js';
 import { assertSchemaName, quoteIdentifier } from './identifier.js';
 import { defaultWriterLimits, RewardWriter } from './reward-writer.js';
 import type { FinishSync, RewardPageResult, WriteRewardPageInput } from './rewards.js';
-import { type ConsumerRow, type RewardEventType, rewardEventTypes } from './types.js';
+import { type RewardEventType, rewardEventTypes } from './types.js';
 
 export type { FinishSync } from './rewards.js';
 export {
