@@ -38,13 +38,11 @@ export async function issueToken(
     credentials?.clientId !== ctx.clientId ||
     !secretMatches(credentials.clientSecret, ctx.clientSecret)
   ) {
-    reply.error(401, 'ERR-401-00', { headers: { 'www-authenticate': 'Basic realm="perks"' } });
-    return;
+    return reply.error(401, 'ERR-401-00', {
+      headers: { 'www-authenticate': 'Basic realm="perks"' },
+    });
   }
-  if (body.kind === 'malformed') {
-    reply.error(400, 'ERR-400-00', { errors: [] });
-    return;
-  }
+  if (body.kind === 'malformed') return reply.error(400, 'ERR-400-00', { errors: [] });
   const field = (name: string): unknown => {
     if (body.kind === 'form') return body.value.get(name) ?? undefined;
     if (body.kind === 'json' && typeof body.value === 'object' && body.value !== null) {
@@ -56,16 +54,14 @@ export async function issueToken(
   if (grantType !== undefined && grantType !== 'client_credentials') {
     const msg = "Input should be 'client_credentials'";
     const errors = [{ loc: ['body', 'grant_type'], msg, type: 'literal_error' }];
-    reply.error(400, 'ERR-400-00', { errors });
-    return;
+    return reply.error(400, 'ERR-400-00', { errors });
   }
   const scopes = grantedScopes(ctx.scopes, field('scope'));
   if (scopes.length === 0) {
     const msg = 'No requested scope is allowed';
-    reply.error(400, 'ERR-400-00', {
+    return reply.error(400, 'ERR-400-00', {
       errors: [{ loc: ['body', 'scope'], msg, type: 'value_error' }],
     });
-    return;
   }
   const minted = await ctx.tokens.mint(ctx.clientId, scopes);
   ctx.state.countTokenMinted();
@@ -119,14 +115,10 @@ export function enrollConsumer(ctx: ApiContext, body: ParsedBody, reply: Reply):
       : validateEnrollment(
           body.kind === 'json' ? body.value : body.kind === 'form' ? null : undefined,
         );
-  if (!checked.ok) {
-    reply.error(400, 'ERR-400-00', { errors: checked.errors });
-    return;
-  }
+  if (!checked.ok) return reply.error(400, 'ERR-400-00', { errors: checked.errors });
   const id = checked.value;
   if (ctx.state.enroll(id, ctx.rewardsOnEnroll) === 'conflict') {
-    reply.error(409, 'ERR-409-00', { instance: `/perks/consumers/${id}` });
-    return;
+    return reply.error(409, 'ERR-409-00', { instance: `/perks/consumers/${id}` });
   }
   reply.json(201, { id });
 }
@@ -142,10 +134,7 @@ export function listRewards(
     ...consumerIdErrors(consumerId, ['path', 'consumer_id']),
     ...(query.ok ? [] : query.errors),
   ];
-  if (errors.length > 0 || !query.ok) {
-    reply.error(400, 'ERR-400-00', { errors });
-    return;
-  }
+  if (errors.length > 0 || !query.ok) return reply.error(400, 'ERR-400-00', { errors });
   if (!ctx.state.isEnrolled(consumerId)) {
     notEnrolled(reply, `/perks/consumers/${consumerId}`);
     return;
@@ -163,10 +152,7 @@ export function getReward(
     ...consumerIdErrors(consumerId, ['path', 'consumer_id']),
     ...rewardIdErrors(rewardId),
   ];
-  if (errors.length > 0) {
-    reply.error(400, 'ERR-400-00', { errors });
-    return;
-  }
+  if (errors.length > 0) return reply.error(400, 'ERR-400-00', { errors });
   const instance = `/perks/consumers/${consumerId}/rewards/${rewardId}`;
   if (!ctx.state.isEnrolled(consumerId)) {
     notEnrolled(reply, instance);

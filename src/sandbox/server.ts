@@ -145,28 +145,21 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     if (url.pathname.startsWith('/_sandbox/')) {
       const reply = new Reply(req, res, 0, timers, () => {});
       const segments = url.pathname.slice('/_sandbox/'.length).split('/').filter(Boolean);
-      await handleControl(control, method, segments.map(decodeSegment), await readBody(req), reply);
-      return;
+      const body = await readBody(req);
+      return handleControl(control, method, segments.map(decodeSegment), body, reply);
     }
     const reply = new Reply(req, res, latencyMs, timers, (e) => state.recordRequest(e));
     const target = matchRoute(method, url.pathname);
     state.countRequest(target?.route ?? 'unknown');
-    if (!target) {
-      reply.error(404, 'ERR-404-00', { instance: url.pathname });
-      return;
-    }
+    if (!target) return reply.error(404, 'ERR-404-00', { instance: url.pathname });
     const body = method === 'POST' ? await readBody(req) : ({ kind: 'empty' } as const);
     reply.consumerId = target.consumerId ?? enrollmentId(target.route, body);
     const fault = faults.take(target.route, reply.consumerId);
     if (fault && applyFault(fault, target.route, reply) === 'answered') return;
-    if (target.route === 'token') {
-      await issueToken(api, req, body, reply);
-      return;
-    }
+    if (target.route === 'token') return issueToken(api, req, body, reply);
     const wait = limiter.hit(req.headers.authorization ?? '');
     if (wait !== undefined) {
-      reply.send(429, 'Too Many Requests', 'text/plain', { 'retry-after': String(wait) });
-      return;
+      return reply.send(429, 'Too Many Requests', 'text/plain', { 'retry-after': String(wait) });
     }
     if (!(await authorize(api, req, reply))) return;
     if (target.route === 'enroll') enrollConsumer(api, body, reply);

@@ -72,11 +72,12 @@ export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
     options.logger?.info({ database }, 'created database'),
   );
   try {
-    const recorded = await prepareSchema(client, schema);
-    const applied = await applyNumbered(client, schema, files, recorded.numbered, options.logger);
-    await applyRepeatables(client, schema, repeatables, recorded.repeatable, options.logger);
+    const run: Run = { client, schema, q: quoteIdentifier(schema), logger: options.logger };
+    const recorded = await prepareSchema(run);
+    const applied = await applyNumbered(run, files, recorded.numbered);
+    await applyRepeatables(run, repeatables, recorded.repeatable);
     const { rows } = await client.query<{ version: string | null }>(
-      `select max(version) as version from ${quoteIdentifier(schema)}.schema_migrations`,
+      `select max(version) as version from ${run.q}.schema_migrations`,
     );
     const current = rows[0]?.version ?? '';
     const count = files.filter((f) => f.version <= current).length;
@@ -130,9 +131,9 @@ async function readSqlFiles(directory: URL): Promise<SqlFile[]> {
 }
 
 /** Creates the schema and its tables of applied migrations; returns what they record. */
-async function prepareSchema(client: pg.Client, schema: string) {
-  const q = quoteIdentifier(schema);
-  return inTransaction(client, schema, async () => {
+async function prepareSchema(run: Run) {
+  const { client, q } = run;
+  return inTransaction(run, async () => {
     await client.query(`create schema if not exists ${q}`);
     await client.query(`create table if not exists ${q}.schema_migrations (
       version text primary key,
@@ -169,14 +170,20 @@ async function prepareSchema(client: pg.Client, schema: string) {
   });
 }
 
+/** One migrate call's connection; `q` is the quoted schema. */
+interface Run {
+  client: pg.Client;
+  schema: string;
+  q: string;
+  logger: Logger | undefined;
+}
+
 async function applyNumbered(
-  client: pg.Client,
-  schema: string,
+  run: Run,
   files: readonly MigrationFile[],
   recorded: ReadonlyMap<string, string>,
-  logger: Logger | undefined,
 ): Promise<string[]> {
-  const q = quoteIdentifier(schema);
+  const { client, q } = run;
   for (const file of files) {
     const checksum = recorded.get(file.version);
     if (checksum !== undefined) assertUnchanged(file, checksum);
@@ -185,12 +192,13 @@ async function applyNumbered(
   const unknown = [...recorded.keys()].filter((version) => !known.has(version));
   if (unknown.length > 0) {
     // A newer release migrated it: migrations only add, so this build still works.
-    logger?.warn({ schema, versions: unknown }, 'schema has migrations this build does not know');
+    const message = 'schema has migrations this build does not know';
+    run.logger?.warn({ schema: run.schema, versions: unknown }, message);
   }
   const applied: string[] = [];
   for (const file of files) {
     if (recorded.has(file.version)) continue;
-    const appliedHere = await applyLocked(client, schema, file.sql, async () => {
+    const appliedHere = await applyLocked(run, file.file, file.sql, async () => {
       const { rows } = await client.query<{ checksum: string }>(
         `select checksum from ${q}.schema_migrations where version = $1`,
         [file.version],
@@ -205,26 +213,21 @@ async function applyNumbered(
       );
       return true;
     });
-    if (!appliedHere) continue;
-    logger?.info({ schema, migration: file.file }, 'applied migration');
-    applied.push(file.file);
+    if (appliedHere) applied.push(file.file);
   }
   return applied;
 }
 
 async function applyRepeatables(
-  client: pg.Client,
-  schema: string,
+  run: Run,
   files: readonly SqlFile[],
   recorded: ReadonlyMap<string, string>,
-  logger: Logger | undefined,
 ): Promise<void> {
-  const q = quoteIdentifier(schema);
   for (const file of files) {
     if (recorded.get(file.file) === file.checksum) continue;
-    const appliedHere = await applyLocked(client, schema, file.sql, async () => {
-      const { rows } = await client.query(
-        `insert into ${q}.schema_repeatable_migrations (file, checksum) values ($1, $2)
+    await applyLocked(run, `repeatable/${file.file}`, file.sql, async () => {
+      const { rows } = await run.client.query(
+        `insert into ${run.q}.schema_repeatable_migrations (file, checksum) values ($1, $2)
          on conflict (file) do update set checksum = excluded.checksum, applied_at = now()
          where schema_repeatable_migrations.checksum <> excluded.checksum
          returning file`,
@@ -232,25 +235,24 @@ async function applyRepeatables(
       );
       return rows.length === 1;
     });
-    if (appliedHere) {
-      logger?.info({ schema, migration: `repeatable/${file.file}` }, 'applied migration');
-    }
   }
 }
 
 /** `record` returns false when another replica applied the file while this one waited. */
 async function applyLocked(
-  client: pg.Client,
-  schema: string,
+  run: Run,
+  migration: string,
   sql: string,
   record: () => Promise<boolean>,
 ): Promise<boolean> {
-  return inTransaction(client, schema, async () => {
+  const applied = await inTransaction(run, async () => {
     if (!(await record())) return false;
-    await client.query(`set local search_path to ${quoteIdentifier(schema)}`);
-    await client.query(sql);
+    await run.client.query(`set local search_path to ${run.q}`);
+    await run.client.query(sql);
     return true;
   });
+  if (applied) run.logger?.info({ schema: run.schema, migration }, 'applied migration');
+  return applied;
 }
 
 export function assertUnchanged(file: MigrationFile, appliedChecksum: string): void {
@@ -259,11 +261,7 @@ export function assertUnchanged(file: MigrationFile, appliedChecksum: string): v
   throw new MigrationChecksumError(file.file, appliedChecksum, file.checksum);
 }
 
-async function inTransaction<T>(
-  client: pg.Client,
-  schema: string,
-  work: () => Promise<T>,
-): Promise<T> {
+async function inTransaction<T>({ client, schema }: Run, work: () => Promise<T>): Promise<T> {
   await client.query('begin');
   try {
     await client.query('select pg_advisory_xact_lock(hashtext($1), hashtext($2))', [

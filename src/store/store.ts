@@ -1,7 +1,7 @@
 /** One pg pool bound to each table family's operations; the schema is quoted once here. */
 import pg from 'pg';
 import type { Logger } from '../ops/logger.js';
-import * as consumers from './consumers.js';
+import { consumerQueries } from './consumers.js';
 import { assertSchemaName, quoteIdentifier } from './identifier.js';
 import { defaultWriterLimits, RewardWriter } from './reward-writer.js';
 import type { FinishSync, RewardPageResult, WriteRewardPageInput } from './rewards.js';
@@ -64,12 +64,7 @@ export function createStore(config: StoreConfig, options: StoreOptions = {}) {
     /** One API page, its events and, given `finish`, the end of its sync, in one statement. */
     writeRewardPage: (input: WriteRewardPageInput): Promise<RewardPageResult> =>
       writer.write(input),
-    recordEnrollment: (input: consumers.RecordEnrollmentInput) =>
-      consumers.recordEnrollment(pool, s, input),
-    recordConsumerError: (input: consumers.RecordConsumerErrorInput) =>
-      consumers.recordConsumerError(pool, s, input),
-    markNotEnrolled: (input: { consumerId: string; at: Date }) =>
-      consumers.markNotEnrolled(pool, s, input),
+    ...consumerQueries(pool, s),
     /** The end of a sync without a page: marks rewards missing and sets last_synced_at. */
     finishSync: async ({
       consumerId,
@@ -84,10 +79,6 @@ export function createStore(config: StoreConfig, options: StoreOptions = {}) {
       });
       return { markedMissing };
     },
-    getConsumer: (consumerId: string) => consumers.getConsumer(pool, s, consumerId),
-    listEnrolledConsumerIds: (input: { after: string | null; limit: number }) =>
-      consumers.listEnrolledConsumerIds(pool, s, input),
-    countReconcilableConsumers: () => consumers.countReconcilableConsumers(pool, s),
     ping: async (): Promise<void> => {
       await pool.query('select 1');
     },
