@@ -1,5 +1,9 @@
-/** The Perks API operations, after the server applied faults and the rate limit. */
+/**
+ * The Perks API: what the server reads from a request (route, body, consumer), and the
+ * operations, run after the server applied faults and the rate limit.
+ */
 import type { IncomingMessage } from 'node:http';
+import type { ApiRoute } from './faults.js';
 import type { Reply } from './reply.js';
 import type { SandboxState } from './state.js';
 import { parseBasic, secretMatches, type TokenAuthority } from './tokens.js';
@@ -107,7 +111,7 @@ export async function authorize(
   return true;
 }
 
-export function enrollConsumer(ctx: ApiContext, body: ParsedBody, reply: Reply): void {
+export function enrollConsumer(ctx: ApiContext, body: ParsedBody, reply: Reply) {
   // The spec: an empty errors means the body was not valid JSON.
   const checked =
     body.kind === 'malformed'
@@ -128,36 +132,26 @@ export function listRewards(
   consumerId: string,
   params: URLSearchParams,
   reply: Reply,
-): void {
+) {
   const query = parseRewardListQuery(params);
   const errors = [
     ...consumerIdErrors(consumerId, ['path', 'consumer_id']),
     ...(query.ok ? [] : query.errors),
   ];
   if (errors.length > 0 || !query.ok) return reply.error(400, 'ERR-400-00', { errors });
-  if (!ctx.state.isEnrolled(consumerId)) {
-    notEnrolled(reply, `/perks/consumers/${consumerId}`);
-    return;
-  }
+  if (!ctx.state.isEnrolled(consumerId))
+    return notEnrolled(reply, `/perks/consumers/${consumerId}`);
   reply.jsonText(200, ctx.state.rewardPageBody(consumerId, query.value));
 }
 
-export function getReward(
-  ctx: ApiContext,
-  consumerId: string,
-  rewardId: string,
-  reply: Reply,
-): void {
+export function getReward(ctx: ApiContext, consumerId: string, rewardId: string, reply: Reply) {
   const errors = [
     ...consumerIdErrors(consumerId, ['path', 'consumer_id']),
     ...rewardIdErrors(rewardId),
   ];
   if (errors.length > 0) return reply.error(400, 'ERR-400-00', { errors });
   const instance = `/perks/consumers/${consumerId}/rewards/${rewardId}`;
-  if (!ctx.state.isEnrolled(consumerId)) {
-    notEnrolled(reply, instance);
-    return;
-  }
+  if (!ctx.state.isEnrolled(consumerId)) return notEnrolled(reply, instance);
   const text =
     ctx.state.rewardText(consumerId, rewardId) ??
     ctx.state.rewardText(consumerId, rewardId.toLowerCase());
@@ -167,4 +161,61 @@ export function getReward(
 
 function notEnrolled(reply: Reply, instance: string): void {
   reply.error(404, 'ERR-404-02', { title: 'Consumer Not Enrolled', instance });
+}
+
+const maxBodyBytes = 1024 * 1024;
+
+type ApiTarget =
+  | { route: 'token' | 'enroll'; consumerId?: undefined }
+  | { route: 'listRewards'; id: string; consumerId: string }
+  | { route: 'getReward'; id: string; rewardId: string; consumerId: string };
+
+export function matchRoute(method: string, pathname: string): ApiTarget | undefined {
+  if (method === 'POST' && pathname === '/tokens') return { route: 'token' };
+  if (method === 'POST' && pathname === '/perks/consumers') return { route: 'enroll' };
+  if (method !== 'GET') return undefined;
+  const match = /^\/perks\/consumers\/([^/]*)\/rewards(?:\/([^/]+))?\/?$/.exec(pathname);
+  if (!match) return undefined;
+  const id = decodeSegment(match[1] ?? '');
+  if (match[2] === undefined) return { route: 'listRewards', id, consumerId: id };
+  return { route: 'getReward', id, rewardId: decodeSegment(match[2]), consumerId: id };
+}
+
+/** As it came when it is not valid percent-encoding. */
+export function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
+export function enrollmentId(route: ApiRoute, body: ParsedBody): string | undefined {
+  if (route !== 'enroll' || body.kind !== 'json') return undefined;
+  const value = body.value;
+  if (typeof value !== 'object' || value === null) return undefined;
+  const id = (value as Record<string, unknown>).id;
+  return typeof id === 'string' ? id : undefined;
+}
+
+/** Over 1 MiB or unparsable is malformed. */
+export async function readBody(req: IncomingMessage): Promise<ParsedBody> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > maxBodyBytes) return { kind: 'malformed' };
+    chunks.push(chunk);
+  }
+  const text = Buffer.concat(chunks).toString('utf8');
+  if (text.trim() === '') return { kind: 'empty' };
+  const type = req.headers['content-type'] ?? '';
+  if (type.includes('application/x-www-form-urlencoded')) {
+    return { kind: 'form', value: new URLSearchParams(text) };
+  }
+  try {
+    return { kind: 'json', value: JSON.parse(text) as unknown };
+  } catch {
+    return { kind: 'malformed' };
+  }
 }

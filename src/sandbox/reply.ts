@@ -1,24 +1,12 @@
 /** Writes one API response (envelope or raw gateway body) after the latency, and logs it. */
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { RequestLogEntry } from './request-log.js';
+import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
+import type { RequestLogEntry } from './state.js';
 
 export interface ErrorItem {
   loc: (string | number)[];
   msg: string;
   type: string;
 }
-
-const titles: Readonly<Record<number, string>> = {
-  400: 'Bad Request',
-  401: 'Unauthorized',
-  403: 'Forbidden',
-  404: 'Not Found',
-  409: 'Conflict',
-  500: 'Internal Server Error',
-  502: 'Bad Gateway',
-  503: 'Service Unavailable',
-  504: 'Gateway Timeout',
-};
 
 interface ErrorDetail {
   title?: string;
@@ -56,7 +44,7 @@ export class Reply {
 
   /** The spec's error envelope; errors and instance null unless given. */
   error(status: number, code: string, detail: ErrorDetail = {}): void {
-    const { title = titles[status] ?? 'Error', errors = null, instance = null } = detail;
+    const { title = STATUS_CODES[status] ?? 'Error', errors = null, instance = null } = detail;
     const body = JSON.stringify({ code, title, status, errors, instance });
     this.send(status, body, 'application/json', detail.headers);
   }

@@ -9,16 +9,18 @@ import { z } from 'zod';
 import {
   type ApiContext,
   authorize,
+  decodeSegment,
   enrollConsumer,
+  enrollmentId,
   getReward,
   issueToken,
   listRewards,
+  matchRoute,
+  readBody,
 } from './api.js';
 import { type ControlContext, handleControl } from './control.js';
 import { applyFault, FaultController } from './faults.js';
-import { RateLimiter } from './rate-limit.js';
 import { Reply, type TimerSet } from './reply.js';
-import { decodeSegment, enrollmentId, matchRoute, readBody } from './request.js';
 import type { Scenario } from './scenario.js';
 import { SandboxState } from './state.js';
 import { knownScopes, TokenAuthority } from './tokens.js';
@@ -57,24 +59,7 @@ const optionsSchema = z.object({
 
 export type SandboxOptions = z.input<typeof optionsSchema>;
 
-export interface Sandbox {
-  /** PERKS_BASE_URL, e.g. http://127.0.0.1:4010. */
-  baseUrl: string;
-  clientId: string;
-  clientSecret: string;
-  state: SandboxState;
-  faults: FaultController;
-  /** Without credentials, e.g. for another program or scope (403 tests). */
-  mintToken(opts?: {
-    scopes?: string[];
-    program?: string;
-    environment?: string;
-    ttlSeconds?: number;
-  }): Promise<string>;
-  /** Seeded data, no faults, empty counters and log, settings as started. */
-  reset(): void;
-  close(): Promise<void>;
-}
+export type Sandbox = Awaited<ReturnType<typeof startSandbox>>;
 
 /** The variables that point a worker at this sandbox. */
 export function sandboxApiEnv(
@@ -87,7 +72,7 @@ export function sandboxApiEnv(
   };
 }
 
-export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbox> {
+export async function startSandbox(options: SandboxOptions = {}) {
   const parsed = optionsSchema.safeParse(options);
   if (!parsed.success) throw new RangeError(`sandbox options: ${z.prettifyError(parsed.error)}`);
   const settings = parsed.data;
@@ -197,13 +182,17 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     clientSecret: settings.clientSecret,
     state,
     faults,
+    /** Seeded data, no faults, empty counters and log, settings as started. */
     reset,
-    mintToken: async (opts = {}) => {
+    /** Without credentials, e.g. for another program or scope (403 tests). */
+    mintToken: async (
+      opts: { scopes?: string[]; program?: string; environment?: string; ttlSeconds?: number } = {},
+    ): Promise<string> => {
       const minted = await tokens.mint('sandbox-control', opts.scopes ?? settings.scopes, opts);
       state.countTokenMinted();
       return minted.access_token;
     },
-    close: async () => {
+    close: async (): Promise<void> => {
       for (const timer of timers) clearTimeout(timer);
       timers.clear();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
@@ -211,4 +200,35 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
       await closed;
     },
   };
+}
+
+/** The spec's "per-token request limits", in fixed one-second windows. */
+class RateLimiter {
+  private windows = new Map<string, { second: number; count: number }>();
+
+  constructor(private perSecond: number | undefined) {}
+
+  get limit(): number | undefined {
+    return this.perSecond;
+  }
+
+  set(perSecond: number | undefined): void {
+    this.perSecond = perSecond;
+    this.windows.clear();
+  }
+
+  /** `key`: the Authorization header. The seconds to wait when over. */
+  hit(key: string): number | undefined {
+    if (this.perSecond === undefined) return undefined;
+    const second = Math.floor(Date.now() / 1000);
+    let window = this.windows.get(key);
+    if (!window || window.second !== second) {
+      // A token per request must not grow the map.
+      if (this.windows.size > 10_000) this.windows.clear();
+      window = { second, count: 0 };
+      this.windows.set(key, window);
+    }
+    window.count++;
+    return window.count > this.perSecond ? 1 : undefined;
+  }
 }
