@@ -135,10 +135,10 @@ function comparator(sort: RewardSort): (a: StoredReward, b: StoredReward) => num
   return (a, b) => {
     const ka = key(a);
     const kb = key(b);
-    if (ka === null || kb === null || ka !== kb) {
-      if (ka === null && kb !== null) return 1;
-      if (kb === null && ka !== null) return -1;
-      if (ka !== null && kb !== null) return descending ? kb - ka : ka - kb;
+    if (ka !== kb) {
+      if (ka === null) return 1;
+      if (kb === null) return -1;
+      return descending ? kb - ka : ka - kb;
     }
     // Ties (and two missing keys) by id, so pages never overlap or skip.
     return a.json.id < b.json.id ? -1 : a.json.id > b.json.id ? 1 : 0;

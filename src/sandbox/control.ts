@@ -9,6 +9,7 @@ import type { ParsedBody } from './api.js';
 import { type FaultController, faultSchema, validateFault } from './faults.js';
 import type { Reply } from './reply.js';
 import type { RewardJson } from './rewards.js';
+import { consumerSchema, latencySchema } from './scenario.js';
 import { SandboxLookupError, type SandboxState } from './state.js';
 import type { TokenAuthority } from './tokens.js';
 
@@ -20,11 +21,6 @@ export interface ControlContext {
   reset(): void;
 }
 
-const addConsumerBody = z.strictObject({
-  id: z.string().min(1),
-  enrolled: z.boolean().optional(),
-  rewards: z.int().min(0).max(1_000_000).optional(),
-});
 const addRewardsBody = z.union([
   z.strictObject({ count: z.int().min(0).max(1_000_000) }),
   z.strictObject({ items: z.array(z.record(z.string(), z.unknown())) }),
@@ -40,7 +36,7 @@ const mintBody = z.strictObject({
   ttlSeconds: z.int().min(1).max(86_400).optional(),
 });
 const settingsBody = z.strictObject({
-  latencyMs: z.int().min(0).max(600_000).optional(),
+  latencyMs: latencySchema,
   rateLimitPerSecond: z.number().positive().nullable().optional(),
 });
 
@@ -94,7 +90,7 @@ async function route(
     case 'GET consumers':
       return reply.json(200, state.listConsumers());
     case 'POST consumers': {
-      const input = parse(addConsumerBody, body);
+      const input = parse(consumerSchema, body);
       state.addConsumer(input.id, input);
       return reply.json(201, {
         id: input.id,

@@ -96,48 +96,40 @@ const wrongShapes: Record<ApiRoute, string> = {
 
 const truncated = '{"items": [ {"id": "trunc';
 
+/** The faults that replace the whole response. */
+const answers: Record<
+  Exclude<Fault['kind'], 'delay' | 'malformed'>,
+  (f: Fault, r: Reply) => void
+> = {
+  status: (f, r) => r.error(f.status ?? 500, `ERR-${f.status ?? 500}-00`),
+  html502: (_, r) => r.send(502, gatewayHtml, 'text/html'),
+  throttle429: (f, r) =>
+    r.send(429, 'Too Many Requests', 'text/plain', {
+      'retry-after': String(f.retryAfterSeconds ?? 1),
+    }),
+  empty401: (_, r) => r.send(401, ''),
+  empty: (f, r) => r.send(f.status ?? 503, ''),
+  reset: (_, r) => r.reset(),
+};
+
 /** 'process' when the request must still be handled (its reply held or mangled). */
 export function applyFault(fault: Fault, route: ApiRoute, reply: Reply): 'answered' | 'process' {
-  switch (fault.kind) {
-    case 'status': {
-      const status = fault.status ?? 500;
-      reply.error(status, `ERR-${status}-00`);
-      return 'answered';
-    }
-    case 'html502':
-      reply.send(502, gatewayHtml, 'text/html');
-      return 'answered';
-    case 'throttle429': {
-      const seconds = fault.retryAfterSeconds ?? 1;
-      reply.send(429, 'Too Many Requests', 'text/plain', { 'retry-after': String(seconds) });
-      return 'answered';
-    }
-    case 'empty401':
-      reply.send(401, '');
-      return 'answered';
-    case 'empty':
-      reply.send(fault.status ?? 503, '');
-      return 'answered';
-    case 'delay': {
-      const delayMs = fault.delayMs ?? 0;
-      if (fault.applyWrite === false) {
-        reply.send(504, '', undefined, {}, delayMs);
-        return 'answered';
-      }
+  if (fault.kind === 'delay') {
+    const delayMs = fault.delayMs ?? 0;
+    if (fault.applyWrite !== false) {
       reply.holdMs = delayMs;
       return 'process';
     }
-    case 'reset':
-      reply.reset();
-      return 'answered';
-    case 'malformed': {
-      const text = fault.body === 'wrong-shape' ? wrongShapes[route] : truncated;
-      if (route === 'enroll') {
-        reply.successBodyOverride = { text, contentType: 'application/json' };
-        return 'process';
-      }
-      reply.jsonText(200, text);
-      return 'answered';
+    reply.send(504, '', undefined, {}, delayMs);
+  } else if (fault.kind === 'malformed') {
+    const text = fault.body === 'wrong-shape' ? wrongShapes[route] : truncated;
+    if (route === 'enroll') {
+      reply.successBodyOverride = { text, contentType: 'application/json' };
+      return 'process';
     }
+    reply.jsonText(200, text);
+  } else {
+    answers[fault.kind](fault, reply);
   }
+  return 'answered';
 }

@@ -3,17 +3,17 @@ import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { faultSchema } from './faults.js';
 
+/** A consumer to add: also the body of the control API's POST /_sandbox/consumers. */
+export const consumerSchema = z.strictObject({
+  id: z.string().min(1),
+  enrolled: z.boolean().optional(),
+  rewards: z.int().min(0).max(1_000_000).optional(),
+});
+export const latencySchema = z.int().min(0).max(600_000).optional();
+
 const scenarioSchema = z.strictObject({
-  consumers: z
-    .array(
-      z.strictObject({
-        id: z.string().min(1),
-        enrolled: z.boolean().optional(),
-        rewards: z.int().min(0).max(1_000_000).optional(),
-      }),
-    )
-    .optional(),
-  latencyMs: z.int().min(0).max(600_000).optional(),
+  consumers: z.array(consumerSchema).optional(),
+  latencyMs: latencySchema,
   rateLimitPerSecond: z.number().positive().optional(),
   faults: z.array(faultSchema).optional(),
 });

@@ -22,7 +22,7 @@ export async function connectCreating(
     const missing = error instanceof DatabaseUnreachableError && errorCode(error.cause);
     if (missing !== pgErrors.invalidCatalogName) throw error;
   }
-  const { database } = describeUrl(databaseUrl);
+  const database = databaseOf(new URL(databaseUrl));
   const databaseCreated = await createDatabase(databaseUrl, database);
   if (databaseCreated) onCreated(database);
   return { client: await connect(databaseUrl), databaseCreated };
@@ -62,16 +62,10 @@ async function connect(connectionString: string): Promise<pg.Client> {
   return client;
 }
 
-function describeUrl(databaseUrl: string) {
-  const url = new URL(databaseUrl);
-  return {
-    host: url.hostname || 'localhost',
-    port: url.port ? Number(url.port) : 5432,
-    database: decodeURIComponent(url.pathname.replace(/^\//, '')) || 'postgres',
-  };
-}
+const databaseOf = (url: URL) => decodeURIComponent(url.pathname.replace(/^\//, '')) || 'postgres';
 
 function unreachable(databaseUrl: string, cause: unknown): DatabaseUnreachableError {
-  const { host, port, database } = describeUrl(databaseUrl);
-  return new DatabaseUnreachableError(host, port, database, cause);
+  const url = new URL(databaseUrl);
+  const port = url.port ? Number(url.port) : 5432;
+  return new DatabaseUnreachableError(url.hostname || 'localhost', port, databaseOf(url), cause);
 }
