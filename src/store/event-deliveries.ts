@@ -194,18 +194,18 @@ export async function listDeliveries(
   schema: string,
   options: { failed: boolean; limit: number },
 ): Promise<DeliveryRow[]> {
+  const columns =
+    'e.id, e.type, e.consumer_id, e.created_at, f.failed_at, f.attempts, f.last_error';
   const { rows } = await pool.query<DeliveryRow>(
     options.failed
-      ? `select e.id, e.type, e.consumer_id, e.created_at, 'failed' as state,
-                f.failed_at, f.attempts, f.last_error
+      ? `select ${columns}, 'failed' as state
            from ${schema}.reward_event_failures f
            join ${schema}.reward_events e on e.id = f.event_id
           order by f.event_id desc limit $1`
-      : `select e.id, e.type, e.consumer_id, e.created_at,
+      : `select ${columns},
                 case when f.event_id is not null then 'failed'
                      when e.id <= coalesce(c.delivered_through, 0) then 'delivered'
-                     else 'pending' end as state,
-                f.failed_at, f.attempts, f.last_error
+                     else 'pending' end as state
            from (select * from ${schema}.reward_events order by id desc limit $1) e
            left join ${schema}.reward_event_cursors c on c.consumer_id = e.consumer_id
            left join ${schema}.reward_event_failures f on f.event_id = e.id
