@@ -10,7 +10,8 @@ import type { RewardEventType, RewardPageWrite, RewardRecord } from './types.js'
 const amountPattern = /^(?!^[-+.]*$)[+-]?0*\d*\.?\d*$/;
 
 export function rewardWriteSql(s: string): string {
-  return `select p, inserted, updated, status_changes, marked_missing
+  return `select p, inserted, updated, status_changes as "statusChanges",
+    marked_missing as "markedMissing"
   from ${s}.write_reward_pages($1::jsonb, $2::jsonb, $3::uuid[], $4::text[])`;
 }
 
@@ -109,24 +110,21 @@ export async function writeRewardPages(
       };
     }),
   );
-  const { rows } = await pool.query<{
-    p: number;
-    inserted: number;
-    updated: number;
-    status_changes: number;
-    marked_missing: number;
-  }>(sql, [itemsJson, pagesJson, uuidArrayParameter(notMissing), eventTypes]);
+  const { rows } = await pool.query<Omit<RewardPageResult, 'unchanged'> & { p: number }>(sql, [
+    itemsJson,
+    pagesJson,
+    uuidArrayParameter(notMissing),
+    eventTypes,
+  ]);
   const byPage = new Map(rows.map((row) => [row.p, row]));
   return pages.map((page, p) => {
-    const counts = byPage.get(p);
-    const inserted = counts?.inserted ?? 0;
-    const updated = counts?.updated ?? 0;
+    const { inserted = 0, updated = 0, statusChanges = 0, markedMissing = 0 } = byPage.get(p) ?? {};
     return {
       inserted,
       updated,
       unchanged: page.given - inserted - updated,
-      statusChanges: counts?.status_changes ?? 0,
-      markedMissing: counts?.marked_missing ?? 0,
+      statusChanges,
+      markedMissing,
     };
   });
 }
