@@ -1,7 +1,6 @@
 /**
- * One consumer's rewards, held for fast paging under benchmarks (the sandbox shares the
- * worker's cores there): each reward serialised once, a page a join of those strings, each
- * sort order computed once; all cached until the rewards change.
+ * One consumer's rewards, paged fast for benchmarks: each reward serialised once, a page a join
+ * of those strings, each sort order computed once; all cached until the rewards change.
  */
 import { consumerStatusOf, type RewardJson } from './rewards.js';
 
@@ -17,38 +16,33 @@ export interface RewardPageQuery {
 }
 
 export interface RewardPage {
-  /** The items as a JSON array, joined from the cached reward strings. */
   itemsJson: string;
   total: number;
 }
 
-/** A cached page, and its whole response body once it has been served. */
 interface CachedPage extends RewardPage {
   body?: Buffer;
 }
 
 interface StoredReward {
   json: RewardJson;
-  /** JSON.stringify(json), refreshed whenever json changes. */
   text: string;
   createdMs: number;
   executedMs: number | null;
 }
 
-/** Enough for a few clients paging a few sort orders; a sync re-reads the same pages. */
+/** A few clients paging a few sort orders. */
 const pageCacheLimit = 64;
 
 export class ConsumerRewards {
   private readonly byId = new Map<string, StoredReward>();
   private readonly sorted = new Map<RewardSort, StoredReward[]>();
-  /** Serialised pages by query, dropped on any change to the rewards. */
   private readonly pages = new Map<string, CachedPage>();
 
   get size(): number {
     return this.byId.size;
   }
 
-  /** Stores the reward (replacing one with the same id); returns a copy. */
   add(json: RewardJson): RewardJson {
     const executed = json.transaction?.executed_at;
     this.byId.set(json.id, {
@@ -62,7 +56,6 @@ export class ConsumerRewards {
     return structuredClone(json);
   }
 
-  /** False when there is no such reward. */
   remove(rewardId: string): boolean {
     if (!this.byId.delete(rewardId)) return false;
     this.sorted.clear();
@@ -70,7 +63,6 @@ export class ConsumerRewards {
     return true;
   }
 
-  /** See SandboxState.setRewardStatus; undefined when there is no such reward. */
   setStatus(rewardId: string, status: string, consumerStatus?: string): RewardJson | undefined {
     const stored = this.byId.get(rewardId);
     if (!stored) return undefined;
@@ -91,13 +83,11 @@ export class ConsumerRewards {
   }
 
   page(query: RewardPageQuery): RewardPage {
-    // Not the cached object: once served it also holds the body, which a caller on another
-    // thread (the bench's) would receive as a copy.
+    // Not the cached object: it may hold the body, which a caller on another thread would copy.
     const { itemsJson, total } = this.cachedPage(query);
     return { itemsJson, total };
   }
 
-  /** The page as the API's response body, encoded once and kept with the page. */
   pageBody(query: RewardPageQuery): Buffer {
     const page = this.cachedPage(query);
     page.body ??= rewardPageBody(page, query);
@@ -105,8 +95,7 @@ export class ConsumerRewards {
   }
 
   private cachedPage(query: RewardPageQuery): CachedPage {
-    // The types as JSON: joined with commas, `type=A,B` (one value) and `type=A&type=B` would
-    // share a key and one would be served the other's page.
+    // JSON: joined with commas, `type=A,B` and `type=A&type=B` would share a key.
     const key = `${query.sort} ${query.page} ${query.perPage} ${JSON.stringify(query.types)}`;
     const cached = this.pages.get(key);
     if (cached) return cached;
@@ -132,7 +121,6 @@ export class ConsumerRewards {
   }
 }
 
-/** The rewards collection's response body: the page's items and its meta. */
 export function rewardPageBody(page: RewardPage, query: RewardPageQuery): Buffer {
   const meta = `{"page":${query.page},"per_page":${query.perPage},"total":${page.total}}`;
   return Buffer.from(`{"items":${page.itemsJson},"meta":${meta}}`);
@@ -147,10 +135,10 @@ function comparator(sort: RewardSort): (a: StoredReward, b: StoredReward) => num
   return (a, b) => {
     const ka = key(a);
     const kb = key(b);
-    if (ka === null || kb === null || ka !== kb) {
-      if (ka === null && kb !== null) return 1;
-      if (kb === null && ka !== null) return -1;
-      if (ka !== null && kb !== null) return descending ? kb - ka : ka - kb;
+    if (ka !== kb) {
+      if (ka === null) return 1;
+      if (kb === null) return -1;
+      return descending ? kb - ka : ka - kb;
     }
     // Ties (and two missing keys) by id, so pages never overlap or skip.
     return a.json.id < b.json.id ? -1 : a.json.id > b.json.id ? 1 : 0;

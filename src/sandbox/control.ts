@@ -1,34 +1,15 @@
 /**
- * The sandbox control API: JSON over HTTP, no authentication, under /_sandbox/. It exists only
- * in the sandbox, for tests, benchmarks and demos driving it from another process.
- *
- *   GET    /_sandbox/health                                   {status:"ok"}
- *   GET    /_sandbox/consumers                                [{id, enrolled, rewards}]
- *   POST   /_sandbox/consumers          {id, enrolled?=true, rewards?=0}   201 {id, enrolled, rewards}
- *   GET    /_sandbox/consumers/{id}/rewards                   {items} (API JSON, insertion order)
- *   POST   /_sandbox/consumers/{id}/rewards  {count} | {items:[partial rewards]}  201 {items}
- *   PATCH  /_sandbox/consumers/{id}/rewards/{rid}  {status, consumer_status?}  200 reward
- *   DELETE /_sandbox/consumers/{id}/rewards/{rid}             204
- *   GET    /_sandbox/requests                                 {items: request log, oldest first}
- *   GET    /_sandbox/counters                                 {requests, tokensMinted, ...}
- *   POST   /_sandbox/tokens      {scopes?, program?, environment?, ttlSeconds?}  200 token
- *          (mints without credentials: tokens for another program or scope, for 403 tests)
- *   POST   /_sandbox/tokens/revoke                            204 (every current token dies)
- *   GET    /_sandbox/faults                                   [active faults with remaining]
- *   POST   /_sandbox/faults          fault | [faults]         204
- *   DELETE /_sandbox/faults                                   204
- *   PUT    /_sandbox/settings        {latencyMs?, rateLimitPerSecond?: number|null}  200 settings
- *   POST   /_sandbox/reset                                    204 (seeded data, no faults,
- *          counters and log emptied, settings as started; tokens stay valid)
- *
- * Errors: 400 {error} for an invalid body, 404 {error} for an unknown route, consumer or
- * reward, 409 {error} for a consumer that already exists.
+ * The control API under /_sandbox/ (JSON, no authentication), for tests, benchmarks and demos
+ * driving the sandbox from another process: the routes are the cases of `route`, the bodies the
+ * schemas below. 400 {error} for an invalid body, 404 for an unknown route, consumer or reward,
+ * 409 for a consumer that already exists. POST reset keeps tokens valid.
  */
 import { z } from 'zod';
 import type { ParsedBody } from './api.js';
 import { type FaultController, faultSchema, validateFault } from './faults.js';
 import type { Reply } from './reply.js';
 import type { RewardJson } from './rewards.js';
+import { consumerSchema, latencySchema } from './scenario.js';
 import { SandboxLookupError, type SandboxState } from './state.js';
 import type { TokenAuthority } from './tokens.js';
 
@@ -40,11 +21,6 @@ export interface ControlContext {
   reset(): void;
 }
 
-const addConsumerBody = z.strictObject({
-  id: z.string().min(1),
-  enrolled: z.boolean().optional(),
-  rewards: z.int().min(0).max(1_000_000).optional(),
-});
 const addRewardsBody = z.union([
   z.strictObject({ count: z.int().min(0).max(1_000_000) }),
   z.strictObject({ items: z.array(z.record(z.string(), z.unknown())) }),
@@ -60,7 +36,7 @@ const mintBody = z.strictObject({
   ttlSeconds: z.int().min(1).max(86_400).optional(),
 });
 const settingsBody = z.strictObject({
-  latencyMs: z.int().min(0).max(600_000).optional(),
+  latencyMs: latencySchema,
   rateLimitPerSecond: z.number().positive().nullable().optional(),
 });
 
@@ -114,7 +90,7 @@ async function route(
     case 'GET consumers':
       return reply.json(200, state.listConsumers());
     case 'POST consumers': {
-      const input = parse(addConsumerBody, body);
+      const input = parse(consumerSchema, body);
       state.addConsumer(input.id, input);
       return reply.json(201, {
         id: input.id,
@@ -165,7 +141,7 @@ async function route(
     case 'POST faults': {
       const input = parse(z.union([faultSchema, z.array(faultSchema)]), body);
       const faults = Array.isArray(input) ? input : [input];
-      // Validate all before injecting any, so a bad list changes nothing.
+      // All checked before any is injected.
       for (const fault of faults) validateFault(fault);
       for (const fault of faults) ctx.faults.inject(fault);
       return reply.send(204, '');

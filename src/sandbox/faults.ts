@@ -1,30 +1,16 @@
-/**
- * Injected failures: the next `count` responses of a route (optionally for one consumer)
- * become a failure the real API or its gateway can produce. Set through the in-process
- * FaultController, the control API (`/_sandbox/faults`) or a scenario file.
- */
+/** Injected failures: the next `count` responses of a route become what a gateway can send. */
 import { z } from 'zod';
 import type { Reply } from './reply.js';
 
 export const faultSchema = z.strictObject({
   route: z.enum(['token', 'enroll', 'listRewards', 'getReward', '*']),
-  /** Only requests about this consumer (path, or enrollment body) are affected. */
+  /** Only requests about this consumer (path, or enrollment body). */
   consumerId: z.string().min(1).optional(),
-  /** How many matching responses the fault replaces; then it is spent. */
   count: z.int().min(1).max(1_000_000),
   /**
-   * status: `status` (500, 502, 503 or 504) with the error envelope.
-   * html502: a gateway's 502 HTML page (text/html).
-   * throttle429: text/plain 429 with Retry-After `retryAfterSeconds` (default 1).
-   * empty401: 401 with an empty body (an edge rejection).
-   * empty: `status` (503 or 504, default 503) with an empty body.
-   * delay: the response waits `delayMs`. With applyWrite (the default) the request is
-   *   processed at once and only its response is late ("the POST timed out but the
-   *   enrollment happened"); with applyWrite false nothing is processed and a 504 with an
-   *   empty body follows the delay.
-   * reset: the connection is destroyed without a response.
-   * malformed: a 200 whose body is not JSON (`body: 'not-json'`, the default) or JSON of the
-   *   wrong shape (`body: 'wrong-shape'`).
+   * delay: the response waits `delayMs`; the request is processed at once unless applyWrite
+   * is false (then a 504 with an empty body). malformed: a 200 whose body is truncated JSON or
+   * (`body: 'wrong-shape'`) the wrong shape. The others: see applyFault.
    */
   kind: z.enum([
     'status',
@@ -46,7 +32,6 @@ export const faultSchema = z.strictObject({
 export type Fault = z.infer<typeof faultSchema>;
 export type FaultRoute = Fault['route'];
 export type ApiRoute = Exclude<FaultRoute, '*'>;
-/** A fault as stored: what is left of its count. */
 type ActiveFault = Fault & { remaining: number };
 
 export function validateFault(fault: Fault): Fault {
@@ -66,7 +51,7 @@ export function validateFault(fault: Fault): Fault {
 export class FaultController {
   private active: ActiveFault[] = [];
 
-  /** Queues a fault; faults are consumed in the order they were injected. Throws if invalid. */
+  /** Faults are consumed in the order they were injected. */
   inject(fault: Fault): void {
     const valid = validateFault(fault);
     this.active.push({ ...valid, remaining: valid.count });
@@ -76,15 +61,11 @@ export class FaultController {
     this.active = [];
   }
 
-  /** Faults not yet spent, with their remaining counts. */
   list(): ActiveFault[] {
     return this.active.map((f) => ({ ...f }));
   }
 
-  /**
-   * The fault that replaces this response, if any, and spends one of its count. A fault for
-   * one consumer never fires for requests that name no consumer (the token call).
-   */
+  /** Spends one of the matching fault's count; one consumer's never fires for the token call. */
   take(route: ApiRoute, consumerId: string | undefined): Fault | undefined {
     if (this.active.length === 0) return undefined;
     const index = this.active.findIndex(
@@ -99,9 +80,6 @@ export class FaultController {
     return fault;
   }
 }
-
-// What each fault looks like on the wire: the application's envelope, or what a gateway, an
-// auth edge or a throttle in front of it sends (HTML, plain text, empty bodies, resets).
 
 const gatewayHtml = `<!DOCTYPE html>
 <html><head><title>502 Bad Gateway</title></head>
@@ -118,53 +96,40 @@ const wrongShapes: Record<ApiRoute, string> = {
 
 const truncated = '{"items": [ {"id": "trunc';
 
-/**
- * Answers with `fault`. Returns 'answered' when the fault replaced the response, or 'process'
- * when the request must still be handled (a delay that applies the write: the reply is held).
- */
+/** The faults that replace the whole response. */
+const answers: Record<
+  Exclude<Fault['kind'], 'delay' | 'malformed'>,
+  (f: Fault, r: Reply) => void
+> = {
+  status: (f, r) => r.error(f.status ?? 500, `ERR-${f.status ?? 500}-00`),
+  html502: (_, r) => r.send(502, gatewayHtml, 'text/html'),
+  throttle429: (f, r) =>
+    r.send(429, 'Too Many Requests', 'text/plain', {
+      'retry-after': String(f.retryAfterSeconds ?? 1),
+    }),
+  empty401: (_, r) => r.send(401, ''),
+  empty: (f, r) => r.send(f.status ?? 503, ''),
+  reset: (_, r) => r.reset(),
+};
+
+/** 'process' when the request must still be handled (its reply held or mangled). */
 export function applyFault(fault: Fault, route: ApiRoute, reply: Reply): 'answered' | 'process' {
-  switch (fault.kind) {
-    case 'status': {
-      const status = fault.status ?? 500;
-      reply.error(status, `ERR-${status}-00`);
-      return 'answered';
-    }
-    case 'html502':
-      reply.send(502, gatewayHtml, 'text/html');
-      return 'answered';
-    case 'throttle429': {
-      const seconds = fault.retryAfterSeconds ?? 1;
-      reply.send(429, 'Too Many Requests', 'text/plain', { 'retry-after': String(seconds) });
-      return 'answered';
-    }
-    case 'empty401':
-      reply.send(401, '');
-      return 'answered';
-    case 'empty':
-      reply.send(fault.status ?? 503, '');
-      return 'answered';
-    case 'delay': {
-      const delayMs = fault.delayMs ?? 0;
-      if (fault.applyWrite === false) {
-        // Nothing is processed; the gateway gives up after the delay.
-        reply.send(504, '', undefined, {}, delayMs);
-        return 'answered';
-      }
+  if (fault.kind === 'delay') {
+    const delayMs = fault.delayMs ?? 0;
+    if (fault.applyWrite !== false) {
       reply.holdMs = delayMs;
       return 'process';
     }
-    case 'reset':
-      reply.reset();
-      return 'answered';
-    case 'malformed': {
-      const text = fault.body === 'wrong-shape' ? wrongShapes[route] : truncated;
-      if (route === 'enroll') {
-        // The enrollment is applied: only a successful answer's body is mangled.
-        reply.successBodyOverride = { text, contentType: 'application/json' };
-        return 'process';
-      }
-      reply.jsonText(200, text);
-      return 'answered';
+    reply.send(504, '', undefined, {}, delayMs);
+  } else if (fault.kind === 'malformed') {
+    const text = fault.body === 'wrong-shape' ? wrongShapes[route] : truncated;
+    if (route === 'enroll') {
+      reply.successBodyOverride = { text, contentType: 'application/json' };
+      return 'process';
     }
+    reply.jsonText(200, text);
+  } else {
+    answers[fault.kind](fault, reply);
   }
+  return 'answered';
 }

@@ -1,7 +1,4 @@
-/**
- * A small seeded pseudo-random generator (sfc32). The sandbox's data must be the same for the
- * same seed on every machine and Node version, which Math.random() cannot promise.
- */
+/** sfc32: the same data for the same seed on every machine and Node version. */
 export class SeededRandom {
   private a: number;
   private b: number;
@@ -9,8 +6,7 @@ export class SeededRandom {
   private d: number;
 
   constructor(seed: number, stream = '') {
-    // Mix the seed with the stream name (a consumer id) so every consumer has its own
-    // sequence: its data does not depend on the order consumers were added in.
+    // A sequence per stream (consumer): its data does not depend on the order of adding.
     const h = fnv1a(`${seed}:${stream}`);
     this.a = h ^ 0x9e3779b9;
     this.b = fnv1a(`${stream}#${seed}`);
@@ -19,7 +15,6 @@ export class SeededRandom {
     for (let i = 0; i < 15; i++) this.next();
   }
 
-  /** A float in [0, 1). */
   next(): number {
     this.a >>>= 0;
     this.b >>>= 0;
@@ -35,7 +30,7 @@ export class SeededRandom {
     return (t >>> 0) / 4294967296;
   }
 
-  /** An integer in [min, max], both inclusive. */
+  /** In [min, max]. */
   int(min: number, max: number): number {
     return min + Math.floor(this.next() * (max - min + 1));
   }
@@ -56,7 +51,6 @@ export class SeededRandom {
     return out;
   }
 
-  /** A version-4-shaped UUID drawn from this sequence, so reward ids follow the seed. */
   uuid(): string {
     const h = this.hex(32).split('');
     h[12] = '4';

@@ -1,46 +1,28 @@
 /** Writes one API response (envelope or raw gateway body) after the latency, and logs it. */
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { RequestLogEntry } from './request-log.js';
+import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
+import type { RequestLogEntry } from './state.js';
 
-/** One item of an envelope's `errors`: where (loc), what (msg) and which rule (type). */
 export interface ErrorItem {
   loc: (string | number)[];
   msg: string;
   type: string;
 }
 
-const titles: Readonly<Record<number, string>> = {
-  400: 'Bad Request',
-  401: 'Unauthorized',
-  403: 'Forbidden',
-  404: 'Not Found',
-  409: 'Conflict',
-  500: 'Internal Server Error',
-  502: 'Bad Gateway',
-  503: 'Service Unavailable',
-  504: 'Gateway Timeout',
-};
-
-/** The envelope's optional members (null unless given), a title other than the status's, headers. */
-export interface ErrorDetail {
+interface ErrorDetail {
   title?: string;
   errors?: ErrorItem[];
   instance?: string;
   headers?: Record<string, string>;
 }
 
-/** Timers of held responses, so close() can cancel them all. */
 export type TimerSet = Set<NodeJS.Timeout>;
 
 export class Reply {
-  /** Set once the request names a consumer, for the request log and per-consumer faults. */
+  /** For the request log and per-consumer faults. */
   consumerId: string | undefined;
-  /** Extra wait before the response goes out: a `delay` fault that still processes. */
+  /** A `delay` fault that still processes. */
   holdMs = 0;
-  /**
-   * Replaces a 2xx answer's body after the request was processed: a `malformed` fault on a
-   * write. A real 2xx means the write happened, only its body got mangled on the way.
-   */
+  /** A `malformed` fault on a write: the write happens, its 2xx body is mangled. */
   successBodyOverride: { text: string; contentType: string } | undefined;
   private done = false;
 
@@ -56,19 +38,18 @@ export class Reply {
     this.send(status, JSON.stringify(value), 'application/json');
   }
 
-  /** A body already serialised (cached reward strings, joined pages). */
   jsonText(status: number, text: string | Buffer): void {
     this.send(status, text, 'application/json');
   }
 
-  /** The spec's error envelope: code, title and status always, errors and instance or null. */
+  /** The spec's error envelope; errors and instance null unless given. */
   error(status: number, code: string, detail: ErrorDetail = {}): void {
-    const { title = titles[status] ?? 'Error', errors = null, instance = null } = detail;
+    const { title = STATUS_CODES[status] ?? 'Error', errors = null, instance = null } = detail;
     const body = JSON.stringify({ code, title, status, errors, instance });
     this.send(status, body, 'application/json', detail.headers);
   }
 
-  /** Sends after `extraDelayMs` plus the configured latency. An empty body has no type. */
+  /** After `extraDelayMs` plus the latency. An empty body has no type. */
   send(
     status: number,
     body: string | Buffer,
@@ -82,7 +63,7 @@ export class Reply {
       ({ text: body, contentType } = this.successBodyOverride);
     }
     const write = () => {
-      // The client may have given up (its timeout): log what it would have received.
+      // The client gave up: log what it would have received.
       if (this.res.destroyed) {
         this.log(status);
         return;
@@ -99,7 +80,6 @@ export class Reply {
     this.later(extraDelayMs + this.holdMs + this.latencyMs, write);
   }
 
-  /** Destroys the connection with no response, as a crashed proxy would. */
   reset(): void {
     if (this.done) return;
     this.done = true;
@@ -107,7 +87,6 @@ export class Reply {
     this.req.socket.destroy();
   }
 
-  /** Runs `fn` after `ms` (at once when 0), unless the server closes first. */
   later(ms: number, fn: () => void): void {
     if (ms <= 0) {
       fn();

@@ -1,11 +1,10 @@
 /**
- * The sandbox's reward generator. It deliberately produces every shape the spec admits and a
- * naive client might not expect: amounts in all the pattern's forms, gifts with a null
- * transaction, a brand logo that is null, absent or a URL, and now and then an unknown field.
+ * Generates every shape the spec admits: amounts in all the pattern's forms, gifts with a null
+ * transaction, a logo null, absent or a URL, now and then an unknown field.
  */
 import type { SeededRandom } from './random.js';
 
-/** A reward as the API serialises it. Fields beyond the spec's are allowed (open schema). */
+/** A reward as the API serialises it (an open schema). */
 export interface RewardJson {
   id: string;
   amount: string;
@@ -26,14 +25,10 @@ export const consumerStatusOf: Readonly<Record<string, string>> = {
 };
 
 const brands = ['Carrefour', 'Fnac', 'Decathlon', 'Sephora', 'Boulanger', 'Picard', 'Leroy Merlin'];
-// All rewards fall in 2025 so that generated data never depends on the current date.
+// 2025: generated data never depends on the current date.
 const epochStart = Date.UTC(2025, 0, 1);
 const yearMs = 365 * 24 * 3600 * 1000;
 
-/**
- * One reward drawn from `rng`. About a fifth are gifts (no transaction); statuses lean towards
- * VALIDATED as in a live program.
- */
 export function generateReward(rng: SeededRandom): RewardJson {
   const id = rng.uuid();
   const gift = rng.chance(0.2);
@@ -50,7 +45,7 @@ export function generateReward(rng: SeededRandom): RewardJson {
       ? null
       : {
           external_id: `tx_${rng.hex(16)}`,
-          // The purchase happened before the reward was created, up to three days earlier.
+          // Up to three days before the reward.
           executed_at: timestamp(createdMs - rng.int(0, 3 * 24 * 3600) * 1000, rng),
         },
     brand: generateBrand(rng),
@@ -59,11 +54,6 @@ export function generateReward(rng: SeededRandom): RewardJson {
   return reward;
 }
 
-/**
- * Most amounts are written the canonical way ("12.50"); the rest use the other forms the
- * pattern admits: leading zeros and sign, no integer part, no fraction digits, negatives
- * (reversals), zero.
- */
 function generateAmount(rng: SeededRandom): string {
   const cents = rng.int(1, 5000);
   const canonical = `${Math.floor(cents / 100)}.${String(cents % 100).padStart(2, '0')}`;
@@ -93,7 +83,7 @@ function generateBrand(rng: SeededRandom): RewardJson['brand'] {
   return { name, logo: `https://cdn.perks.example/brands/${slug}.png` };
 }
 
-/** RFC 3339 in UTC with Z; sometimes with milliseconds, which the format allows. */
+/** RFC 3339 UTC, sometimes with milliseconds. */
 function timestamp(ms: number, rng: SeededRandom): string {
   const iso = new Date(ms).toISOString();
   return rng.chance(0.25) ? iso : `${iso.slice(0, 19)}Z`;

@@ -1,33 +1,25 @@
-/**
- * Scenario files (`perks-worker sandbox --scenario file.json`): extra consumers, settings and
- * faults to start with, so a failure drill is a file a user can share. Example:
- *
- *   { "consumers": [{ "id": "alice", "rewards": 120 }, { "id": "bob", "enrolled": false }],
- *     "latencyMs": 20,
- *     "faults": [{ "route": "listRewards", "count": 2, "kind": "status", "status": 503 }] }
- */
+/** `sandbox --scenario file.json`: extra consumers, settings and faults to start with. */
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { faultSchema } from './faults.js';
 
-export const scenarioSchema = z.strictObject({
-  consumers: z
-    .array(
-      z.strictObject({
-        id: z.string().min(1),
-        enrolled: z.boolean().optional(),
-        rewards: z.int().min(0).max(1_000_000).optional(),
-      }),
-    )
-    .optional(),
-  latencyMs: z.int().min(0).max(600_000).optional(),
+/** A consumer to add: also the body of the control API's POST /_sandbox/consumers. */
+export const consumerSchema = z.strictObject({
+  id: z.string().min(1),
+  enrolled: z.boolean().optional(),
+  rewards: z.int().min(0).max(1_000_000).optional(),
+});
+export const latencySchema = z.int().min(0).max(600_000).optional();
+
+const scenarioSchema = z.strictObject({
+  consumers: z.array(consumerSchema).optional(),
+  latencyMs: latencySchema,
   rateLimitPerSecond: z.number().positive().optional(),
   faults: z.array(faultSchema).optional(),
 });
 
 export type Scenario = z.infer<typeof scenarioSchema>;
 
-/** The error names the file and the first problem. */
 export async function loadScenario(file: string): Promise<Scenario> {
   let raw: unknown;
   try {

@@ -1,7 +1,6 @@
 /**
- * The sandbox HTTP server: routes a request to the control API or to the Perks API, and in
- * front of the API applies what a gateway would (injected faults, per-token rate limit,
- * added latency) before the application checks the token, scope and version.
+ * Routes a request to the control API or the Perks API, applying in front of the API what a
+ * gateway would (faults, per-token rate limit, latency) before token, scope and version checks.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -10,87 +9,59 @@ import { z } from 'zod';
 import {
   type ApiContext,
   authorize,
+  decodeSegment,
   enrollConsumer,
+  enrollmentId,
   getReward,
   issueToken,
   listRewards,
+  matchRoute,
+  readBody,
 } from './api.js';
 import { type ControlContext, handleControl } from './control.js';
 import { applyFault, FaultController } from './faults.js';
-import { RateLimiter } from './rate-limit.js';
 import { Reply, type TimerSet } from './reply.js';
-import { decodeSegment, enrollmentId, matchRoute, readBody } from './request.js';
 import type { Scenario } from './scenario.js';
 import { SandboxState } from './state.js';
 import { knownScopes, TokenAuthority } from './tokens.js';
 
 const optionsSchema = z.object({
-  /** Interface to listen on. */
   host: z.string().default('127.0.0.1'),
   /** 0 picks a free port, see `baseUrl`. */
   port: z.int().min(0).default(0),
-  /** Seed of the generated data: the same seed gives the same consumers and rewards. */
+  /** The same seed gives the same consumers and rewards. */
   seed: z.number().default(1),
   /** Enrolled consumers generated at start, ids sbx_0001, sbx_0002, ... */
   consumers: z.int().min(0).default(0),
-  /** Rewards of each generated consumer: a fixed count or a range. */
   rewardsPerConsumer: z
     .union([z.int().min(0), z.object({ min: z.int().min(0), max: z.int().min(0) })])
     .default({ min: 0, max: 30 }),
   /** Rewards generated for a consumer enrolled through the API for the first time. */
   rewardsOnEnroll: z.int().min(0).default(0),
-  /**
-   * Any valid consumer id the sandbox does not hold is answered as enrolled with no rewards,
-   * without storing it (benchmarks of a million consumers); enrolling one still creates it.
-   */
+  /** An unknown consumer id answers as enrolled with no rewards, without being stored. */
   autoEnroll: z.boolean().default(false),
   clientId: z.string().default('sandbox-client'),
   clientSecret: z
     .string()
     .regex(/^sk_sandbox_\S+$/, { error: 'must look like sk_sandbox_...' })
     .default('sk_sandbox_demo_secret'),
-  /** Scopes granted to the client. */
   scopes: z.array(z.enum(knownScopes)).default(['PERKS']),
-  /** Program reference carried in tokens. */
   program: z.string().default('sandbox-program'),
-  /** Lifetime of minted tokens. */
   tokenTtlSeconds: z.int().min(1).default(3600),
-  /** Added to every API response, for benchmarks; default the scenario's, else 0. */
+  /** Added to every API response; default the scenario's, else 0. */
   latencyMs: z.int().min(0).optional(),
   /** Requests per second per token before text/plain 429s; default the scenario's, else none. */
   rateLimitPerSecond: z.number().positive().optional(),
-  /** Extra consumers, settings and faults to start with. */
   scenario: z.custom<Scenario>().optional(),
-  /** Receives one line at start and unexpected errors; never a token or secret. */
+  /** One line at start and unexpected errors; never a secret. */
   logger: z.custom<Logger>().optional(),
 });
 
 export type SandboxOptions = z.input<typeof optionsSchema>;
 
-export interface Sandbox {
-  /** Server root, e.g. http://127.0.0.1:4010 (PERKS_BASE_URL). */
-  baseUrl: string;
-  clientId: string;
-  clientSecret: string;
-  state: SandboxState;
-  faults: FaultController;
-  /** Mints a token without credentials, e.g. for another program or scope (403 tests). */
-  mintToken(opts?: {
-    scopes?: string[];
-    program?: string;
-    environment?: string;
-    ttlSeconds?: number;
-  }): Promise<string>;
-  /** Back to the seeded data, no faults, empty counters and log, settings as started. */
-  reset(): void;
-  /** Closes the server and every socket, and cancels held responses. */
-  close(): Promise<void>;
-}
+export type Sandbox = Awaited<ReturnType<typeof startSandbox>>;
 
-/**
- * The variables that point a worker at this sandbox (PERKS_BASE_URL and its credentials),
- * as `perks-worker sandbox` prints them and as tests and benchmarks spawn `work` with them.
- */
+/** The variables that point a worker at this sandbox. */
 export function sandboxApiEnv(
   sandbox: Pick<Sandbox, 'baseUrl' | 'clientId' | 'clientSecret'>,
 ): Record<'PERKS_BASE_URL' | 'PERKS_CLIENT_ID' | 'PERKS_CLIENT_SECRET', string> {
@@ -101,7 +72,7 @@ export function sandboxApiEnv(
   };
 }
 
-export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbox> {
+export async function startSandbox(options: SandboxOptions = {}) {
   const parsed = optionsSchema.safeParse(options);
   if (!parsed.success) throw new RangeError(`sandbox options: ${z.prettifyError(parsed.error)}`);
   const settings = parsed.data;
@@ -126,7 +97,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     const { scenario } = settings;
     for (const c of scenario?.consumers ?? []) state.addConsumer(c.id, c);
     for (const fault of scenario?.faults ?? []) faults.inject(fault);
-    // Explicit options win over the scenario's settings (a command-line flag over a file).
+    // An option wins over the scenario's setting.
     latencyMs = settings.latencyMs ?? scenario?.latencyMs ?? 0;
     limiter.set(settings.rateLimitPerSecond ?? scenario?.rateLimitPerSecond);
   };
@@ -159,28 +130,21 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     if (url.pathname.startsWith('/_sandbox/')) {
       const reply = new Reply(req, res, 0, timers, () => {});
       const segments = url.pathname.slice('/_sandbox/'.length).split('/').filter(Boolean);
-      await handleControl(control, method, segments.map(decodeSegment), await readBody(req), reply);
-      return;
+      const body = await readBody(req);
+      return handleControl(control, method, segments.map(decodeSegment), body, reply);
     }
     const reply = new Reply(req, res, latencyMs, timers, (e) => state.recordRequest(e));
     const target = matchRoute(method, url.pathname);
     state.countRequest(target?.route ?? 'unknown');
-    if (!target) {
-      reply.error(404, 'ERR-404-00', { instance: url.pathname });
-      return;
-    }
+    if (!target) return reply.error(404, 'ERR-404-00', { instance: url.pathname });
     const body = method === 'POST' ? await readBody(req) : ({ kind: 'empty' } as const);
     reply.consumerId = target.consumerId ?? enrollmentId(target.route, body);
     const fault = faults.take(target.route, reply.consumerId);
     if (fault && applyFault(fault, target.route, reply) === 'answered') return;
-    if (target.route === 'token') {
-      await issueToken(api, req, body, reply);
-      return;
-    }
+    if (target.route === 'token') return issueToken(api, req, body, reply);
     const wait = limiter.hit(req.headers.authorization ?? '');
     if (wait !== undefined) {
-      reply.send(429, 'Too Many Requests', 'text/plain', { 'retry-after': String(wait) });
-      return;
+      return reply.send(429, 'Too Many Requests', 'text/plain', { 'retry-after': String(wait) });
     }
     if (!(await authorize(api, req, reply))) return;
     if (target.route === 'enroll') enrollConsumer(api, body, reply);
@@ -218,13 +182,17 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     clientSecret: settings.clientSecret,
     state,
     faults,
+    /** Seeded data, no faults, empty counters and log, settings as started. */
     reset,
-    mintToken: async (opts = {}) => {
+    /** Without credentials, e.g. for another program or scope (403 tests). */
+    mintToken: async (
+      opts: { scopes?: string[]; program?: string; environment?: string; ttlSeconds?: number } = {},
+    ): Promise<string> => {
       const minted = await tokens.mint('sandbox-control', opts.scopes ?? settings.scopes, opts);
       state.countTokenMinted();
       return minted.access_token;
     },
-    close: async () => {
+    close: async (): Promise<void> => {
       for (const timer of timers) clearTimeout(timer);
       timers.clear();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
@@ -232,4 +200,35 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
       await closed;
     },
   };
+}
+
+/** The spec's "per-token request limits", in fixed one-second windows. */
+class RateLimiter {
+  private windows = new Map<string, { second: number; count: number }>();
+
+  constructor(private perSecond: number | undefined) {}
+
+  get limit(): number | undefined {
+    return this.perSecond;
+  }
+
+  set(perSecond: number | undefined): void {
+    this.perSecond = perSecond;
+    this.windows.clear();
+  }
+
+  /** `key`: the Authorization header. The seconds to wait when over. */
+  hit(key: string): number | undefined {
+    if (this.perSecond === undefined) return undefined;
+    const second = Math.floor(Date.now() / 1000);
+    let window = this.windows.get(key);
+    if (!window || window.second !== second) {
+      // A token per request must not grow the map.
+      if (this.windows.size > 10_000) this.windows.clear();
+      window = { second, count: 0 };
+      this.windows.set(key, window);
+    }
+    window.count++;
+    return window.count > this.perSecond ? 1 : undefined;
+  }
 }

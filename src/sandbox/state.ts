@@ -1,7 +1,4 @@
-/**
- * The sandbox's data: consumers and their enrollment, counters and the request log. Each
- * consumer's rewards, with their cached serialisations and pages, are a ConsumerRewards.
- */
+/** The sandbox's data: consumers, their enrollment and rewards, counters and the request log. */
 import {
   ConsumerRewards,
   type RewardPage,
@@ -9,15 +6,52 @@ import {
   rewardPageBody,
 } from './consumer-rewards.js';
 import { SeededRandom } from './random.js';
-import {
-  emptyCounters,
-  RequestLog,
-  type RequestLogEntry,
-  type SandboxCounters,
-} from './request-log.js';
 import { generateReward, type RewardJson } from './rewards.js';
 
-/** A consumer or reward the sandbox does not hold, or a consumer added twice (control: 404, 409). */
+/** What the sandbox saw: never headers or bodies, so no secret. */
+export interface RequestLogEntry {
+  method: string;
+  /** Path and query string as received. */
+  path: string;
+  /** 0 when reset on purpose. */
+  status: number;
+  consumerId?: string;
+  at: string;
+}
+
+export interface SandboxCounters {
+  /** Per route: token, enroll, listRewards, getReward, unknown. */
+  requests: Record<string, number>;
+  tokensMinted: number;
+  enrollmentsCreated: number;
+  enrollmentsConflicted: number;
+}
+
+/** The last `capacity` entries. */
+export class RequestLog {
+  private readonly entries: RequestLogEntry[] = [];
+
+  constructor(private readonly capacity = 1000) {}
+
+  add(entry: RequestLogEntry): void {
+    this.entries.push(entry);
+    if (this.entries.length > this.capacity) this.entries.shift();
+  }
+
+  list(): RequestLogEntry[] {
+    return [...this.entries];
+  }
+
+  clear(): void {
+    this.entries.length = 0;
+  }
+}
+
+export function emptyCounters(): SandboxCounters {
+  return { requests: {}, tokensMinted: 0, enrollmentsCreated: 0, enrollmentsConflicted: 0 };
+}
+
+/** Control answers 404, or 409 for consumer-exists. */
 export class SandboxLookupError extends Error {
   override readonly name = 'SandboxLookupError';
   constructor(
@@ -37,28 +71,22 @@ interface ConsumerRecord {
   rewards: ConsumerRewards;
 }
 
-/** The page of a consumer the state does not hold, under autoEnroll. */
 const emptyPage: RewardPage = Object.freeze({ itemsJson: '[]', total: 0 });
 
 export class SandboxState {
   private readonly consumers = new Map<string, ConsumerRecord>();
   private readonly log = new RequestLog(1000);
   private stats: SandboxCounters = emptyCounters();
-  /** Wired by the server: these act on the token authority and the response pipeline. */
+  /** Wired by the server. */
   revokeTokens: () => void = () => {};
   setLatency: (ms: number) => void = () => {};
   setRateLimit: (perSecond: number | undefined) => void = () => {};
 
-  /**
-   * @param autoEnroll Any consumer id the state does not hold answers as enrolled with no
-   *   rewards, without being stored: a million-consumer benchmark costs no memory here.
-   */
   constructor(
     private readonly seed: number,
     readonly autoEnroll = false,
   ) {}
 
-  /** Adds a consumer, enrolled unless told otherwise, with `rewards` generated rewards (0). */
   addConsumer(id: string, opts: { enrolled?: boolean; rewards?: number } = {}): void {
     if (this.consumers.has(id)) {
       throw new SandboxLookupError('consumer-exists', `consumer ${id} already exists`);
@@ -72,7 +100,6 @@ export class SandboxState {
     if (opts.rewards) this.addRewards(id, opts.rewards);
   }
 
-  /** Draws a reward count from the distribution with the consumer's own sequence. */
   addConsumerWithDistribution(id: string, distribution: RewardsPerConsumer, enrolled = true) {
     this.addConsumer(id, { enrolled });
     const rng = this.record(id).rng;
@@ -90,7 +117,6 @@ export class SandboxState {
     return [...this.consumers.values()].filter((c) => c.enrolled).map((c) => c.id);
   }
 
-  /** Every consumer, enrolled or not, with its reward count, in insertion order. */
   listConsumers(): { id: string; enrolled: boolean; rewards: number }[] {
     return [...this.consumers.values()].map((c) => ({
       id: c.id,
@@ -99,10 +125,6 @@ export class SandboxState {
     }));
   }
 
-  /**
-   * The API's enrollment: creates an enrolled consumer, or enrolls a known, not yet enrolled
-   * one. An enrolled id is a conflict.
-   */
   enroll(id: string, rewardsOnEnroll = 0): 'created' | 'conflict' {
     const existing = this.consumers.get(id);
     if (existing?.enrolled) {
@@ -115,7 +137,6 @@ export class SandboxState {
     return 'created';
   }
 
-  /** Generates `count` rewards for the consumer; returns them as the API serialises them. */
   addRewards(consumerId: string, count: number): RewardJson[] {
     const consumer = this.record(consumerId);
     const added: RewardJson[] = [];
@@ -123,10 +144,7 @@ export class SandboxState {
     return added;
   }
 
-  /**
-   * Adds explicit rewards: each given field overrides a generated reward's, so a test can
-   * write just `{amount: '+0012.50'}` or `{type: 'VOUCHER'}`.
-   */
+  /** Each given field overrides a generated reward's: `{amount: '+0012.50'}` is enough. */
   addRewardItems(consumerId: string, items: readonly Partial<RewardJson>[]): RewardJson[] {
     const consumer = this.record(consumerId);
     return items.map((item) =>
@@ -134,11 +152,7 @@ export class SandboxState {
     );
   }
 
-  /**
-   * Sets a reward's status and derives consumer_status. Any string is accepted so tests can
-   * exercise unknown statuses; for those, consumer_status is `consumerStatus` if given, else
-   * left as it was.
-   */
+  /** Any status is accepted; an unknown one keeps consumer_status unless `consumerStatus`. */
   setRewardStatus(
     consumerId: string,
     rewardId: string,
@@ -166,7 +180,6 @@ export class SandboxState {
     return this.consumers.get(consumerId)?.rewards.text(rewardId);
   }
 
-  /** One page of a consumer's rewards, filtered by type (any of `types`, any case). */
   rewardPage(consumerId: string, query: RewardPageQuery): RewardPage {
     return this.pagedRewards(consumerId)?.page(query) ?? { ...emptyPage };
   }
@@ -175,7 +188,6 @@ export class SandboxState {
     return this.pagedRewards(consumerId)?.pageBody(query) ?? rewardPageBody(emptyPage, query);
   }
 
-  /** Undefined for a consumer answered under autoEnroll without being held. */
   private pagedRewards(consumerId: string): ConsumerRewards | undefined {
     if (this.autoEnroll && !this.consumers.has(consumerId)) return undefined;
     return this.record(consumerId).rewards;
@@ -201,7 +213,6 @@ export class SandboxState {
     return this.log.list();
   }
 
-  /** Forgets every consumer, counter and log entry (the server re-seeds after this). */
   clear(): void {
     this.consumers.clear();
     this.log.clear();

@@ -1,11 +1,6 @@
 /**
- * The sandbox's token authority: mints ES256 JWTs for the configured API client and checks
- * bearer tokens on every API call.
- *
- * Verified tokens are cached by their string until expiry: an ECDSA verification per request
- * would cap a benchmark at a few thousand requests a second. Revocation bumps a generation
- * number carried in each token, so "revoke every current token" is O(1) and tokens minted
- * afterwards are valid again.
+ * Mints and checks ES256 JWTs. Verified tokens are cached until expiry (an ECDSA verification
+ * per request would cap a benchmark); revocation bumps a generation carried in each token.
  */
 import { randomUUID, timingSafeEqual } from 'node:crypto';
 import { type CryptoKey, generateKeyPair, jwtVerify, SignJWT } from 'jose';
@@ -23,7 +18,6 @@ interface TokenGrant {
   scopes: readonly string[];
   program: string;
   environment: string;
-  /** Expiry, epoch milliseconds. */
   expiresAtMs: number;
   generation: number;
 }
@@ -42,7 +36,7 @@ export class TokenAuthority {
     private readonly ttlSeconds: number,
   ) {}
 
-  /** A fresh key pair per start: tokens never outlive the sandbox that minted them. */
+  /** A key pair per start: tokens never outlive their sandbox. */
   static async create(program: string, ttlSeconds: number): Promise<TokenAuthority> {
     const { privateKey, publicKey } = await generateKeyPair('ES256');
     return new TokenAuthority(privateKey, publicKey, program, ttlSeconds);
@@ -61,8 +55,7 @@ export class TokenAuthority {
       environment: overrides.environment ?? 'sandbox',
       scope: scopes.join(' '),
       gen: this.generation,
-      // exp is whole seconds; this is the exact expiry the sandbox enforces, so a token
-      // lives exactly its TTL, which short-TTL tests rely on.
+      // exp is whole seconds: short-TTL tests need the exact expiry.
       exp_ms: expiresAtMs,
     })
       .setProtectedHeader({ alg: 'ES256', typ: 'JWT' })
@@ -75,7 +68,6 @@ export class TokenAuthority {
     return { access_token: token, token_type: 'Bearer', expires_in: ttl, scope: scopes.join(' ') };
   }
 
-  /** The grant of a valid bearer token in an Authorization header value, else undefined. */
   async check(authorization: string | undefined): Promise<TokenGrant | undefined> {
     const token = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '')?.[1];
     if (!token) return undefined;
@@ -93,7 +85,6 @@ export class TokenAuthority {
     return grant.generation === this.generation ? grant : undefined;
   }
 
-  /** Every token minted so far stops working; new ones work. */
   revokeAll(): void {
     this.generation++;
     this.verified.clear();
@@ -127,22 +118,18 @@ export class TokenAuthority {
         this.verified.delete(token);
       }
     }
-    // Still full of live tokens (a token per request?): start over rather than grow.
+    // Still full of live tokens: start over rather than grow.
     if (this.verified.size >= cacheLimit) this.verified.clear();
   }
 }
 
-/** Constant-time comparison of a presented secret with the configured one. */
 export function secretMatches(presented: string, expected: string): boolean {
   const a = Buffer.from(presented);
   const b = Buffer.from(expected);
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
-/**
- * Decodes `Authorization: Basic base64(id:secret)`, each part form-urlencoded as RFC 6749
- * §2.3.1 asks; undefined when absent or malformed.
- */
+/** `Basic base64(id:secret)`, each part form-urlencoded (RFC 6749 §2.3.1). */
 export function parseBasic(
   authorization: string | undefined,
 ): { clientId: string; clientSecret: string } | undefined {

@@ -1,8 +1,6 @@
 /**
- * Request validation with the spec's field-level errors: every invalid field is reported once,
- * with its `loc` path (`["body","extra_consents",1]`, `["query","per_page"]`), a message and a
- * machine-readable type (pydantic's names, as the API's own). The rules are the client's
- * (src/perks/schemas.ts): the sandbox checks what the client promises to send.
+ * The spec's field-level errors: each invalid field once, with its `loc`, a message and
+ * pydantic's type names. The rules are the client's (src/perks/schemas.ts).
  */
 import { z } from 'zod';
 import { consentSchema, consumerIdSchema, perPageSchema, uuidSchema } from '../perks/schemas.js';
@@ -14,12 +12,10 @@ type Checked<T> = { ok: true; value: T } | { ok: false; errors: ErrorItem[] };
 
 const enrollmentSchema = z.object({
   id: consumerIdSchema,
-  // Optional: the spec does not say these lists are required, so absent or null is fine.
   extra_consents: z.array(consentSchema).nullish(),
   removed_consents: z.array(consentSchema).nullish(),
 });
 
-/** A whole number in a query string; anything else is pydantic's int_parsing. */
 const integerParam = z.string().transform((raw, ctx) => {
   if (/^[+-]?\d+$/.test(raw.trim())) return Number(raw);
   ctx.addIssue({
@@ -44,13 +40,12 @@ export function rewardIdErrors(value: string): ErrorItem[] {
   return check(uuidSchema, value, ['path', 'reward_id']).errors ?? [];
 }
 
-/** Validates an enrollment body (already parsed JSON). Returns the id when valid. */
 export function validateEnrollment(body: unknown): Checked<string> {
   const checked = check(enrollmentSchema, body, ['body']);
   return checked.ok ? { ok: true, value: checked.value.id } : checked;
 }
 
-/** Parses page, per_page, sort and type; unknown parameters are ignored. */
+/** Unknown parameters are ignored. */
 export function parseRewardListQuery(params: URLSearchParams): Checked<RewardPageQuery> {
   const named = (name: string) => params.get(name) ?? undefined;
   const checked = check(
@@ -74,7 +69,7 @@ function check<T>(
   const errors: ErrorItem[] = [];
   for (const issue of result.error.issues) {
     const at = [...loc, ...(issue.path as Loc)];
-    // One error per field, its first, as pydantic reports it.
+    // One error per field, as pydantic reports it.
     if (errors.some((e) => JSON.stringify(e.loc) === JSON.stringify(at))) continue;
     errors.push({ loc: at, msg: issue.message, type: pydanticType(issue) });
   }

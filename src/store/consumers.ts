@@ -1,12 +1,8 @@
-/**
- * Writes and reads of <schema>.consumers. Every write is an upsert: the order in which
- * enrollment, sync and errors reach a consumer is not guaranteed, and a consumer synced before
- * this worker existed has no enrollment to come first.
- */
+/** <schema>.consumers. Every write is an upsert: enrollment, sync and errors arrive in any order. */
 import type pg from 'pg';
 import type { ConsumerRow, EnrollmentOutcome } from './types.js';
 
-/** last_error is for humans; a runaway message (a whole HTML error page) is cut. */
+/** A runaway last_error (a whole HTML error page) is cut. */
 const maxErrorLength = 2000;
 
 export interface RecordEnrollmentInput {
@@ -18,138 +14,109 @@ export interface RecordEnrollmentInput {
   at: Date;
 }
 
-/**
- * Records a successful enrollment and clears last_error and not_enrolled_at. enrolled_at and
- * the outcome of the first enrollment are kept when the consumer is enrolled again (a retried
- * job answered 409), unless the API had since said the consumer was not enrolled. Consents
- * are stored only when the API created the consumer: a 409 applied none of them, so what was
- * stored stands (null when nothing was).
- */
-export async function recordEnrollment(
-  pool: pg.Pool,
-  schema: string,
-  input: RecordEnrollmentInput,
-): Promise<void> {
-  await pool.query(
-    `insert into ${schema}.consumers as c (consumer_id, user_id, enrolled_at, enrollment_outcome,
-       extra_consents, removed_consents, updated_at)
-     values ($1, $2, $3, $4, case when $4 = 'created' then $5::text[] end,
-       case when $4 = 'created' then $6::text[] end, now())
-     on conflict (consumer_id) do update set
-       user_id = coalesce(excluded.user_id, c.user_id),
-       enrolled_at = case when c.enrolled_at is null or c.not_enrolled_at is not null
-                          then excluded.enrolled_at else c.enrolled_at end,
-       enrollment_outcome = case when c.enrolled_at is null or c.not_enrolled_at is not null
-                                 then excluded.enrollment_outcome else c.enrollment_outcome end,
-       extra_consents = case when excluded.enrollment_outcome = 'created'
-                             then excluded.extra_consents else c.extra_consents end,
-       removed_consents = case when excluded.enrollment_outcome = 'created'
-                               then excluded.removed_consents else c.removed_consents end,
-       not_enrolled_at = null,
-       last_error = null,
-       updated_at = now()`,
-    [
-      input.consumerId,
-      input.userId ?? null,
-      input.at,
-      input.outcome,
-      [...input.extraConsents],
-      [...input.removedConsents],
-    ],
-  );
-}
-
 export interface RecordConsumerErrorInput {
   consumerId: string;
   userId?: string;
-  /** Shown to support as is: never put a secret or token in it. */
+  /** Shown to support as is: never a secret. */
   message: string;
   at: Date;
 }
 
-export async function recordConsumerError(
-  pool: pg.Pool,
-  schema: string,
-  input: RecordConsumerErrorInput,
-): Promise<void> {
-  await pool.query(
-    `insert into ${schema}.consumers as c (consumer_id, user_id, last_error, updated_at)
-     values ($1, $2, $3, now())
-     on conflict (consumer_id) do update set
-       user_id = coalesce(excluded.user_id, c.user_id),
-       last_error = excluded.last_error,
-       updated_at = now()`,
-    [input.consumerId, input.userId ?? null, input.message.slice(0, maxErrorLength)],
-  );
-}
+/** The consumers operations of a store; `s` is the quoted schema. */
+export const consumerQueries = (pool: pg.Pool, s: string) => ({
+  /**
+   * The first enrollment's enrolled_at and outcome stand (a retry answered 409) unless the API
+   * since said "not enrolled". Consents are stored only when the API created the consumer.
+   */
+  async recordEnrollment(input: RecordEnrollmentInput): Promise<void> {
+    await pool.query(
+      `insert into ${s}.consumers as c (consumer_id, user_id, enrolled_at, enrollment_outcome,
+         extra_consents, removed_consents, updated_at)
+       values ($1, $2, $3, $4, case when $4 = 'created' then $5::text[] end,
+         case when $4 = 'created' then $6::text[] end, now())
+       on conflict (consumer_id) do update set
+         user_id = coalesce(excluded.user_id, c.user_id),
+         enrolled_at = case when c.enrolled_at is null or c.not_enrolled_at is not null
+                            then excluded.enrolled_at else c.enrolled_at end,
+         enrollment_outcome = case when c.enrolled_at is null or c.not_enrolled_at is not null
+                                   then excluded.enrollment_outcome else c.enrollment_outcome end,
+         extra_consents = case when excluded.enrollment_outcome = 'created'
+                               then excluded.extra_consents else c.extra_consents end,
+         removed_consents = case when excluded.enrollment_outcome = 'created'
+                                 then excluded.removed_consents else c.removed_consents end,
+         not_enrolled_at = null,
+         last_error = null,
+         updated_at = now()`,
+      [
+        input.consumerId,
+        input.userId ?? null,
+        input.at,
+        input.outcome,
+        [...input.extraConsents],
+        [...input.removedConsents],
+      ],
+    );
+  },
 
-/**
- * The API answered ERR-404-02 to a request sent at `at`: the consumer is left out of
- * reconciliation, unless an enrollment or a successful sync is newer than that request (it
- * raced the refusal and won). A later successful sync clears the mark (write_reward_pages).
- */
-export async function markNotEnrolled(
-  pool: pg.Pool,
-  schema: string,
-  input: { consumerId: string; at: Date },
-): Promise<void> {
-  await pool.query(
-    `insert into ${schema}.consumers as c (consumer_id, not_enrolled_at, updated_at)
-     values ($1, $2, now())
-     on conflict (consumer_id) do update set not_enrolled_at = excluded.not_enrolled_at,
-       updated_at = now()
-     where (c.enrolled_at is null or c.enrolled_at < excluded.not_enrolled_at)
-       and (c.last_synced_at is null or c.last_synced_at < excluded.not_enrolled_at)`,
-    [input.consumerId, input.at],
-  );
-}
+  async recordConsumerError(input: RecordConsumerErrorInput): Promise<void> {
+    await pool.query(
+      `insert into ${s}.consumers as c (consumer_id, user_id, last_error, updated_at)
+       values ($1, $2, $3, now())
+       on conflict (consumer_id) do update set
+         user_id = coalesce(excluded.user_id, c.user_id),
+         last_error = excluded.last_error,
+         updated_at = now()`,
+      [input.consumerId, input.userId ?? null, input.message.slice(0, maxErrorLength)],
+    );
+  },
 
-export async function getConsumer(
-  pool: pg.Pool,
-  schema: string,
-  consumerId: string,
-): Promise<ConsumerRow | undefined> {
-  const { rows } = await pool.query<ConsumerRow>(
-    `select consumer_id as "consumerId", user_id as "userId", enrolled_at as "enrolledAt",
-       enrollment_outcome as "enrollmentOutcome", extra_consents as "extraConsents",
-       removed_consents as "removedConsents", last_synced_at as "lastSyncedAt",
-       not_enrolled_at as "notEnrolledAt", last_error as "lastError", updated_at as "updatedAt"
-     from ${schema}.consumers where consumer_id = $1`,
-    [consumerId],
-  );
-  return rows[0];
-}
+  /** ERR-404-02 to a request sent at `at`, unless a newer enrollment or sync won the race. */
+  async markNotEnrolled(input: { consumerId: string; at: Date }): Promise<void> {
+    await pool.query(
+      `insert into ${s}.consumers as c (consumer_id, not_enrolled_at, updated_at)
+       values ($1, $2, now())
+       on conflict (consumer_id) do update set not_enrolled_at = excluded.not_enrolled_at,
+         updated_at = now()
+       where (c.enrolled_at is null or c.enrolled_at < excluded.not_enrolled_at)
+         and (c.last_synced_at is null or c.last_synced_at < excluded.not_enrolled_at)`,
+      [input.consumerId, input.at],
+    );
+  },
 
-/**
- * One keyset page of the consumers to reconcile, in consumer_id (byte) order: pass the last
- * id of a page as `after` for the next; an empty page is the end. Never OFFSET, never all ids.
- *
- * Rule: every consumer row whose not_enrolled_at is null. That includes consumers enrolled
- * before this worker existed (enrolled_at null, rows created by their rewards) and consumers
- * whose enrollment failed: a sync of those answers ERR-404-02 and markNotEnrolled drops them.
- */
-export async function listEnrolledConsumerIds(
-  pool: pg.Pool,
-  schema: string,
-  input: { after: string | null; limit: number },
-): Promise<string[]> {
-  if (!Number.isInteger(input.limit) || input.limit < 1) {
-    throw new RangeError(`limit must be a positive integer, got ${input.limit}`);
-  }
-  // '' sorts before every id (ids have at least 2 characters): the first page.
-  const { rows } = await pool.query<{ consumer_id: string }>(
-    `select consumer_id from ${schema}.consumers
-     where not_enrolled_at is null and consumer_id > $1
-     order by consumer_id limit $2`,
-    [input.after ?? '', input.limit],
-  );
-  return rows.map((r) => r.consumer_id);
-}
+  async getConsumer(consumerId: string): Promise<ConsumerRow | undefined> {
+    const { rows } = await pool.query<ConsumerRow>(
+      `select consumer_id as "consumerId", user_id as "userId", enrolled_at as "enrolledAt",
+         enrollment_outcome as "enrollmentOutcome", extra_consents as "extraConsents",
+         removed_consents as "removedConsents", last_synced_at as "lastSyncedAt",
+         not_enrolled_at as "notEnrolledAt", last_error as "lastError", updated_at as "updatedAt"
+       from ${s}.consumers where consumer_id = $1`,
+      [consumerId],
+    );
+    return rows[0];
+  },
 
-/** How many consumers a reconciliation started now would sync (listEnrolledConsumerIds' rule). */
-export async function countReconcilableConsumers(pool: pg.Pool, schema: string): Promise<number> {
-  const { rows } = await pool.query<{ n: number }>(
-    `select count(*)::int as n from ${schema}.consumers where not_enrolled_at is null`,
-  );
-  return rows[0]?.n ?? 0;
-}
+  /**
+   * A keyset page of the consumers to reconcile: every row whose not_enrolled_at is null (a
+   * failed enrollment's sync answers ERR-404-02 and drops it). `after`: the last id of a page.
+   */
+  async listEnrolledConsumerIds(input: { after: string | null; limit: number }): Promise<string[]> {
+    if (!Number.isInteger(input.limit) || input.limit < 1) {
+      throw new RangeError(`limit must be a positive integer, got ${input.limit}`);
+    }
+    const { rows } = await pool.query<{ consumer_id: string }>(
+      `select consumer_id from ${s}.consumers
+       where not_enrolled_at is null and consumer_id > $1
+       order by consumer_id limit $2`,
+      [input.after ?? '', input.limit],
+    );
+    return rows.map((r) => r.consumer_id);
+  },
+
+  /** listEnrolledConsumerIds' rule, counted. */
+  async countReconcilableConsumers(): Promise<number> {
+    const { rows } = await pool.query<{ n: number }>(
+      `select count(*)::int as n from ${s}.consumers where not_enrolled_at is null`,
+    );
+    return rows[0]?.n ?? 0;
+  },
+});

@@ -1,8 +1,6 @@
 /**
- * The migration runner's own connection, and the creation of a missing database. Through
- * PgBouncer a missing database is refused with 08P01, like any refusal of its own, and stays
- * unreachable there for server_login_retry after it is created: a database is created on a
- * direct connection only (DATABASE_DIRECT_URL), and reported unreachable otherwise.
+ * The migration runner's connection. A missing database is created on a direct connection only
+ * (DATABASE_DIRECT_URL): PgBouncer refuses it with 08P01 and keeps refusing it for a while.
  */
 import pg from 'pg';
 import { DatabaseUnreachableError, errorCode } from './errors.js';
@@ -14,7 +12,6 @@ const pgErrors = {
   uniqueViolation: '23505',
 } as const;
 
-/** A client of `databaseUrl`, whose database is created first when it is missing. */
 export async function connectCreating(
   databaseUrl: string,
   onCreated: (database: string) => void,
@@ -25,17 +22,13 @@ export async function connectCreating(
     const missing = error instanceof DatabaseUnreachableError && errorCode(error.cause);
     if (missing !== pgErrors.invalidCatalogName) throw error;
   }
-  const { database } = describeUrl(databaseUrl);
+  const database = databaseOf(new URL(databaseUrl));
   const databaseCreated = await createDatabase(databaseUrl, database);
   if (databaseCreated) onCreated(database);
   return { client: await connect(databaseUrl), databaseCreated };
 }
 
-/**
- * CREATE DATABASE from the server's `postgres` maintenance database. Returns false when
- * another process created it first: 42P04, or 23505 when both inserted into pg_database at
- * the same instant.
- */
+/** False when another process created it first (42P04, or 23505 at the same instant). */
 async function createDatabase(databaseUrl: string, database: string): Promise<boolean> {
   const maintenance = new URL(databaseUrl);
   maintenance.pathname = '/postgres';
@@ -69,16 +62,10 @@ async function connect(connectionString: string): Promise<pg.Client> {
   return client;
 }
 
-function describeUrl(databaseUrl: string) {
-  const url = new URL(databaseUrl);
-  return {
-    host: url.hostname || 'localhost',
-    port: url.port ? Number(url.port) : 5432,
-    database: decodeURIComponent(url.pathname.replace(/^\//, '')) || 'postgres',
-  };
-}
+const databaseOf = (url: URL) => decodeURIComponent(url.pathname.replace(/^\//, '')) || 'postgres';
 
 function unreachable(databaseUrl: string, cause: unknown): DatabaseUnreachableError {
-  const { host, port, database } = describeUrl(databaseUrl);
-  return new DatabaseUnreachableError(host, port, database, cause);
+  const url = new URL(databaseUrl);
+  const port = url.port ? Number(url.port) : 5432;
+  return new DatabaseUnreachableError(url.hostname || 'localhost', port, databaseOf(url), cause);
 }

@@ -1,7 +1,5 @@
-/** Errors of the datastore that callers branch on (by type, never by message). */
 import { OperationalError } from '../errors.js';
 
-/** The database server could not be reached or refused the connection. */
 export class DatabaseUnreachableError extends OperationalError {
   override readonly name = 'DatabaseUnreachableError';
   constructor(
@@ -20,10 +18,7 @@ export class MigrationFileError extends OperationalError {
   override readonly name = 'MigrationFileError';
 }
 
-/**
- * An applied migration's file changed since it was applied. Released migrations are never
- * edited: write a new numbered file instead.
- */
+/** An applied migration's file changed since it was applied. */
 export class MigrationChecksumError extends OperationalError {
   override readonly name = 'MigrationChecksumError';
   constructor(
@@ -42,7 +37,7 @@ export class StoreInputError extends Error {
   override readonly name = 'StoreInputError';
 }
 
-/** The code of a driver or server error: SQLSTATE from PostgreSQL, ECONNREFUSED and the like. */
+/** SQLSTATE, ECONNREFUSED and the like. */
 export function errorCode(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'string' ? code : undefined;

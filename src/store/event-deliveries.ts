@@ -1,11 +1,15 @@
 /**
- * Webhook delivery state over the reward_events feed (migration 000005): reward_event_pending
- * (consumers with undelivered events, marked in the events' own transaction),
- * reward_event_cursors (per consumer, the last event id delivered or given up: delivery goes
- * in id order) and reward_event_failures (events given up). `schema` is quoted.
+ * Webhook delivery state over reward_events (migration 000005): reward_event_pending (consumers
+ * with undelivered events), reward_event_cursors (the last event id delivered or given up, per
+ * consumer: delivery goes in id order), reward_event_failures. `schema` is quoted.
  */
 import type pg from 'pg';
 import { inTransaction } from './transaction.js';
+
+/** The last event id delivered to `consumer` (an SQL expression), 0 for none. */
+const deliveredThrough = (schema: string, consumer: string) =>
+  `coalesce((select c.delivered_through from ${schema}.reward_event_cursors c
+              where c.consumer_id = ${consumer}), 0)`;
 
 export interface FeedEvent {
   /** bigint, as node-postgres returns it. */
@@ -22,9 +26,8 @@ export interface FeedEvent {
 const redispatchAfter = '10 minutes';
 
 /**
- * Claims up to `limit` consumers waiting for a delivery job (skip locked), then calls
- * `dispatch` after the commit: no row stays locked, holding up reward writes, while Redis is
- * slow. A failed dispatch puts the marks back; a lost one is retaken after `redispatchAfter`.
+ * Claims consumers waiting for a delivery job, then dispatches after the commit: no row stays
+ * locked, holding up reward writes, while Redis is slow. A failed dispatch puts the marks back.
  */
 export async function dispatchPending(
   pool: pg.Pool,
@@ -62,7 +65,6 @@ export async function dispatchPending(
   return ids.length;
 }
 
-/** The next undelivered events of a consumer, in feed order. */
 export async function undeliveredEvents(
   pool: pg.Pool,
   schema: string,
@@ -72,9 +74,7 @@ export async function undeliveredEvents(
   const { rows } = await pool.query<FeedEvent>(
     `select e.id, e.type, e.consumer_id, e.user_id, e.reward_id, e.data, e.created_at
        from ${schema}.reward_events e
-      where e.consumer_id = $1
-        and e.id > coalesce((select c.delivered_through from ${schema}.reward_event_cursors c
-                              where c.consumer_id = $1), 0)
+      where e.consumer_id = $1 and e.id > ${deliveredThrough(schema, '$1')}
       order by e.id
       limit $2`,
     [consumerId, limit],
@@ -82,7 +82,6 @@ export async function undeliveredEvents(
   return rows;
 }
 
-/** Records an event delivered (or given up): the consumer's cursor moves past it. */
 export async function advanceCursor(
   db: pg.Pool | pg.PoolClient,
   schema: string,
@@ -99,7 +98,7 @@ export async function advanceCursor(
   );
 }
 
-/** Gives an event up: recorded as failed, and the cursor moves past it, in one transaction. */
+/** Gives an event up: recorded as failed, and the cursor moves past it. */
 export async function recordFailure(
   pool: pg.Pool,
   schema: string,
@@ -119,9 +118,8 @@ export async function recordFailure(
 }
 
 /**
- * Drops the consumer's pending mark once nothing is left to deliver. A write that records an
- * event sets dispatched_at back to null in the same transaction: such a mark is never
- * dropped here, even when this statement's snapshot is older than that event.
+ * Drops the pending mark once nothing is left to deliver. A write recording an event resets
+ * dispatched_at to null in its transaction, so a mark is never dropped under a newer event.
  */
 export async function clearPendingIfDone(
   pool: pg.Pool,
@@ -134,9 +132,7 @@ export async function clearPendingIfDone(
         and p.dispatched_at is not null
         and not exists (
           select 1 from ${schema}.reward_events e
-           where e.consumer_id = $1
-             and e.id > coalesce((select c.delivered_through from ${schema}.reward_event_cursors c
-                                   where c.consumer_id = $1), 0))`,
+           where e.consumer_id = $1 and e.id > ${deliveredThrough(schema, '$1')})`,
     [consumerId],
   );
 }
@@ -144,9 +140,8 @@ export async function clearPendingIfDone(
 export interface DeliveryLag {
   /** Consumers with events not yet delivered. */
   consumers: number;
-  /** The oldest undelivered event, if any. */
   oldest?: { id: string; createdAt: Date };
-  /** Events given up for good. */
+  /** Events given up. */
   failed: number;
 }
 
@@ -168,9 +163,7 @@ export async function deliveryLag(pool: pg.Pool, schema: string): Promise<Delive
            cross join lateral (
              select e.id, e.created_at from ${schema}.reward_events e
               where e.consumer_id = p.consumer_id
-                and e.id > coalesce((select c.delivered_through
-                                       from ${schema}.reward_event_cursors c
-                                      where c.consumer_id = p.consumer_id), 0)
+                and e.id > ${deliveredThrough(schema, 'p.consumer_id')}
               order by e.id limit 1) e
           order by e.id limit 1) o on true`,
   );
@@ -201,18 +194,18 @@ export async function listDeliveries(
   schema: string,
   options: { failed: boolean; limit: number },
 ): Promise<DeliveryRow[]> {
+  const columns =
+    'e.id, e.type, e.consumer_id, e.created_at, f.failed_at, f.attempts, f.last_error';
   const { rows } = await pool.query<DeliveryRow>(
     options.failed
-      ? `select e.id, e.type, e.consumer_id, e.created_at, 'failed' as state,
-                f.failed_at, f.attempts, f.last_error
+      ? `select ${columns}, 'failed' as state
            from ${schema}.reward_event_failures f
            join ${schema}.reward_events e on e.id = f.event_id
           order by f.event_id desc limit $1`
-      : `select e.id, e.type, e.consumer_id, e.created_at,
+      : `select ${columns},
                 case when f.event_id is not null then 'failed'
                      when e.id <= coalesce(c.delivered_through, 0) then 'delivered'
-                     else 'pending' end as state,
-                f.failed_at, f.attempts, f.last_error
+                     else 'pending' end as state
            from (select * from ${schema}.reward_events order by id desc limit $1) e
            left join ${schema}.reward_event_cursors c on c.consumer_id = e.consumer_id
            left join ${schema}.reward_event_failures f on f.event_id = e.id
@@ -222,10 +215,7 @@ export async function listDeliveries(
   return rows;
 }
 
-/**
- * Delivers again every event from `fromId` on: each consumer's cursor goes back before it,
- * its failures are forgotten, and the consumers are marked pending. Returns the consumers.
- */
+/** Delivers every event from `fromId` on again, failures forgotten; returns the consumers. */
 export async function replayFrom(pool: pg.Pool, schema: string, fromId: string): Promise<number> {
   return inTransaction(pool, async (client) => {
     const { rows } = await client.query<{ consumer_id: string }>(

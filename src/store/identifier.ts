@@ -1,6 +1,4 @@
-/** SQL identifiers cannot be bound as parameters: validated and quoted here, once. */
-
-/** The same rule as DATABASE_SCHEMA in config.ts: a lower-case, unquoted-safe identifier. */
+/** SQL identifiers cannot be bound as parameters. DATABASE_SCHEMA's rule: */
 const schemaPattern = /^[a-z_][a-z0-9_]{0,62}$/;
 
 export function assertSchemaName(schema: string): string {
@@ -12,7 +10,7 @@ export function assertSchemaName(schema: string): string {
   return schema;
 }
 
-/** Double-quotes any identifier, doubling embedded quotes (database names are not validated). */
+/** Any identifier (database names are not validated). */
 export function quoteIdentifier(name: string): string {
   if (name.length === 0 || name.includes('\0')) {
     throw new TypeError('an SQL identifier must be non-empty and free of NUL characters');

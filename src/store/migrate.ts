@@ -1,24 +1,14 @@
 /**
- * Creates the database when missing (database.ts), applies the numbered migrations of
- * ./migrations/ in order, each in its own transaction, recorded in <schema>.schema_migrations,
- * then the repeatable ones of ./migrations/repeatable/ (a function per file, written with
- * `create or replace`): each applied again when its checksum differs from the one in
- * <schema>.schema_repeatable_migrations, as Flyway's repeatable migrations are. During a
- * rolling deploy the last build to migrate wins: change a function's signature under a new
- * name, never in place.
+ * Creates the database when missing, applies ./migrations/ in order, each in its own transaction
+ * (recorded in schema_migrations), then the repeatable files of ./migrations/repeatable/
+ * (`create or replace`), each again when its checksum changed, as Flyway's repeatable
+ * migrations. Change a function's signature under a new name: in a rolling deploy the last
+ * build to migrate wins. Each file runs with `search_path` set to the schema. Every transaction
+ * takes an advisory lock keyed by the schema (transaction-scoped: PgBouncer pools transactions)
+ * before reading what is applied, so replicas starting together are safe.
  *
- * Released numbered files are never edited, with one exception: 000002, 000003 and 000005 each
- * held a whole copy of write_reward_pages, now in its repeatable file so that its body is
- * written once. A schema that ran their earlier editions has the same tables and gets its
- * function from the repeatable file, so their earlier checksums are accepted
- * (supersededChecksums; migrate.test.ts migrates a database with the released editions, then
- * with these, and compares its functions with a fresh one's). A build before this one refuses
- * a schema created by this one: it finds the new checksums.
- *
- * Each file runs after `set local search_path to "<schema>"`: one file serves any schema.
- * Replicas starting together are safe: every transaction first takes a transaction-scoped
- * advisory lock keyed by the schema (a session lock would not hold through PgBouncer's
- * transaction pooling), then reads what is applied.
+ * 000002, 000003 and 000005 once held copies of write_reward_pages, now in its repeatable file;
+ * their earlier checksums are accepted (supersededChecksums, checked by migrate.test.ts).
  */
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
@@ -29,22 +19,21 @@ import { errorCode, MigrationChecksumError, MigrationFileError } from './errors.
 import { assertSchemaName, quoteIdentifier } from './identifier.js';
 
 export interface MigrateOptions {
-  /** DATABASE_DIRECT_URL, else DATABASE_URL; a missing database is created on a direct URL. */
+  /** DATABASE_DIRECT_URL, else DATABASE_URL. */
   databaseUrl: string;
-  /** Schema holding the tables (created when missing). */
   schema: string;
   logger?: Logger;
-  /** Directory of the migration files: this build's, unless a test passes released editions. */
+  /** This build's migrations unless a test passes released editions. */
   migrations?: URL;
 }
 
 export interface MigrateResult {
   databaseCreated: boolean;
-  /** Numbered files applied by this call, in order; empty when the schema was up to date. */
+  /** Numbered files applied by this call, in order. */
   applied: string[];
   /** Version of the latest applied migration, e.g. "000001". */
   current: string;
-  /** Migrations the schema now has (this call's and earlier ones). */
+  /** Migrations the schema now has. */
   count: number;
 }
 
@@ -62,10 +51,9 @@ export interface MigrationFile extends SqlFile {
 const migrationsDirectory = new URL('./migrations/', import.meta.url);
 const filePattern = /^(\d{6})_([a-z0-9_]+)\.sql$/;
 const repeatablePattern = /^[a-z0-9_]+\.sql$/;
-/** First key of the advisory lock (the second is the schema). */
 const lockNamespace = 'perks-worker migrations';
 
-/** Checksums of earlier editions of released files (see the top); 000002 had two. */
+/** Checksums of earlier editions of released files (see the top). */
 const supersededChecksums: Readonly<Record<string, readonly string[]>> = {
   '000002': [
     '70d527fecd9185ac3014a66babf4572b18bada1ccd53053d35fff6eb41522434',
@@ -84,11 +72,12 @@ export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
     options.logger?.info({ database }, 'created database'),
   );
   try {
-    const recorded = await prepareSchema(client, schema);
-    const applied = await applyNumbered(client, schema, files, recorded.numbered, options.logger);
-    await applyRepeatables(client, schema, repeatables, recorded.repeatable, options.logger);
+    const run: Run = { client, schema, q: quoteIdentifier(schema), logger: options.logger };
+    const recorded = await prepareSchema(run);
+    const applied = await applyNumbered(run, files, recorded.numbered);
+    await applyRepeatables(run, repeatables, recorded.repeatable);
     const { rows } = await client.query<{ version: string | null }>(
-      `select max(version) as version from ${quoteIdentifier(schema)}.schema_migrations`,
+      `select max(version) as version from ${run.q}.schema_migrations`,
     );
     const current = rows[0]?.version ?? '';
     const count = files.filter((f) => f.version <= current).length;
@@ -98,7 +87,6 @@ export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
   }
 }
 
-/** The numbered migration files shipped with this build, sorted by version. */
 export async function loadMigrationFiles(
   directory = migrationsDirectory,
 ): Promise<MigrationFile[]> {
@@ -142,10 +130,10 @@ async function readSqlFiles(directory: URL): Promise<SqlFile[]> {
   );
 }
 
-/** Creates the schema and its two tables of applied migrations; returns file -> checksum. */
-async function prepareSchema(client: pg.Client, schema: string) {
-  const q = quoteIdentifier(schema);
-  return inTransaction(client, schema, async () => {
+/** Creates the schema and its tables of applied migrations; returns what they record. */
+async function prepareSchema(run: Run) {
+  const { client, q } = run;
+  return inTransaction(run, async () => {
     await client.query(`create schema if not exists ${q}`);
     await client.query(`create table if not exists ${q}.schema_migrations (
       version text primary key,
@@ -158,7 +146,6 @@ async function prepareSchema(client: pg.Client, schema: string) {
       applied_at timestamptz not null default now(),
       checksum text not null
     )`);
-    // Comments are part of the documented contract, like those of the migration files.
     await client.query(`
       comment on table ${q}.schema_migrations is 'Migrations applied to this schema by perks-worker migrate.';
       comment on column ${q}.schema_migrations.version is 'Six-digit version, the prefix of the file name (000001).';
@@ -183,14 +170,20 @@ async function prepareSchema(client: pg.Client, schema: string) {
   });
 }
 
+/** One migrate call's connection; `q` is the quoted schema. */
+interface Run {
+  client: pg.Client;
+  schema: string;
+  q: string;
+  logger: Logger | undefined;
+}
+
 async function applyNumbered(
-  client: pg.Client,
-  schema: string,
+  run: Run,
   files: readonly MigrationFile[],
   recorded: ReadonlyMap<string, string>,
-  logger: Logger | undefined,
 ): Promise<string[]> {
-  const q = quoteIdentifier(schema);
+  const { client, q } = run;
   for (const file of files) {
     const checksum = recorded.get(file.version);
     if (checksum !== undefined) assertUnchanged(file, checksum);
@@ -198,14 +191,14 @@ async function applyNumbered(
   const known = new Set(files.map((f) => f.version));
   const unknown = [...recorded.keys()].filter((version) => !known.has(version));
   if (unknown.length > 0) {
-    // A newer release migrated this schema (rolling deploy or rollback). Migrations only add,
-    // so this older code keeps working: warn rather than crash-loop the replica.
-    logger?.warn({ schema, versions: unknown }, 'schema has migrations this build does not know');
+    // A newer release migrated it: migrations only add, so this build still works.
+    const message = 'schema has migrations this build does not know';
+    run.logger?.warn({ schema: run.schema, versions: unknown }, message);
   }
   const applied: string[] = [];
   for (const file of files) {
     if (recorded.has(file.version)) continue;
-    const appliedHere = await applyLocked(client, schema, file.sql, async () => {
+    const appliedHere = await applyLocked(run, file.file, file.sql, async () => {
       const { rows } = await client.query<{ checksum: string }>(
         `select checksum from ${q}.schema_migrations where version = $1`,
         [file.version],
@@ -220,26 +213,21 @@ async function applyNumbered(
       );
       return true;
     });
-    if (!appliedHere) continue;
-    logger?.info({ schema, migration: file.file }, 'applied migration');
-    applied.push(file.file);
+    if (appliedHere) applied.push(file.file);
   }
   return applied;
 }
 
 async function applyRepeatables(
-  client: pg.Client,
-  schema: string,
+  run: Run,
   files: readonly SqlFile[],
   recorded: ReadonlyMap<string, string>,
-  logger: Logger | undefined,
 ): Promise<void> {
-  const q = quoteIdentifier(schema);
   for (const file of files) {
     if (recorded.get(file.file) === file.checksum) continue;
-    const appliedHere = await applyLocked(client, schema, file.sql, async () => {
-      const { rows } = await client.query(
-        `insert into ${q}.schema_repeatable_migrations (file, checksum) values ($1, $2)
+    await applyLocked(run, `repeatable/${file.file}`, file.sql, async () => {
+      const { rows } = await run.client.query(
+        `insert into ${run.q}.schema_repeatable_migrations (file, checksum) values ($1, $2)
          on conflict (file) do update set checksum = excluded.checksum, applied_at = now()
          where schema_repeatable_migrations.checksum <> excluded.checksum
          returning file`,
@@ -247,28 +235,24 @@ async function applyRepeatables(
       );
       return rows.length === 1;
     });
-    if (appliedHere) {
-      logger?.info({ schema, migration: `repeatable/${file.file}` }, 'applied migration');
-    }
   }
 }
 
-/**
- * Under the lock, records the file and runs its SQL; `record` returns false when another
- * replica applied it while this one waited.
- */
+/** `record` returns false when another replica applied the file while this one waited. */
 async function applyLocked(
-  client: pg.Client,
-  schema: string,
+  run: Run,
+  migration: string,
   sql: string,
   record: () => Promise<boolean>,
 ): Promise<boolean> {
-  return inTransaction(client, schema, async () => {
+  const applied = await inTransaction(run, async () => {
     if (!(await record())) return false;
-    await client.query(`set local search_path to ${quoteIdentifier(schema)}`);
-    await client.query(sql);
+    await run.client.query(`set local search_path to ${run.q}`);
+    await run.client.query(sql);
     return true;
   });
+  if (applied) run.logger?.info({ schema: run.schema, migration }, 'applied migration');
+  return applied;
 }
 
 export function assertUnchanged(file: MigrationFile, appliedChecksum: string): void {
@@ -277,12 +261,7 @@ export function assertUnchanged(file: MigrationFile, appliedChecksum: string): v
   throw new MigrationChecksumError(file.file, appliedChecksum, file.checksum);
 }
 
-/** Runs `work` in a transaction holding the schema's migration lock (see the top). */
-async function inTransaction<T>(
-  client: pg.Client,
-  schema: string,
-  work: () => Promise<T>,
-): Promise<T> {
+async function inTransaction<T>({ client, schema }: Run, work: () => Promise<T>): Promise<T> {
   await client.query('begin');
   try {
     await client.query('select pg_advisory_xact_lock(hashtext($1), hashtext($2))', [

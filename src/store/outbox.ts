@@ -1,31 +1,21 @@
-/**
- * Reads and writes of <schema>.signup_outbox (migration 000004), for the outbox drain
- * (intake/outbox.ts). Claiming and marking take the caller's client: they belong to one
- * transaction, which holds the claimed rows locked until it ends.
- */
+/** <schema>.signup_outbox. Claim and mark share the caller's transaction, holding the rows. */
 import type pg from 'pg';
 
-/** The NOTIFY channel of the outbox's insert trigger; the payload is the schema name. */
+/** NOTIFY channel of the insert trigger; the payload is the schema name. */
 export const signupOutboxChannel = 'perks_signup_outbox';
 
-/** `error` is for humans; a row refused for a runaway value keeps a bounded message. */
 const maxErrorLength = 2000;
 
 export interface OutboxRow {
-  /** bigint, as node-postgres returns it. */
   id: string;
   user_id: string;
   extra_consents: string[] | null;
   removed_consents: string[] | null;
 }
 
-/** How one claimed row ends: enqueued as `jobId`, or refused for `error`. */
 export type OutboxOutcome = { id: string; jobId: string } | { id: string; error: string };
 
-/**
- * Locks up to `limit` waiting rows, oldest first, skipping those another transaction holds:
- * replicas draining at once each take different rows, and none waits for another.
- */
+/** Oldest first, skip locked: replicas draining at once take different rows. */
 export async function claimWaitingSignups(
   client: pg.ClientBase,
   schema: string,
@@ -43,7 +33,6 @@ export async function claimWaitingSignups(
   return rows;
 }
 
-/** Marks claimed rows processed, each with its job id or its error, in one statement. */
 export async function markSignupsProcessed(
   client: pg.ClientBase,
   schema: string,
@@ -63,11 +52,7 @@ export async function markSignupsProcessed(
   );
 }
 
-/**
- * Deletes up to `limit` rows processed more than `retentionDays` ago, oldest first; returns
- * how many. Waiting rows are never deleted, however old. Rows another replica is deleting are
- * skipped rather than waited for.
- */
+/** Deletes up to `limit` rows processed over `retentionDays` ago; never a waiting row. */
 export async function deleteProcessedSignups(
   pool: pg.Pool,
   schema: string,

@@ -1,15 +1,9 @@
 /**
- * Coalesces the small page writes of concurrent syncs into one statement (group commit): a
- * small page costs PostgreSQL more to plan than to run, and every statement waits for its WAL
- * flush. While `lanes` statements of small pages run, further small pages queue and go in the
- * next one; a page that finds a lane free is written at once. A large page is written alone.
- *
- * Pages of one statement share no consumer and no reward id; a page that would waits, with
- * its consumer's later pages (they keep their order), and so does a page whose consumer is
- * being written (two overlapping syncs of one consumer wait instead of deadlocking).
- *
- * A statement of several pages refused for its data (SQLSTATE 22, 23, 40) is written again page
- * by page, so one page's error fails that page's job only. Any other failure fails them all.
+ * Group commit of small pages (a small page costs more to plan than to run, and each statement
+ * waits for its WAL flush): while `lanes` statements run, small pages queue for the next one.
+ * A large page is written alone. Pages of one statement share no consumer and no reward id; a
+ * page that would waits with its consumer's later pages, as does one whose consumer is being
+ * written. A batch refused for its data (SQLSTATE 22, 23, 40) is retried page by page.
  */
 import type pg from 'pg';
 import { errorCode } from './errors.js';
@@ -32,22 +26,19 @@ export interface RewardWriterLimits {
   smallRows: number;
   /** A sync end listing more ids is written alone. */
   smallSeenIds: number;
-  /** Per statement of small pages: */
   maxPages: number;
   maxRows: number;
   maxSeenIds: number;
 }
 
-/** The most pages one statement of small pages writes, whatever the writers. */
 const maxPagesPerStatement = 100;
 
-/** `writers`: the syncs a replica runs at once (`syncsInFlight`), if known. */
 export const defaultWriterLimits = (poolSize: number, writers?: number): RewardWriterLimits => ({
-  // Fewer lanes, larger batches; the rest of the pool serves large pages and other queries.
+  // The rest of the pool serves large pages and other queries.
   lanes: Math.max(1, Math.floor(poolSize / 8)),
   smallRows: 100,
   smallSeenIds: 1000,
-  // Half the writers at most: half of them fetch their next page while the other half is written.
+  // Half the writers (`syncsInFlight`): the other half fetch their next page meanwhile.
   maxPages:
     writers === undefined
       ? maxPagesPerStatement
@@ -72,7 +63,6 @@ const nothingWritten = (page: PreparedPage): RewardPageResult => ({
 
 const seenCount = (page: PreparedPage) => page.finish?.missing?.seenIds.length ?? 0;
 
-/** The class of a PostgreSQL error's SQLSTATE (its first two characters); none for others. */
 function sqlStateClass(error: unknown): string | undefined {
   const code = errorCode(error);
   return code && /^[0-9A-Z]{5}$/.test(code) ? code.slice(0, 2) : undefined;
@@ -88,9 +78,8 @@ export class RewardWriter {
   readonly #eventTypes: readonly RewardEventType[];
   #queue: Pending[] = [];
   #running = 0;
-  /** Consumers with a small page in a running statement. */
   readonly #writing = new Set<string>();
-  /** Statements run and pages they wrote, since the start (pages / statements: the batching). */
+  /** pages / statements: the batching. */
   readonly totals = { statements: 0, pages: 0 };
 
   constructor(
@@ -105,7 +94,6 @@ export class RewardWriter {
     this.#eventTypes = eventTypes;
   }
 
-  /** Writes one page (and the end of its sync, given `finish`); see the module's comment. */
   async write(input: WriteRewardPageInput): Promise<RewardPageResult> {
     const page = preparePage(input);
     if (isEmptyWrite(page)) return nothingWritten(page);
@@ -128,14 +116,12 @@ export class RewardWriter {
     }
   }
 
-  /** Frees the lane of a finished statement and starts the next one. */
   #release(batch: readonly Pending[]): void {
     this.#running -= 1;
     for (const { page } of batch) this.#writing.delete(page.consumerId);
     this.#pump();
   }
 
-  /** Takes from the queue, in order, what one statement may write (see the module's comment). */
   #take(): Pending[] {
     const limits = this.#limits;
     const batch: Pending[] = [];
@@ -168,7 +154,7 @@ export class RewardWriter {
     return batch;
   }
 
-  /** One statement; refused for a value in a body as sent, once more `reserialized`. */
+  /** Refused for a value in a body as sent: once more `reserialized`. */
   async #statement(pages: readonly PreparedPage[]): Promise<RewardPageResult[]> {
     this.totals.statements += 1;
     this.totals.pages += pages.length;
@@ -196,8 +182,7 @@ export class RewardWriter {
         for (const entry of batch) entry.reject(error);
         return;
       }
-      // Its consumers stay held until each page is written again: a later page of one of
-      // them must not overtake it.
+      // Its consumers stay held meanwhile: their later pages must not overtake.
       for (const entry of batch) {
         try {
           entry.resolve(await this.#alone(entry.page));
@@ -208,8 +193,7 @@ export class RewardWriter {
       this.#release(batch);
       return;
     }
-    // The next statement goes out before this one's jobs go on (the pool sends a query on a
-    // later tick): resolved at once, they would run first and keep the database waiting.
+    // Resolved later, so that the next statement goes out before these jobs go on.
     setImmediate(() => {
       batch.forEach((entry, i) => {
         entry.resolve(results[i] ?? nothingWritten(entry.page));

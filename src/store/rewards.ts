@@ -1,40 +1,34 @@
 /**
- * Writes of rewards, their status changes and events: one call of the schema's
- * write_reward_pages (migrations/repeatable/write_reward_pages.sql, which states its rules)
- * for one page or several (reward-writer.ts), the rewards as one jsonb parameter holding each
- * `raw` item once. The last page of a sync also ends it in the same statement.
+ * Rewards, their status changes and events: one call of write_reward_pages (its repeatable
+ * file states the rules) for one page or several, each `raw` item once in one jsonb parameter.
  */
 import type pg from 'pg';
 import { StoreInputError } from './errors.js';
 import type { RewardEventType, RewardPageWrite, RewardRecord } from './types.js';
 
-/** The API's amount pattern: a decimal with at least one digit, optional sign and point. */
+/** The API's amount: a decimal with at least one digit, optional sign and point. */
 const amountPattern = /^(?!^[-+.]*$)[+-]?0*\d*\.?\d*$/;
 
 export function rewardWriteSql(s: string): string {
-  return `select p, inserted, updated, status_changes, marked_missing
+  return `select p, inserted, updated, status_changes as "statusChanges",
+    marked_missing as "markedMissing"
   from ${s}.write_reward_pages($1::jsonb, $2::jsonb, $3::uuid[], $4::text[])`;
 }
 
 export interface WriteRewardPageInput {
   consumerId: string;
   rewards: readonly RewardRecord[];
-  /** When the page was read from the API (not when it is written). */
+  /** When the page was read from the API. */
   observedAt: Date;
-  /** Given on the last page of a sync: the end of the sync is written by the same statement. */
+  /** On the last page of a sync: the same statement ends it. */
   finish?: FinishSync;
-  /**
-   * The API's response body whose `items` parse to `rewards`: written as sent instead of
-   * serializing each reward again (on a large page, the largest cost after the parse). Not
-   * used when the page lists a reward twice.
-   */
+  /** The response body whose `items` parse to `rewards`, written as sent (no re-serializing). */
   json?: string;
 }
 
 export interface FinishSync {
   /** What a COMPLETE, consistent scan saw; null when the scan may not mark anything missing. */
   missing: {
-    /** Every reward id the complete scan listed. */
     seenIds: readonly string[];
     /** When the scan read its first page: rewards first seen after it may be unlisted yet. */
     scanStartedAt: Date;
@@ -45,24 +39,19 @@ export interface FinishSync {
 
 export type RewardPageResult = RewardPageWrite & { markedMissing: number };
 
-/** A page checked and serialized, ready to be written alone or with others. */
 export interface PreparedPage {
   consumerId: string;
-  /** Distinct reward ids of the page. */
   ids: readonly string[];
-  /** The page as one element of the statement's first parameter: { consumer_id, body }. */
+  /** { consumer_id, body }: an element of the statement's first parameter. */
   entryJson: string;
-  /** entryJson holds the response body as the API sent it (see reserialized). */
   asSent: boolean;
-  /** The page's rewards, one per distinct id. */
   rewards: readonly RewardRecord[];
-  /** Rewards given, duplicates included: what the counts add up to. */
+  /** Rewards given, duplicates included. */
   given: number;
   observedAt: Date;
   finish: FinishSync | undefined;
 }
 
-/** Checks and serializes a page; StoreInputError names a reward whose amount is not decimal. */
 export function preparePage(input: WriteRewardPageInput): PreparedPage {
   const rewards = distinctRewards(input.rewards);
   const sent = rewards.length === input.rewards.length ? input.json : undefined;
@@ -78,10 +67,7 @@ export function preparePage(input: WriteRewardPageInput): PreparedPage {
   };
 }
 
-/**
- * The page with its items serialized from their parse: for a body as sent that jsonb refuses
- * (a \u0000 escape, a number out of numeric's range, which the parse made Infinity: null).
- */
+/** For a body as sent that jsonb refuses (a \u0000 escape, a number out of numeric's range). */
 export function reserialized(page: PreparedPage): PreparedPage {
   if (!page.asSent) return page;
   return { ...page, entryJson: entryOf(page.consumerId, itemsOf(page.rewards)), asSent: false };
@@ -93,11 +79,10 @@ const itemsOf = (rewards: readonly RewardRecord[]) =>
 const entryOf = (consumerId: string, body: string) =>
   `{"consumer_id":${JSON.stringify(consumerId)},"body":${body}}`;
 
-/** A page with neither rows nor the end of a sync writes nothing. */
 export const isEmptyWrite = (page: PreparedPage) =>
   page.ids.length === 0 && page.finish === undefined;
 
-/** Writes `pages` in one statement, all or nothing; returns each page's counts, in order. */
+/** One statement, all or nothing; each page's counts, in order. */
 export async function writeRewardPages(
   pool: pg.Pool,
   sql: string,
@@ -125,41 +110,34 @@ export async function writeRewardPages(
       };
     }),
   );
-  const { rows } = await pool.query<{
-    p: number;
-    inserted: number;
-    updated: number;
-    status_changes: number;
-    marked_missing: number;
-  }>(sql, [itemsJson, pagesJson, uuidArrayParameter(notMissing), eventTypes]);
+  const { rows } = await pool.query<Omit<RewardPageResult, 'unchanged'> & { p: number }>(sql, [
+    itemsJson,
+    pagesJson,
+    uuidArrayParameter(notMissing),
+    eventTypes,
+  ]);
   const byPage = new Map(rows.map((row) => [row.p, row]));
   return pages.map((page, p) => {
-    const counts = byPage.get(p);
-    const inserted = counts?.inserted ?? 0;
-    const updated = counts?.updated ?? 0;
+    const { inserted = 0, updated = 0, statusChanges = 0, markedMissing = 0 } = byPage.get(p) ?? {};
     return {
       inserted,
       updated,
       unchanged: page.given - inserted - updated,
-      statusChanges: counts?.status_changes ?? 0,
-      markedMissing: counts?.marked_missing ?? 0,
+      statusChanges,
+      markedMissing,
     };
   });
 }
 
-/** 8-4-4-4-12 hex digits: an element of PostgreSQL's array text that needs no quotes. */
 const plainUuid = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 
-/**
- * A uuid[] parameter as PostgreSQL's array text, made by one join (node-postgres's quoting
- * element by element was 5% of a sync's allocations). Other ids are left to node-postgres.
- */
+/** uuid[] as array text by one join (node-postgres's quoting was 5% of a sync's allocations). */
 export function uuidArrayParameter(ids: readonly string[]): string | readonly string[] {
   for (const id of ids) if (!plainUuid.test(id)) return ids;
   return `{${ids.join(',')}}`;
 }
 
-/** Pages of one statement share no consumer and no reward id: it cannot touch a row twice. */
+/** A statement must not touch a row twice. */
 function assertDisjoint(pages: readonly PreparedPage[]): void {
   if (pages.length < 2) return;
   const consumers = new Set<string>();

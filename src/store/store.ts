@@ -1,14 +1,11 @@
-/**
- * The datastore: one pg pool bound to the operations of each table family (consumers.ts,
- * rewards.ts). The schema name, the only identifier in the SQL text, is quoted once here.
- */
+/** One pg pool bound to each table family's operations; the schema is quoted once here. */
 import pg from 'pg';
 import type { Logger } from '../ops/logger.js';
-import * as consumers from './consumers.js';
+import { consumerQueries } from './consumers.js';
 import { assertSchemaName, quoteIdentifier } from './identifier.js';
 import { defaultWriterLimits, RewardWriter } from './reward-writer.js';
 import type { FinishSync, RewardPageResult, WriteRewardPageInput } from './rewards.js';
-import { type ConsumerRow, type RewardEventType, rewardEventTypes } from './types.js';
+import { type RewardEventType, rewardEventTypes } from './types.js';
 
 export type { FinishSync } from './rewards.js';
 export {
@@ -29,35 +26,17 @@ export interface StoreConfig {
   poolSize: number;
 }
 
-export interface Store {
-  readonly pool: pg.Pool;
-  readonly schema: string;
-  /** Reward write statements run and the pages they wrote (see reward-writer.ts). */
-  readonly writes: RewardWriter['totals'];
-  /** One API page, its events and, given `finish`, the end of its sync, in one statement. */
-  writeRewardPage(input: WriteRewardPageInput): Promise<RewardPageResult>;
-  recordEnrollment(input: consumers.RecordEnrollmentInput): Promise<void>;
-  recordConsumerError(input: consumers.RecordConsumerErrorInput): Promise<void>;
-  markNotEnrolled(input: { consumerId: string; at: Date }): Promise<void>;
-  /** The end of a sync without a page: marks rewards missing and sets last_synced_at. */
-  finishSync(input: { consumerId: string } & FinishSync): Promise<{ markedMissing: number }>;
-  getConsumer(consumerId: string): Promise<ConsumerRow | undefined>;
-  listEnrolledConsumerIds(input: { after: string | null; limit: number }): Promise<string[]>;
-  countReconcilableConsumers(): Promise<number>;
-  /** `select 1`, for readiness checks. */
-  ping(): Promise<void>;
-  close(): Promise<void>;
-}
+export type Store = ReturnType<typeof createStore>;
 
 export interface StoreOptions {
   logger?: Logger;
-  /** The syncs the process runs at once (`syncsInFlight`): sizes reward-writer.ts's batches. */
+  /** `syncsInFlight`: sizes reward-writer.ts's batches. */
   writers?: number;
-  /** The reward events every write records (EVENT_TYPES); default all, empty none. */
+  /** EVENT_TYPES; default all. */
   eventTypes?: readonly RewardEventType[];
 }
 
-export function createStore(config: StoreConfig, options: StoreOptions = {}): Store {
+export function createStore(config: StoreConfig, options: StoreOptions = {}) {
   const schema = assertSchemaName(config.schema);
   const s = quoteIdentifier(schema);
   const pool = new pg.Pool({
@@ -65,8 +44,7 @@ export function createStore(config: StoreConfig, options: StoreOptions = {}): St
     max: config.poolSize,
     application_name: 'perks-worker',
     connectionTimeoutMillis: 10_000,
-    // No startup `options` (`-c jit=off`): PgBouncer refuses them. JIT is off where it was
-    // paid, in write_reward_pages' SET clauses.
+    // No startup `options` (`-c jit=off`): PgBouncer refuses them.
   });
   // Unhandled, a dropped idle connection's 'error' would crash the process.
   pool.on('error', (error) => {
@@ -83,11 +61,16 @@ export function createStore(config: StoreConfig, options: StoreOptions = {}): St
     pool,
     schema,
     writes: writer.totals,
-    writeRewardPage: (input) => writer.write(input),
-    recordEnrollment: (input) => consumers.recordEnrollment(pool, s, input),
-    recordConsumerError: (input) => consumers.recordConsumerError(pool, s, input),
-    markNotEnrolled: (input) => consumers.markNotEnrolled(pool, s, input),
-    finishSync: async ({ consumerId, missing, at }) => {
+    /** One API page, its events and, given `finish`, the end of its sync, in one statement. */
+    writeRewardPage: (input: WriteRewardPageInput): Promise<RewardPageResult> =>
+      writer.write(input),
+    ...consumerQueries(pool, s),
+    /** The end of a sync without a page: marks rewards missing and sets last_synced_at. */
+    finishSync: async ({
+      consumerId,
+      missing,
+      at,
+    }: { consumerId: string } & FinishSync): Promise<{ markedMissing: number }> => {
       const { markedMissing } = await writer.write({
         consumerId,
         rewards: [],
@@ -96,10 +79,7 @@ export function createStore(config: StoreConfig, options: StoreOptions = {}): St
       });
       return { markedMissing };
     },
-    getConsumer: (consumerId) => consumers.getConsumer(pool, s, consumerId),
-    listEnrolledConsumerIds: (input) => consumers.listEnrolledConsumerIds(pool, s, input),
-    countReconcilableConsumers: () => consumers.countReconcilableConsumers(pool, s),
-    ping: async () => {
+    ping: async (): Promise<void> => {
       await pool.query('select 1');
     },
     close: () => pool.end(),

@@ -12,9 +12,7 @@ export interface DatastoreSummary {
   rewards: number;
   rewardsMissing: number;
   statusChanges: number;
-  /** Rewards per consumer_status (VALIDATION, POOLED, PAID). */
   rewardsByConsumerStatus: Record<string, number>;
-  /** Sum of amounts, exact, as a decimal string. */
   totalAmount: string;
   lastSyncedAt: Date | null;
 }

@@ -1,8 +1,4 @@
-/**
- * The store's input and output types. RewardRecord is the shared contract with the Perks
- * client: the client's parsed `Reward` is assignable to it, so the store never imports
- * src/perks (it knows SQL, not HTTP).
- */
+/** The store's types. The Perks client's `Reward` is assignable to RewardRecord. */
 
 /** The changes of a reward recorded in reward_events (EVENT_TYPES picks among them). */
 export const rewardEventTypes = [
@@ -14,45 +10,39 @@ export const rewardEventTypes = [
 export type RewardEventType = (typeof rewardEventTypes)[number];
 
 export interface RewardRecord {
-  /** uuid, lower-cased as received. */
   id: string;
-  /** Canonical decimal string ("12.50", "0.5", "-3"); never a JS number. Stored as numeric. */
+  /** Decimal string ("12.50", "-3"), never a JS number. */
   amount: string;
-  /** RFC 3339 UTC with Z, as received. */
   createdAt: string;
   /** Open set: 'CASHBACK' | 'GIFT' | ... */
   type: string;
   /** Open set: 'VALIDATED' | 'PAID_IN' | 'PAID_OUT' | ... */
   status: string;
-  /** 'VALIDATION' | 'POOLED' | 'PAID' */
   consumerStatus: string;
   transaction: { externalId: string; executedAt: string } | null;
   brand: { name: string | null; logo?: string | null };
-  /** The item as received, stored as raw jsonb; the columns are read from it: the fields above must be its parse. */
+  /** The item as received; the columns are read from it, so the fields above are its parse. */
   raw: Record<string, unknown>;
 }
 
-/** What one writeRewardPage did; inserted + updated + unchanged = rewards given. */
+/** inserted + updated + unchanged = rewards given. */
 export interface RewardPageWrite {
-  /** Rewards seen for the first time. */
   inserted: number;
-  /** Stored rewards whose content changed, or that came back after being marked missing. */
+  /** Content changed, or back after being missing. */
   updated: number;
-  /** Rewards not changed (or only last_seen_at), stale observations and duplicate ids. */
+  /** Also stale observations and duplicate ids. */
   unchanged: number;
-  /** Rows added to reward_status_changes. */
   statusChanges: number;
 }
 
 export type EnrollmentOutcome = 'created' | 'already_enrolled';
 
-/** A row of <schema>.consumers. */
 export interface ConsumerRow {
   consumerId: string;
   userId: string | null;
   enrolledAt: Date | null;
   enrollmentOutcome: EnrollmentOutcome | null;
-  /** Null when unknown (the consumer was not enrolled by this worker). */
+  /** Null when not enrolled by this worker. */
   extraConsents: string[] | null;
   removedConsents: string[] | null;
   lastSyncedAt: Date | null;

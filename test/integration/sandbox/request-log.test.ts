@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RequestLog } from '../../../src/sandbox/request-log.js';
+import { RequestLog } from '../../../src/sandbox/state.js';
 
 const entry = (n: number) => ({ method: 'GET', path: `/p/${n}`, status: 200, at: 'now' });
 
