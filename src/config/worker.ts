@@ -15,9 +15,9 @@ export const workerVariables = {
   PERKS_RECONCILE_CRON: variable({
     group: 'worker',
     key: 'reconcileCron',
-    schema: z
-      .string()
-      .regex(/^(\S+\s+){4,5}\S+$/, { error: 'must be a cron expression of 5 or 6 fields' }),
+    schema: z.string().regex(/^(off|(\S+\s+){4,5}\S+)$/, {
+      error: 'must be a cron expression of 5 or 6 fields, or off',
+    }),
     default: '0 3 * * *',
     example: '0 3 * * *',
     description: 'When the reconciliation re-syncs every enrolled consumer (cron, UTC).',
@@ -168,9 +168,7 @@ export const workerVariables = {
   OTEL_SERVICE_NAME: variable({
     group: 'worker',
     key: 'otelServiceName',
-    // Optional in the type so that configs built in code need not name it; read from the
-    // environment, it always has a value (the default).
-    schema: z.string().max(255, { error: 'must be at most 255 characters' }).optional(),
+    schema: z.string().max(255, { error: 'must be at most 255 characters' }),
     default: 'perks-worker',
     example: 'perks-worker',
     description:

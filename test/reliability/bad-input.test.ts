@@ -119,8 +119,7 @@ describe('API bodies that are not what they should be', () => {
   it('200s that are not JSON or have the wrong shape, on every route: retried, nothing written from them', async () => {
     harness = await startHarness({
       sandbox: { seed: 62 },
-      perks: { retryAttempts: 2 },
-      worker: { jobAttempts: 10, jobBackoffMs: 50 },
+      env: { PERKS_RETRY_ATTEMPTS: '2', JOB_ATTEMPTS: '10', JOB_BACKOFF_MS: '50' },
     });
     const h = harness;
     const inject = h.sandbox.faults.inject.bind(h.sandbox.faults);
@@ -161,7 +160,7 @@ describe('API bodies that are not what they should be', () => {
   }, 60_000);
 
   it('an oversized body (over 8 MB) is cut off unread: the sync fails, nothing written, others go on', async () => {
-    harness = await startHarness({ sandbox: { seed: 63 }, worker: { jobAttempts: 2 } });
+    harness = await startHarness({ sandbox: { seed: 63 }, env: { JOB_ATTEMPTS: '2' } });
     const h = harness;
     h.sandbox.state.addConsumer('huge', { rewards: 3 });
     h.sandbox.state.addRewardItems('huge', [
