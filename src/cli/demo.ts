@@ -13,7 +13,7 @@ import { startPerksWorker } from '../app.js';
 import { configGroups, loadConfig, redactUrl as redact } from '../config.js';
 import type { JobContext } from '../jobs/context.js';
 import { createLogger } from '../ops/logger.js';
-import { createRedisConnection, deletePrefix } from '../queues/connection.js';
+import { connected, createRedisConnection, deletePrefix } from '../queues/connection.js';
 import { deriveConsumerId } from '../queues/consumer-id.js';
 import { failedJobs, lastReconciliation, queueCounts } from '../queues/inspect.js';
 import { enqueueEnrollment, startReconciliation } from '../queues/producer.js';
@@ -53,7 +53,9 @@ export async function run(given: DemoOptions | readonly string[]): Promise<numbe
   // Its queues, and the shared access token, which belongs to the previous run's sandbox (a
   // new sandbox signs with a new key, so that token would be refused with a 401).
   const redis = createRedisConnection(base.redis, 'producer', logger);
-  await deletePrefix(redis, prefix).finally(() => redis.disconnect());
+  await connected(redis)
+    .then(() => deletePrefix(redis, prefix))
+    .finally(() => redis.disconnect());
   const migrated = await migrate({
     databaseUrl: base.database.directUrl ?? base.database.url,
     schema,
