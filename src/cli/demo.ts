@@ -1,13 +1,9 @@
 /**
- * `perks-worker demo`: the whole job against an in-process sandbox, on the local Redis and
- * PostgreSQL, with no credentials: migrate, enroll a batch of customers, sync their rewards,
- * change some statuses upstream and reconcile, then print what Postgres holds. It writes to
- * its own schema (<DATABASE_SCHEMA>_demo) and queue prefix (<QUEUE_PREFIX>-demo), reset at
- * each run, and runs the worker `work` runs, with its ops server on a free port and no
- * intake, webhooks or schedule.
+ * `perks-worker demo`: the worker `work` runs, against an in-process sandbox, on the local Redis
+ * and PostgreSQL, in its own schema (<DATABASE_SCHEMA>_demo) and queue prefix
+ * (<QUEUE_PREFIX>-demo), both reset at each run. It ends with a summary read from Postgres.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { startPerksWorker } from '../app.js';
 import { configGroups, loadConfig, redactUrl as redact } from '../config.js';
@@ -20,6 +16,8 @@ import { enqueueEnrollment, startReconciliation } from '../queues/producer.js';
 import { type Sandbox, startSandbox } from '../sandbox/index.js';
 import { migrate } from '../store/migrate.js';
 import { consumerFailures, readSummary } from '../store/summary.js';
+import { type CommandSpec, parseCommandArgs, wholeNumberOption } from './command.js';
+import { demoUserIds, differences, moveStatuses, seedUpstream } from './demo-upstream.js';
 import { datastoreBlock, failuresBlock, reconciliationBlock } from './report.js';
 
 export interface DemoOptions {
@@ -36,9 +34,10 @@ const demoConsumerIdKey = 'perks-worker-demo-key-not-for-production';
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
 
-// `| readonly string[]`: until the commander CLI (index.ts) passes typed options.
 export async function run(given: DemoOptions | readonly string[]): Promise<number> {
-  const { customers = 200, seed = 7, verbose } = isArgv(given) ? fromArgv(given) : given;
+  const options = isArgv(given) ? fromArgv(given) : given;
+  if (!options) return 0;
+  const { customers = 200, seed = 7, verbose } = options;
   const base = loadConfig(['redis', 'database', 'log']);
   // The worker's own lines (retries, pages) would drown the progress: shown with --verbose.
   const logger = createLogger({ ...base.log, level: verbose ? base.log.level : 'error' });
@@ -96,7 +95,6 @@ function demoEnvironment(sandbox: Sandbox, schema: string, prefix: string) {
   return {
     ...process.env,
     PERKS_BASE_URL: sandbox.baseUrl,
-    PERKS_INSECURE_HTTP: '',
     PERKS_CLIENT_ID: sandbox.clientId,
     PERKS_CLIENT_SECRET: sandbox.clientSecret,
     PERKS_API_VERSION: '',
@@ -112,7 +110,6 @@ function demoEnvironment(sandbox: Sandbox, schema: string, prefix: string) {
     JOB_BACKOFF_MS: '200',
     PORT: '0',
     OPS_HOST: '127.0.0.1',
-    DASHBOARD_PASSWORD: '',
     OTEL_EXPORTER_OTLP_ENDPOINT: '',
     INTAKE_TOKEN: '',
     OUTBOX: 'off',
@@ -164,113 +161,28 @@ async function enrollReconcileAndReport(
     say(line);
 }
 
+// TRANSITIONAL, delete at integration: today's index.ts passes argv; commander passes options.
 const isArgv = (given: object): given is readonly string[] => Array.isArray(given);
-
-function fromArgv(argv: readonly string[]): DemoOptions {
-  const { values } = parseArgs({
-    args: [...argv],
+function fromArgv(argv: readonly string[]): DemoOptions | undefined {
+  const spec = {
+    name: 'demo',
+    config: ['redis', 'database', 'log'],
+    summary: '',
     options: {
       customers: { type: 'string' },
       seed: { type: 'string' },
       verbose: { type: 'boolean', short: 'v' },
     },
-  });
+    help: [],
+  } satisfies CommandSpec;
+  const args = parseCommandArgs(spec, argv);
+  if (!args) return undefined;
+  const { customers, seed, verbose } = args.values;
   return {
-    ...(values.customers ? { customers: Number(values.customers) } : {}),
-    ...(values.seed ? { seed: Number(values.seed) } : {}),
-    ...(values.verbose ? { verbose: true } : {}),
+    customers: wholeNumberOption(spec, customers, '--customers', 1, 100_000) ?? 200,
+    seed: wholeNumberOption(spec, seed, '--seed', 1, 1_000_000) ?? 7,
+    verbose: verbose === true,
   };
-}
-
-/** Customer ids as a client's systems have them: some are valid consumer ids, some are not. */
-function demoUserIds(count: number): string[] {
-  return Array.from({ length: count }, (_, i) =>
-    i % 3 === 0 ? `customer-${String(i + 1).padStart(5, '0')}` : `user${i + 1}@example.com`,
-  );
-}
-
-/**
- * Upstream before the worker runs: each customer has rewards waiting (the sandbox shows them
- * once enrolled); one in twenty is already enrolled (409); one has 2,500 rewards (3 pages).
- */
-function seedUpstream(sandbox: Sandbox, consumerIds: readonly string[]): void {
-  consumerIds.forEach((id, i) => {
-    const rewards = i === 1 ? 2500 : (i * 37) % 60;
-    sandbox.state.addConsumer(id, { enrolled: i % 20 === 5, rewards });
-  });
-  const [first, second] = consumerIds;
-  if (first) {
-    sandbox.faults.inject({
-      route: 'enroll',
-      consumerId: first,
-      count: 1,
-      kind: 'delay',
-      delayMs: 3500,
-      applyWrite: true,
-    });
-  }
-  if (second) {
-    sandbox.faults.inject({ route: 'listRewards', consumerId: second, count: 1, kind: 'html502' });
-  }
-  sandbox.faults.inject({ route: 'listRewards', count: 2, kind: 'status', status: 500 });
-  sandbox.faults.inject({
-    route: 'listRewards',
-    count: 1,
-    kind: 'throttle429',
-    retryAfterSeconds: 2,
-  });
-}
-
-/**
- * Moves about a fifth of the VALIDATED rewards to PAID_IN and removes a few, upstream. A
- * reward can be both moved and removed: the re-sync never sees its new status.
- */
-function moveStatuses(
-  sandbox: Sandbox,
-  consumerIds: readonly string[],
-): { moved: number; removed: number; movedAndRemoved: number } {
-  const moved = new Set<string>();
-  for (const id of consumerIds) {
-    const rewards = sandbox.state.rewardsOf(id) as { id: string; status: string }[];
-    for (const [i, reward] of rewards.entries()) {
-      if (reward.status === 'VALIDATED' && i % 5 === 0) {
-        sandbox.state.setRewardStatus(id, reward.id, 'PAID_IN');
-        moved.add(reward.id);
-      }
-    }
-  }
-  let removed = 0;
-  let movedAndRemoved = 0;
-  for (const id of consumerIds.slice(2, 5)) {
-    const [reward] = sandbox.state.rewardsOf(id) as { id: string }[];
-    if (!reward) continue;
-    sandbox.state.removeReward(id, reward.id);
-    removed += 1;
-    if (moved.has(reward.id)) movedAndRemoved += 1;
-  }
-  return { moved: moved.size, removed, movedAndRemoved };
-}
-
-/** Why the datastore's figures and upstream's differ, in this demo by design. */
-function differences(
-  upstream: { moved: number; movedAndRemoved: number; created: number },
-  datastore: { statusChanges: number; enrolledCreated: number },
-): string[] {
-  const lines: string[] = [];
-  if (upstream.movedAndRemoved > 0) {
-    lines.push(
-      `  - ${upstream.moved} rewards moved upstream, ${datastore.statusChanges} status changes recorded: ${upstream.movedAndRemoved} moved reward(s) were also removed before the re-sync read them, so they show as missing upstream, not as a change.`,
-    );
-  }
-  const lateCreates = upstream.created - datastore.enrolledCreated;
-  if (lateCreates > 0) {
-    lines.push(
-      `  - upstream created ${upstream.created} consumers, the datastore says ${datastore.enrolledCreated} created: ${lateCreates} POST /perks/consumers timed out after the API had applied it; the retry got 409, which counts as success, so the consumer is recorded as already enrolled.`,
-    );
-  }
-  return lines.length > 0
-    ? ['two honest differences between upstream and the datastore:', ...lines]
-    : [];
 }
 
 /** Prints progress until no job is waiting, delayed or running (and the reconciliation, if any, ended). */
@@ -292,24 +204,23 @@ async function waitUntilDrained(ctx: JobContext, reconciliationJobId?: string): 
     if (tty) process.stdout.write(`\r${line}`);
     else if (line !== lastLine) say(line);
     lastLine = line;
-    const reconciling = reconciliationJobId
-      ? !(await ctx.queues.reconciliation.getJob(reconciliationJobId).then((j) => j?.finishedOn))
-      : false;
-    if (pending === 0 && !reconciling) break;
+    const reconciliation = reconciliationJobId
+      ? await ctx.queues.reconciliation.getJob(reconciliationJobId)
+      : undefined;
+    if (pending === 0 && (!reconciliationJobId || reconciliation?.finishedOn)) break;
   }
   if (tty) process.stdout.write('\n');
 }
 
 async function resetSchema(databaseUrl: string, schema: string): Promise<void> {
   const client = new pg.Client({ connectionString: databaseUrl });
-  try {
-    await client.connect();
-  } catch {
-    return; // the database does not exist yet: migrate creates it
-  }
-  try {
-    await client.query(`drop schema if exists "${schema}" cascade`);
-  } finally {
-    await client.end();
-  }
+  // A database that does not exist yet has no schema to drop: migrate creates it.
+  if (
+    !(await client.connect().then(
+      () => true,
+      () => false,
+    ))
+  )
+    return;
+  await client.query(`drop schema if exists "${schema}" cascade`).finally(() => client.end());
 }

@@ -125,6 +125,8 @@ describe('API bodies that are not what they should be', () => {
     const inject = h.sandbox.faults.inject.bind(h.sandbox.faults);
     inject({ route: 'token', count: 1, kind: 'malformed', body: 'not-json' });
     inject({ route: 'token', count: 1, kind: 'malformed', body: 'wrong-shape' });
+    // The token minted at start is revoked: the next mint meets the two faults.
+    h.sandbox.state.revokeTokens();
     // On 'enroll' a 2xx means the write happened (the sandbox applies it and mangles only the
     // body): the consumer is enrolled once and recorded 'created'.
     inject({
