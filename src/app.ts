@@ -63,46 +63,12 @@ export async function startPerksWorker(
   // Safe from every replica at once: migrate() holds an advisory lock and is idempotent.
   if (!options.skipMigrate) await migrateWithRetry(config.database, logger);
   // Before the runtime and the intake, whose queues get the telemetry.
-  const tracing = config.worker.otlpEndpoint
-    ? await startTracing({
-        endpoint: config.worker.otlpEndpoint,
-        serviceName: config.worker.otelServiceName,
-        logger,
-      })
-    : undefined;
+  const { otlpEndpoint: endpoint, otelServiceName: serviceName } = config.worker;
+  const tracing = endpoint ? await startTracing({ endpoint, serviceName, logger }) : undefined;
   const runtime = createRuntime(config, logger, tracing ? { telemetry: tracing.telemetry } : {});
   const { intake, server } = await listen(config, runtime, logger, tracing);
-  // Wrong credentials or a token endpoint that is down show at once (an error line, /readyz,
-  // `status`), and pause the API queues until a mint works, before any job is taken.
-  const minted = await Promise.race([
-    runtime.mintOutage.probe(),
-    ...(options.stopping ? [options.stopping.then(() => false)] : []),
-  ]);
-  const worker = startWorker(
-    runtime.ctx,
-    runtime.connection,
-    config.redis.queuePrefix,
-    config.worker,
-    tracing ? { telemetry: tracing.telemetry } : {},
-  );
-  const webhooks = startWebhooks(config, {
-    store: runtime.ctx.store,
-    connection: runtime.connection,
-    metrics: runtime.metrics,
-    logger,
-  });
-  const scheduled = registerReconcileSchedule(
-    runtime.ctx.queues,
-    runtime.connection,
-    config.redis.queuePrefix,
-    config.worker.reconcileCron,
-    logger,
-  ).catch((error: unknown) =>
-    logger.error(
-      { err: { message: String(error) } },
-      'could not register the reconciliation schedule',
-    ),
-  );
+  const { minted, worker, webhooks } = await startJobs(config, runtime, options, tracing);
+  const scheduled = scheduleReconciliation(config, runtime, logger);
   const opsPort = (server.address() as AddressInfo).port;
   logger.info(
     {
@@ -137,6 +103,56 @@ export async function startPerksWorker(
       return stopped;
     },
   };
+}
+
+/**
+ * The jobs, after one mint: wrong credentials or a token endpoint that is down show at once
+ * (an error line, /readyz, `status`) and pause the API queues until a mint works.
+ */
+async function startJobs(
+  config: Config,
+  runtime: Runtime,
+  { logger, stopping }: StartOptions,
+  tracing: Tracing | undefined,
+): Promise<{ minted: boolean; worker: RunningWorker; webhooks: Webhooks | undefined }> {
+  const minted = await Promise.race([
+    runtime.mintOutage.probe(),
+    ...(stopping ? [stopping.then(() => false)] : []),
+  ]);
+  const worker = startWorker(
+    runtime.ctx,
+    runtime.connection,
+    config.redis.queuePrefix,
+    config.worker,
+    tracing ? { telemetry: tracing.telemetry } : {},
+  );
+  const webhooks = startWebhooks(config, {
+    store: runtime.ctx.store,
+    connection: runtime.connection,
+    metrics: runtime.metrics,
+    logger,
+  });
+  return { minted, worker, webhooks };
+}
+
+/** Registers (or with `off` removes) the cron; a failure is logged, the worker runs on. */
+function scheduleReconciliation(config: Config, runtime: Runtime, logger: Logger): Promise<void> {
+  const { ctx, connection } = runtime;
+  const { queuePrefix } = config.redis;
+  return registerReconcileSchedule(
+    ctx.queues,
+    connection,
+    queuePrefix,
+    config.worker.reconcileCron,
+    logger,
+  ).then(
+    () => undefined,
+    (error: unknown) =>
+      logger.error(
+        { err: { message: String(error) } },
+        'could not register the reconciliation schedule',
+      ),
+  );
 }
 
 /**
