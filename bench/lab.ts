@@ -1,16 +1,17 @@
 /**
  * The bench's test bench: one fresh database per run (perks_bench_<pid>), and per measurement
  * a "lab": its own schema in that database, its own queue prefix, a sandbox (on its own
- * thread) and the real worker (createRuntime + startWorker) in-process, on the real Redis and
- * Postgres.
+ * thread) and the worker `work` runs (startPerksWorker) in-process, on the real Redis and
+ * Postgres, configured through the variables an operator sets.
  */
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { pino } from 'pino';
-import { loadConfig, variables, type WorkerConfig } from '../src/config.js';
-import { createRuntime, type Runtime, type RuntimeConfig } from '../src/jobs/runtime.js';
+import { type PerksWorker, startPerksWorker } from '../src/app.js';
+import { type Config, configGroups, loadConfig, type WorkerConfig } from '../src/config.js';
+import type { Runtime } from '../src/jobs/runtime.js';
 import { syncsInFlight as syncsInFlightOf } from '../src/jobs/sync-rewards-batch.js';
-import { type RunningWorker, startWorker } from '../src/jobs/worker.js';
+import type { RunningWorker } from '../src/jobs/worker.js';
 import type { Logger } from '../src/ops/logger.js';
 import { deletePrefix } from '../src/queues/connection.js';
 import type { QueueKind } from '../src/queues/names.js';
@@ -124,14 +125,10 @@ export async function dropSchema(run: BenchRun, schema: string): Promise<void> {
   await run.pool.query(`drop schema if exists ${quoteIdentifier(schema)} cascade`);
 }
 
-/**
- * The settings of a default deployment, read from config.ts's defaults (an empty
- * environment), so the bench measures what a user runs. port 0: no health server.
- */
-const defaults = loadConfig(['worker', 'database', 'events'], {});
-export const defaultWorker: WorkerConfig = { ...defaults.worker, port: 0 };
+/** The settings of a default deployment (an empty environment): what a user runs. */
+const defaults = loadConfig(['worker', 'database'], {});
+export const defaultWorker: WorkerConfig = defaults.worker;
 export const defaultPoolSize = defaults.database.poolSize;
-export const defaultConnections = Number(variables.PERKS_CONNECTIONS.default);
 
 /**
  * Consumer syncs one replica runs at once on a fan-out (config.ts), by default settings. The
@@ -143,9 +140,8 @@ export interface LabOptions {
   /** Names the schema and the queue prefix: lower-case letters, digits and _. */
   name: string;
   sandbox: SandboxOptions;
-  worker?: Partial<WorkerConfig>;
-  poolSize?: number;
-  connections?: number;
+  /** Variables over the lab's own, as an operator sets them (SYNC_CONCURRENCY=16). */
+  env?: Record<string, string>;
 }
 
 export interface Lab {
@@ -156,7 +152,7 @@ export interface Lab {
   sandbox: RemoteSandbox;
   runtime: Runtime;
   worker: RunningWorker;
-  config: RuntimeConfig;
+  config: Config;
   /** Jobs completed and failed for good, per queue, since the lab started. */
   counts: Record<QueueKind, { completed: number; failed: number }>;
   /** Resolves once `condition` holds (polled every 5 ms); rejects on a job failed for good. */
@@ -178,42 +174,34 @@ export async function startLab(run: BenchRun, options: LabOptions): Promise<Lab>
   await createSchema(run, schema);
   await deletePrefix(run.redis, prefix);
   const sandbox = await startRemoteSandbox({ seed: 1, ...options.sandbox });
-  const started: { runtime?: Runtime; worker?: RunningWorker } = {};
+  const started: { app?: PerksWorker } = {};
   const close = () =>
     closeAll([
-      async () => started.worker?.close(5000),
-      async () => started.runtime?.close(),
+      async () => started.app?.close(),
       () => sandbox.close(),
       () => deletePrefix(run.redis, prefix),
       () => dropSchema(run, schema),
     ]);
   try {
-    const config: Lab['config'] = {
-      perks: {
-        baseUrl: sandbox.baseUrl,
-        clientId: sandbox.clientId,
-        clientSecret: sandbox.clientSecret,
-        apiVersion: '2.0.0',
-        timeoutMs: 10_000,
-        retryAttempts: 4,
-        retryMaxMs: 30_000,
-        connections: options.connections ?? defaultConnections,
-      },
-      consumerIds: { key: undefined },
-      redis: { url: run.env.redisUrl, queuePrefix: prefix },
-      database: {
-        url: run.databaseUrl,
-        schema,
-        poolSize: options.poolSize ?? defaultPoolSize,
-      },
-      worker: { ...defaultWorker, ...options.worker },
+    const config = loadConfig(configGroups, {
+      PERKS_BASE_URL: sandbox.baseUrl,
+      PERKS_CLIENT_ID: sandbox.clientId,
+      PERKS_CLIENT_SECRET: sandbox.clientSecret,
+      REDIS_URL: run.env.redisUrl,
+      QUEUE_PREFIX: prefix,
+      DATABASE_URL: run.databaseUrl,
+      DATABASE_SCHEMA: schema,
       // BENCH_EVENT_TYPES (env.ts): the same runs with and without the reward events.
-      events: { ...defaults.events, types: run.env.eventTypes },
-    };
-    const runtime = createRuntime(config, benchLogger());
-    started.runtime = runtime;
-    const worker = startWorker(runtime.ctx, runtime.connection, prefix, config.worker);
-    started.worker = worker;
+      EVENT_TYPES: run.env.eventTypes.join(',') || 'none',
+      PERKS_RECONCILE_CRON: 'off',
+      OUTBOX: 'off',
+      PORT: '0',
+      OPS_HOST: '127.0.0.1',
+      ...options.env,
+    });
+    const app = await startPerksWorker(config, { logger: benchLogger(), skipMigrate: true });
+    started.app = app;
+    const { runtime, worker } = app;
     const counts: Lab['counts'] = {
       enrollment: { completed: 0, failed: 0 },
       rewardSync: { completed: 0, failed: 0 },

@@ -96,8 +96,7 @@ async function measure(
       rewardsPerConsumer: rewardsPerRequest,
       latencyMs: latency,
     },
-    worker: { syncConcurrency: jobs },
-    connections,
+    env: { SYNC_CONCURRENCY: String(jobs), PERKS_CONNECTIONS: String(connections) },
   });
   try {
     const ids = await consumerIdsOf(lab.sandbox);

@@ -1,10 +1,7 @@
 /**
- * Environment -> typed, validated configuration. The only module that reads `process.env`.
- *
- * The variables are declared once, in config/variables.ts; the typed config below is derived
- * from those declarations (each variable's `group` and `key`), so adding a variable is one
- * entry there. Commands ask only for the groups they use, so `migrate` needs no API
- * credentials.
+ * Environment -> typed, validated configuration; the only module that reads `process.env`.
+ * The typed config is derived from the declarations in config/variables.ts (each variable's
+ * `group` and `key`). Commands ask only for the groups they use: `migrate` needs no API key.
  */
 import { readFileSync } from 'node:fs';
 import { isIPv4 } from 'node:net';
@@ -35,22 +32,19 @@ type GroupValues<G extends ConfigGroup> = {
 export type PerksConfig = Omit<GroupValues<'perks'>, 'clientSecret' | 'clientSecretFile'> & {
   clientSecret: string;
 };
-export type ConsumerIdConfig = GroupValues<'consumerIds'>;
 export type RedisConfig = GroupValues<'redis'>;
 export type DatabaseConfig = GroupValues<'database'>;
 export type WorkerConfig = GroupValues<'worker'>;
-export type IntakeConfig = GroupValues<'intake'>;
-export type EventsConfig = GroupValues<'events'>;
 export type LogConfig = GroupValues<'log'>;
 
 export interface Config {
   perks: PerksConfig;
-  consumerIds: ConsumerIdConfig;
+  consumerIds: GroupValues<'consumerIds'>;
   redis: RedisConfig;
   database: DatabaseConfig;
   worker: WorkerConfig;
-  intake: IntakeConfig;
-  events: EventsConfig;
+  intake: GroupValues<'intake'>;
+  events: GroupValues<'events'>;
   log: LogConfig;
 }
 
@@ -80,11 +74,9 @@ export function loadConfig<G extends ConfigGroup>(
   groups: readonly G[],
   env: Env = process.env,
 ): Pick<Config, G> {
-  const wanted = new Set<ConfigGroup>(groups);
   const problems: ConfigProblem[] = [];
   const config: Partial<Record<ConfigGroup, Record<string, unknown>>> = {};
-  for (const group of wanted) config[group] = {};
-
+  for (const group of groups) config[group] = {};
   for (const [name, spec] of Object.entries(variables) as [VariableName, VariableSpec][]) {
     const values = config[spec.group];
     if (!values) continue;
@@ -102,63 +94,68 @@ export function loadConfig<G extends ConfigGroup>(
       example: spec.example,
     });
   }
-
-  const perks = config.perks;
-  if (
-    perks &&
-    typeof perks.baseUrl === 'string' &&
-    !perks.insecureHttp &&
-    insecure(perks.baseUrl)
-  ) {
-    problems.push({
-      variable: 'PERKS_BASE_URL',
-      problem: `is invalid: must be https:// (plain http would send the client secret in clear; it is accepted for a loopback host, or with PERKS_INSECURE_HTTP=allow), got ${JSON.stringify(redactUrl(perks.baseUrl))}`,
-      example: variables.PERKS_BASE_URL.example,
-    });
-  }
-  const events = config.events;
-  if (events && typeof events.webhookUrl === 'string' && insecure(events.webhookUrl)) {
-    problems.push({
-      variable: 'WEBHOOK_URL',
-      problem: `is invalid: must be https:// unless its host is loopback (events would travel in clear), got ${JSON.stringify(redactUrl(events.webhookUrl))}`,
-      example: variables.WEBHOOK_URL.example,
-    });
-  }
-  const redis = config.redis;
-  if (
-    redis &&
-    Array.isArray(redis.clusterNodes) &&
-    typeof redis.queuePrefix === 'string' &&
-    !/^\{[^{}]+\}/.test(redis.queuePrefix)
-  ) {
-    problems.push({
-      variable: 'QUEUE_PREFIX',
-      problem: `is invalid: with REDIS_CLUSTER_NODES it must start with a hash tag such as {perks}, so that every key of a queue lands in one slot (BullMQ's scripts touch several keys at once), got ${JSON.stringify(redis.queuePrefix)}`,
-      example: '{perks}',
-    });
-  }
-  const named = new Set(problems.map((p) => p.variable));
-  if (
-    events &&
-    !named.has('WEBHOOK_URL') &&
-    !named.has('WEBHOOK_SECRET') &&
-    (events.webhookUrl === undefined) !== (events.webhookSecret === undefined)
-  ) {
-    const [set, unset] = events.webhookUrl
-      ? ['WEBHOOK_URL', 'WEBHOOK_SECRET']
-      : ['WEBHOOK_SECRET', 'WEBHOOK_URL'];
-    problems.push({
-      variable: unset,
-      problem: `is not set, and ${set} is: webhooks need both`,
-      example: variables[unset as 'WEBHOOK_URL'].example,
-    });
-  }
-  if (perks) {
-    perks.clientSecret = resolveClientSecret(env, perks, problems) ?? '';
-    delete perks.clientSecretFile;
+  problems.push(...combinationProblems(config, problems));
+  if (config.perks) {
+    config.perks.clientSecret = resolveClientSecret(env, config.perks, problems) ?? '';
+    delete config.perks.clientSecretFile;
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return config as Pick<Config, G>;
+}
+
+/** The rules that involve more than one variable, for the variables that parsed. */
+function combinationProblems(
+  { perks, events, redis }: Partial<Record<ConfigGroup, Record<string, unknown>>>,
+  found: readonly ConfigProblem[],
+): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  const invalid = (variable: VariableName, problem: string, got: string, example?: string) =>
+    problems.push({
+      variable,
+      problem: `is invalid: ${problem}, got ${JSON.stringify(redactUrl(got))}`,
+      example: example ?? variables[variable].example,
+    });
+  if (typeof perks?.baseUrl === 'string' && !perks.insecureHttp && insecure(perks.baseUrl)) {
+    invalid(
+      'PERKS_BASE_URL',
+      'must be https:// (plain http would send the client secret in clear; it is accepted for a loopback host, or with PERKS_INSECURE_HTTP=allow)',
+      perks.baseUrl,
+    );
+  }
+  if (typeof events?.webhookUrl === 'string' && insecure(events.webhookUrl)) {
+    invalid(
+      'WEBHOOK_URL',
+      'must be https:// unless its host is loopback (events would travel in clear)',
+      events.webhookUrl,
+    );
+  }
+  const prefix = redis?.queuePrefix;
+  if (
+    Array.isArray(redis?.clusterNodes) &&
+    typeof prefix === 'string' &&
+    !/^\{[^{}]+\}/.test(prefix)
+  ) {
+    invalid(
+      'QUEUE_PREFIX',
+      "with REDIS_CLUSTER_NODES it must start with a hash tag such as {perks}, so that every key of a queue lands in one slot (BullMQ's scripts touch several keys at once)",
+      prefix,
+      '{perks}',
+    );
+  }
+  const named = new Set([...found, ...problems].map((p) => p.variable));
+  const webhookHalf =
+    events && (events.webhookUrl === undefined) !== (events.webhookSecret === undefined);
+  if (webhookHalf && !named.has('WEBHOOK_URL') && !named.has('WEBHOOK_SECRET')) {
+    const [set, unset] = events.webhookUrl
+      ? (['WEBHOOK_URL', 'WEBHOOK_SECRET'] as const)
+      : (['WEBHOOK_SECRET', 'WEBHOOK_URL'] as const);
+    problems.push({
+      variable: unset,
+      problem: `is not set, and ${set} is: webhooks need both`,
+      example: variables[unset].example,
+    });
+  }
+  return problems;
 }
 
 /** True for a loopback host: 127.0.0.0/8, ::1 or localhost. */

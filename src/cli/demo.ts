@@ -1,59 +1,47 @@
 /**
- * `perks-worker demo`: the whole job against an in-process sandbox, on the local Redis and
- * PostgreSQL, with no credentials. It writes to its own schema and queue prefix (reset at
- * each run), never to the production ones, and ends with a summary read back from Postgres.
+ * `perks-worker demo`: the worker `work` runs, against an in-process sandbox, on the local Redis
+ * and PostgreSQL, in its own schema (<DATABASE_SCHEMA>_demo) and queue prefix
+ * (<QUEUE_PREFIX>-demo), both reset at each run. It ends with a summary read from Postgres.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { loadConfig, redactUrl as redact } from '../config.js';
+import { startPerksWorker } from '../app.js';
+import { configGroups, loadConfig, redactUrl as redact } from '../config.js';
 import type { JobContext } from '../jobs/context.js';
-import { createRuntime, type RuntimeConfig } from '../jobs/runtime.js';
-import { startWorker } from '../jobs/worker.js';
 import { createLogger } from '../ops/logger.js';
-import { deletePrefix } from '../queues/connection.js';
+import { connected, createRedisConnection, deletePrefix } from '../queues/connection.js';
 import { deriveConsumerId } from '../queues/consumer-id.js';
 import { failedJobs, lastReconciliation, queueCounts } from '../queues/inspect.js';
 import { enqueueEnrollment, startReconciliation } from '../queues/producer.js';
-import { startSandbox } from '../sandbox/index.js';
+import { type Sandbox, startSandbox } from '../sandbox/index.js';
 import { migrate } from '../store/migrate.js';
 import { consumerFailures, readSummary } from '../store/summary.js';
 import { type CommandSpec, parseCommandArgs, wholeNumberOption } from './command.js';
+import { demoUserIds, differences, moveStatuses, seedUpstream } from './demo-upstream.js';
 import { datastoreBlock, failuresBlock, reconciliationBlock } from './report.js';
 
-const spec = {
-  name: 'demo',
-  config: ['redis', 'database', 'worker', 'events', 'log'],
-  summary:
-    'Run the whole job against a built-in sandbox: migrate, enroll a batch of customers, sync\ntheir rewards, change some statuses upstream and reconcile, then print what Postgres holds.\nNeeds only Redis and PostgreSQL (REDIS_URL, DATABASE_URL). Uses its own schema\n(<DATABASE_SCHEMA>_demo) and queue prefix (<QUEUE_PREFIX>-demo), reset at each run.',
-  options: {
-    customers: { type: 'string' },
-    seed: { type: 'string' },
-    verbose: { type: 'boolean', short: 'v' },
-  },
-  help: [
-    '--customers N          customers to enroll (default 200, 1 to 100000)',
-    '--seed N               seed of the sandbox data (default 7)',
-    '-v, --verbose          print the worker log lines (JSON) too',
-  ],
-} satisfies CommandSpec;
+export interface DemoOptions {
+  /** Customers to enroll, 1 to 100000. Default 200. */
+  customers?: number;
+  /** Seed of the sandbox data, 1 to 1000000. Default 7. */
+  seed?: number;
+  /** Print the worker's log lines (JSON) too. */
+  verbose?: boolean;
+}
 
 /** A demo-only HMAC key: the demo's consumers live in the demo's own sandbox and schema. */
 const demoConsumerIdKey = 'perks-worker-demo-key-not-for-production';
 
-export async function run(argv: readonly string[]): Promise<number> {
-  const args = parseCommandArgs(spec, argv);
-  if (!args) return 0;
-  const { values } = args;
-  const customers = wholeNumberOption(spec, values.customers, '--customers', 1, 100_000) ?? 200;
-  const seed = wholeNumberOption(spec, values.seed, '--seed', 1, 1_000_000) ?? 7;
-  const base = loadConfig(['redis', 'database', 'worker', 'events', 'log']);
-  // The worker's own lines (retries, pages) would drown the progress: shown with --verbose.
-  const logger = createLogger({
-    level: values.verbose ? base.log.level : 'error',
-    format: base.log.format,
-  });
-  const say = (line: string) => process.stdout.write(`${line}\n`);
-  const started = performance.now();
+const say = (line: string) => process.stdout.write(`${line}\n`);
 
+export async function run(given: DemoOptions | readonly string[]): Promise<number> {
+  const options = isArgv(given) ? fromArgv(given) : given;
+  if (!options) return 0;
+  const { customers = 200, seed = 7, verbose } = options;
+  const base = loadConfig(['redis', 'database', 'log']);
+  // The worker's own lines (retries, pages) would drown the progress: shown with --verbose.
+  const logger = createLogger({ ...base.log, level: verbose ? base.log.level : 'error' });
+  const started = performance.now();
   const schema = `${base.database.schema}_demo`.slice(0, 63);
   const prefix = `${base.redis.queuePrefix}-demo`;
   say(`perks-worker demo: ${customers} customers, sandbox seed ${seed}`);
@@ -61,6 +49,12 @@ export async function run(argv: readonly string[]): Promise<number> {
   say(`  redis ${redact(base.redis.url)}, queue prefix ${prefix} (reset)`);
 
   await resetSchema(base.database.url, schema);
+  // Its queues, and the shared access token, which belongs to the previous run's sandbox (a
+  // new sandbox signs with a new key, so that token would be refused with a 401).
+  const redis = createRedisConnection(base.redis, 'producer', logger);
+  await connected(redis)
+    .then(() => deletePrefix(redis, prefix))
+    .finally(() => redis.disconnect());
   const migrated = await migrate({
     databaseUrl: base.database.directUrl ?? base.database.url,
     schema,
@@ -77,185 +71,126 @@ export async function run(argv: readonly string[]): Promise<number> {
   say(
     `2. sandbox on ${sandbox.baseUrl}: ${consumerIds.length} customers with rewards waiting, ${Math.ceil(consumerIds.length / 20)} already enrolled upstream, faults armed (502 HTML, 500, text/plain 429, a POST that times out after being applied)`,
   );
-
-  const config: RuntimeConfig = {
-    perks: {
-      baseUrl: sandbox.baseUrl,
-      clientId: sandbox.clientId,
-      clientSecret: sandbox.clientSecret,
-      apiVersion: '2.0.0',
-      timeoutMs: 2000,
-      retryAttempts: 4,
-      retryMaxMs: 10_000,
-      connections: 16,
-    },
-    consumerIds: { key: demoConsumerIdKey },
-    redis: { ...base.redis, queuePrefix: prefix },
-    database: { ...base.database, schema },
-    worker: { ...base.worker, jobBackoffMs: 200, rateLimitPerSecond: undefined },
-    events: base.events,
-  };
-  const runtime = createRuntime(config, logger);
   try {
-    // Its queues, and the shared access token, which belongs to the previous run's sandbox (a
-    // new sandbox signs with a new key, so that token would be refused with a 401).
-    await deletePrefix(runtime.connection, prefix);
-    const worker = startWorker(runtime.ctx, runtime.connection, prefix, config.worker);
+    const config = loadConfig(configGroups, demoEnvironment(sandbox, schema, prefix));
+    const app = await startPerksWorker(config, { logger, skipMigrate: true });
     try {
-      for (const userId of userIds)
-        await enqueueEnrollment(runtime.ctx.queues, { userId }, demoConsumerIdKey);
-      say(
-        `3. enqueued ${userIds.length} enrollments; the worker enrolls each customer, then syncs its rewards`,
-      );
-      await waitUntilDrained(runtime.ctx, say);
-
-      const changed = moveStatuses(sandbox, consumerIds);
-      say(
-        `4. upstream: ${changed.moved} rewards moved VALIDATED -> PAID_IN, ${changed.removed} removed; reconciling every enrolled consumer, ${runtime.ctx.reconcile.consumersPerJob} to a sync job`,
-      );
-      const reconciliation = await startReconciliation(runtime.ctx.queues);
-      await waitUntilDrained(runtime.ctx, say, reconciliation.jobId);
-
-      const [summary, jobs, consumers, reconciled] = await Promise.all([
-        readSummary(runtime.ctx.store.pool, schema),
-        failedJobs(runtime.ctx.queues, 10),
-        consumerFailures(runtime.ctx.store.pool, schema, 10),
-        lastReconciliation(runtime.ctx.queues, runtime.ctx.tallies),
-      ]);
-      const upstream = sandbox.state.counters();
-      say('');
-      say(reconciliationBlock(reconciled));
-      say('');
-      say(datastoreBlock(summary));
-      say('');
-      say(failuresBlock(jobs, consumers));
-      say('');
-      say(
-        `upstream sandbox: ${upstream.enrollmentsCreated} enrollments created, ${upstream.enrollmentsConflicted} answered 409, ${upstream.tokensMinted} token(s) minted`,
-      );
-      for (const line of differences(
-        { ...changed, created: upstream.enrollmentsCreated },
-        summary,
-      )) {
-        say(line);
-      }
-      say(`elapsed: ${((performance.now() - started) / 1000).toFixed(1)} s`);
-      say(
-        `inspect it: psql ${redact(base.database.url)} -c 'select * from ${schema}.rewards limit 5'`,
-      );
+      await enrollReconcileAndReport(app.runtime.ctx, sandbox, userIds, consumerIds);
     } finally {
-      await worker.close(5000);
+      await app.close();
     }
   } finally {
-    await runtime.close();
     await sandbox.close();
   }
+  say(`elapsed: ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  say(`inspect it: psql ${redact(base.database.url)} -c 'select * from ${schema}.rewards limit 5'`);
   return 0;
 }
 
-/** Customer ids as a client's systems have them: some are valid consumer ids, some are not. */
-function demoUserIds(count: number): string[] {
-  return Array.from({ length: count }, (_, i) =>
-    i % 3 === 0 ? `customer-${String(i + 1).padStart(5, '0')}` : `user${i + 1}@example.com`,
-  );
+/**
+ * The operator's environment, pointed at the sandbox and the demo's schema and prefix, with
+ * what the demo does not need switched off as an operator would (empty = unset).
+ */
+function demoEnvironment(sandbox: Sandbox, schema: string, prefix: string) {
+  return {
+    ...process.env,
+    PERKS_BASE_URL: sandbox.baseUrl,
+    PERKS_CLIENT_ID: sandbox.clientId,
+    PERKS_CLIENT_SECRET: sandbox.clientSecret,
+    PERKS_API_VERSION: '',
+    PERKS_TIMEOUT_MS: '2000',
+    PERKS_RETRY_ATTEMPTS: '4',
+    PERKS_RETRY_MAX_MS: '10000',
+    PERKS_CONNECTIONS: '16',
+    PERKS_CONSUMER_ID_KEY: demoConsumerIdKey,
+    PERKS_RATE_LIMIT_PER_SECOND: '',
+    PERKS_RECONCILE_CRON: 'off',
+    QUEUE_PREFIX: prefix,
+    DATABASE_SCHEMA: schema,
+    JOB_BACKOFF_MS: '200',
+    PORT: '0',
+    OPS_HOST: '127.0.0.1',
+    OTEL_EXPORTER_OTLP_ENDPOINT: '',
+    INTAKE_TOKEN: '',
+    OUTBOX: 'off',
+    INTAKE_AMQP_URL: '',
+    WEBHOOK_URL: '',
+    WEBHOOK_SECRET: '',
+  };
 }
 
-type DemoSandbox = Awaited<ReturnType<typeof startSandbox>>;
-
-/**
- * Upstream before the worker runs: each customer has rewards waiting (the sandbox shows them
- * once enrolled); one in twenty is already enrolled (409); one has 2,500 rewards (3 pages).
- */
-function seedUpstream(sandbox: DemoSandbox, consumerIds: readonly string[]): void {
-  consumerIds.forEach((id, i) => {
-    const rewards = i === 1 ? 2500 : (i * 37) % 60;
-    sandbox.state.addConsumer(id, { enrolled: i % 20 === 5, rewards });
-  });
-  const [first, second] = consumerIds;
-  if (first) {
-    sandbox.faults.inject({
-      route: 'enroll',
-      consumerId: first,
-      count: 1,
-      kind: 'delay',
-      delayMs: 3500,
-      applyWrite: true,
-    });
-  }
-  if (second) {
-    sandbox.faults.inject({ route: 'listRewards', consumerId: second, count: 1, kind: 'html502' });
-  }
-  sandbox.faults.inject({ route: 'listRewards', count: 2, kind: 'status', status: 500 });
-  sandbox.faults.inject({
-    route: 'listRewards',
-    count: 1,
-    kind: 'throttle429',
-    retryAfterSeconds: 2,
-  });
-}
-
-/**
- * Moves about a fifth of the VALIDATED rewards to PAID_IN and removes a few, upstream. A
- * reward can be both moved and removed: the re-sync never sees its new status.
- */
-function moveStatuses(
-  sandbox: DemoSandbox,
+/** Steps 3 and 4, then the summary read back from Postgres and the sandbox's counters. */
+async function enrollReconcileAndReport(
+  ctx: JobContext,
+  sandbox: Sandbox,
+  userIds: readonly string[],
   consumerIds: readonly string[],
-): { moved: number; removed: number; movedAndRemoved: number } {
-  const moved = new Set<string>();
-  for (const id of consumerIds) {
-    const rewards = sandbox.state.rewardsOf(id) as { id: string; status: string }[];
-    for (const [i, reward] of rewards.entries()) {
-      if (reward.status === 'VALIDATED' && i % 5 === 0) {
-        sandbox.state.setRewardStatus(id, reward.id, 'PAID_IN');
-        moved.add(reward.id);
-      }
-    }
+): Promise<void> {
+  for (const userId of userIds) await enqueueEnrollment(ctx.queues, { userId }, demoConsumerIdKey);
+  say(
+    `3. enqueued ${userIds.length} enrollments; the worker enrolls each customer, then syncs its rewards`,
+  );
+  await waitUntilDrained(ctx);
+  const changed = moveStatuses(sandbox, consumerIds);
+  say(
+    `4. upstream: ${changed.moved} rewards moved VALIDATED -> PAID_IN, ${changed.removed} removed; reconciling every enrolled consumer, ${ctx.reconcile.consumersPerJob} to a sync job`,
+  );
+  const reconciliation = await startReconciliation(ctx.queues);
+  await waitUntilDrained(ctx, reconciliation.jobId);
+
+  const [summary, jobs, consumers, reconciled] = await Promise.all([
+    readSummary(ctx.store.pool, ctx.store.schema),
+    failedJobs(ctx.queues, 10),
+    consumerFailures(ctx.store.pool, ctx.store.schema, 10),
+    lastReconciliation(ctx.queues, ctx.tallies),
+  ]);
+  const upstream = sandbox.state.counters();
+  for (const block of [
+    reconciliationBlock(reconciled),
+    datastoreBlock(summary),
+    failuresBlock(jobs, consumers),
+  ]) {
+    say('');
+    say(block);
   }
-  let removed = 0;
-  let movedAndRemoved = 0;
-  for (const id of consumerIds.slice(2, 5)) {
-    const [reward] = sandbox.state.rewardsOf(id) as { id: string }[];
-    if (!reward) continue;
-    sandbox.state.removeReward(id, reward.id);
-    removed += 1;
-    if (moved.has(reward.id)) movedAndRemoved += 1;
-  }
-  return { moved: moved.size, removed, movedAndRemoved };
+  say('');
+  say(
+    `upstream sandbox: ${upstream.enrollmentsCreated} enrollments created, ${upstream.enrollmentsConflicted} answered 409, ${upstream.tokensMinted} token(s) minted`,
+  );
+  for (const line of differences({ ...changed, created: upstream.enrollmentsCreated }, summary))
+    say(line);
 }
 
-/** Why the datastore's figures and upstream's differ, in this demo by design. */
-function differences(
-  upstream: { moved: number; movedAndRemoved: number; created: number },
-  datastore: { statusChanges: number; enrolledCreated: number },
-): string[] {
-  const lines: string[] = [];
-  if (upstream.movedAndRemoved > 0) {
-    lines.push(
-      `  - ${upstream.moved} rewards moved upstream, ${datastore.statusChanges} status changes recorded: ${upstream.movedAndRemoved} moved reward(s) were also removed before the re-sync read them, so they show as missing upstream, not as a change.`,
-    );
-  }
-  const lateCreates = upstream.created - datastore.enrolledCreated;
-  if (lateCreates > 0) {
-    lines.push(
-      `  - upstream created ${upstream.created} consumers, the datastore says ${datastore.enrolledCreated} created: ${lateCreates} POST /perks/consumers timed out after the API had applied it; the retry got 409, which counts as success, so the consumer is recorded as already enrolled.`,
-    );
-  }
-  return lines.length > 0
-    ? ['two honest differences between upstream and the datastore:', ...lines]
-    : [];
+// TRANSITIONAL, delete at integration: today's index.ts passes argv; commander passes options.
+const isArgv = (given: object): given is readonly string[] => Array.isArray(given);
+function fromArgv(argv: readonly string[]): DemoOptions | undefined {
+  const spec = {
+    name: 'demo',
+    config: ['redis', 'database', 'log'],
+    summary: '',
+    options: {
+      customers: { type: 'string' },
+      seed: { type: 'string' },
+      verbose: { type: 'boolean', short: 'v' },
+    },
+    help: [],
+  } satisfies CommandSpec;
+  const args = parseCommandArgs(spec, argv);
+  if (!args) return undefined;
+  const { customers, seed, verbose } = args.values;
+  return {
+    customers: wholeNumberOption(spec, customers, '--customers', 1, 100_000) ?? 200,
+    seed: wholeNumberOption(spec, seed, '--seed', 1, 1_000_000) ?? 7,
+    verbose: verbose === true,
+  };
 }
 
 /** Prints progress until no job is waiting, delayed or running (and the reconciliation, if any, ended). */
-async function waitUntilDrained(
-  ctx: JobContext,
-  say: (line: string) => void,
-  reconciliationJobId?: string,
-): Promise<void> {
+async function waitUntilDrained(ctx: JobContext, reconciliationJobId?: string): Promise<void> {
   const tty = process.stdout.isTTY;
   let lastLine = '';
   for (;;) {
-    await new Promise((r) => setTimeout(r, 300));
+    await sleep(300);
     const counts = await queueCounts(ctx.queues);
     const pending = Object.values(counts).reduce(
       (n, c) => n + c.wait + c.prioritized + c.active + c.delayed,
@@ -269,24 +204,23 @@ async function waitUntilDrained(
     if (tty) process.stdout.write(`\r${line}`);
     else if (line !== lastLine) say(line);
     lastLine = line;
-    const reconciling = reconciliationJobId
-      ? !(await ctx.queues.reconciliation.getJob(reconciliationJobId).then((j) => j?.finishedOn))
-      : false;
-    if (pending === 0 && !reconciling) break;
+    const reconciliation = reconciliationJobId
+      ? await ctx.queues.reconciliation.getJob(reconciliationJobId)
+      : undefined;
+    if (pending === 0 && (!reconciliationJobId || reconciliation?.finishedOn)) break;
   }
   if (tty) process.stdout.write('\n');
 }
 
 async function resetSchema(databaseUrl: string, schema: string): Promise<void> {
   const client = new pg.Client({ connectionString: databaseUrl });
-  try {
-    await client.connect();
-  } catch {
-    return; // the database does not exist yet: migrate creates it
-  }
-  try {
-    await client.query(`drop schema if exists "${schema}" cascade`);
-  } finally {
-    await client.end();
-  }
+  // A database that does not exist yet has no schema to drop: migrate creates it.
+  if (
+    !(await client.connect().then(
+      () => true,
+      () => false,
+    ))
+  )
+    return;
+  await client.query(`drop schema if exists "${schema}" cascade`).finally(() => client.end());
 }

@@ -52,7 +52,6 @@ export const apiVariables = {
     key: 'apiVersion',
     schema: z.string().regex(/^\d+\.\d+\.\d+$/, { error: 'must look like 2.0.0' }),
     default: '2.0.0',
-    example: '2.0.0',
     description: 'Value of the mandatory `x-api-version` header.',
   }),
   PERKS_TIMEOUT_MS: variable({
@@ -60,7 +59,6 @@ export const apiVariables = {
     key: 'timeoutMs',
     schema: wholeNumber(100, 600_000),
     default: '10000',
-    example: '10000',
     description: 'Timeout of one HTTP request to the API, in milliseconds (100 to 600000).',
   }),
   PERKS_RETRY_ATTEMPTS: variable({
@@ -68,7 +66,6 @@ export const apiVariables = {
     key: 'retryAttempts',
     schema: wholeNumber(1, 20),
     default: '4',
-    example: '4',
     description:
       'Attempts of one idempotent API call on 500/502/503/504 and transport errors, inside a job (exponential backoff with jitter).',
   }),
@@ -77,7 +74,6 @@ export const apiVariables = {
     key: 'retryMaxMs',
     schema: wholeNumber(0, 3_600_000),
     default: '30000',
-    example: '30000',
     description: 'Upper bound on the time one API call spends retrying, in milliseconds.',
   }),
   PERKS_CONNECTIONS: variable({
@@ -85,7 +81,6 @@ export const apiVariables = {
     key: 'connections',
     schema: wholeNumber(1, 1024),
     default: '32',
-    example: '32',
     description:
       'Keep-alive connections to the API per process: at most this many requests at once. At least `ENROLL_CONCURRENCY` + `SYNC_CONCURRENCY` lets no job wait for a connection; fewer caps the API concurrency.',
   }),

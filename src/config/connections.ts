@@ -8,7 +8,6 @@ export const connectionVariables = {
     key: 'url',
     schema: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }),
     default: 'redis://127.0.0.1:6379',
-    example: 'redis://127.0.0.1:6379',
     description: 'Redis holding the BullMQ queues (`redis://` or `rediss://`).',
   }),
   REDIS_CLUSTER_NODES: variable({
@@ -47,7 +46,6 @@ export const connectionVariables = {
       .string()
       .regex(/^[{}A-Za-z0-9_.-]{1,64}$/, { error: 'must be 1 to 64 of A-Z a-z 0-9 _ . - { }' }),
     default: 'perks',
-    example: 'perks',
     description: 'Prefix of every queue key. Wrap it in braces (`{perks}`) for Redis Cluster.',
   }),
   DATABASE_URL: variable({
@@ -55,7 +53,6 @@ export const connectionVariables = {
     key: 'url',
     schema: z.url({ protocol: /^postgres(ql)?$/, error: 'must be a postgres:// URL' }),
     default: 'postgres://postgres@127.0.0.1:5432/perks',
-    example: 'postgres://postgres@127.0.0.1:5432/perks',
     description:
       'PostgreSQL datastore the rewards are written to (created by `migrate` if missing).',
   }),
@@ -74,7 +71,6 @@ export const connectionVariables = {
       .string()
       .regex(/^[a-z_][a-z0-9_]{0,62}$/, { error: 'must be a lower-case SQL identifier' }),
     default: 'perks',
-    example: 'perks',
     description: 'Schema holding the perks tables.',
   }),
   DATABASE_POOL_SIZE: variable({
@@ -82,7 +78,6 @@ export const connectionVariables = {
     key: 'poolSize',
     schema: wholeNumber(1, 200),
     default: '10',
-    example: '10',
     description: 'Connections in the PostgreSQL pool of one process (1 to 200).',
   }),
 } as const;

@@ -31,7 +31,7 @@ export interface VariableSpec<
   schema: S;
   /** As written in the environment. Absent: required, unless the schema accepts undefined. */
   default?: string;
-  /** Shown in error messages and the README. Never a real secret. */
+  /** Shown in error messages. Never a real secret. Given to `variable()`: default `default`. */
   example: string;
   /** Markdown, for the README table. */
   description: string;
@@ -40,8 +40,8 @@ export interface VariableSpec<
 }
 
 export const variable = <const G extends ConfigGroup, const K extends string, S extends z.ZodType>(
-  spec: VariableSpec<G, K, S>,
-) => spec;
+  spec: Omit<VariableSpec<G, K, S>, 'example'> & { example?: string },
+): VariableSpec<G, K, S> => ({ ...spec, example: spec.example ?? spec.default ?? '' });
 
 export const wholeNumber = (min: number, max: number) =>
   z.coerce

@@ -61,7 +61,6 @@ export const eventsVariables = {
     key: 'webhookTimeoutMs',
     schema: wholeNumber(100, 300_000),
     default: '10000',
-    example: '10000',
     description: 'A delivery with no answer by then is retried.',
   }),
   WEBHOOK_MAX_AGE_HOURS: variable({
@@ -69,7 +68,6 @@ export const eventsVariables = {
     key: 'webhookMaxAgeHours',
     schema: wholeNumber(1, 24 * 365),
     default: '72',
-    example: '72',
     description:
       'An event still refused this long after it was recorded is marked failed (`perks-worker events --failed`), and the next one is delivered.',
   }),
@@ -78,7 +76,6 @@ export const eventsVariables = {
     key: 'webhookConcurrency',
     schema: wholeNumber(1, 1000),
     default: '16',
-    example: '16',
     description:
       "Consumers whose events one replica delivers at once; each consumer's events go one at a time, in feed order.",
   }),

@@ -17,7 +17,6 @@ export const intakeVariables = {
     key: 'port',
     schema: wholeNumber(0, 65_535),
     default: '9465',
-    example: '9465',
     description: 'Port of the HTTP intake, a server of its own, apart from the ops port.',
   }),
   INTAKE_HOST: variable({
@@ -25,7 +24,6 @@ export const intakeVariables = {
     key: 'host',
     schema: z.string().min(1),
     default: '0.0.0.0',
-    example: '0.0.0.0',
     description: 'Address the HTTP intake listens on.',
   }),
   OUTBOX: variable({
@@ -42,7 +40,6 @@ export const intakeVariables = {
     key: 'outboxPollMs',
     schema: wholeNumber(50, 60_000),
     default: '1000',
-    example: '1000',
     description:
       'How often the outbox is read when no notification arrived (LISTEN/NOTIFY wakes it sooner; behind PgBouncer polling alone serves).',
   }),
@@ -51,7 +48,6 @@ export const intakeVariables = {
     key: 'outboxRetentionDays',
     schema: wholeNumber(0, 3650),
     default: '7',
-    example: '7',
     description: 'Processed outbox rows older than this are deleted.',
   }),
   INTAKE_AMQP_URL: variable({
@@ -69,7 +65,6 @@ export const intakeVariables = {
       .string()
       .regex(/^[A-Za-z0-9_.:-]{1,200}$/, { error: 'must be 1 to 200 of A-Z a-z 0-9 _ . : -' }),
     default: 'perks.signups',
-    example: 'perks.signups',
     description:
       'Queue consumed (declared durable); invalid messages go to `<queue>.dead` with the reason in `x-perks-error`.',
   }),
@@ -78,7 +73,6 @@ export const intakeVariables = {
     key: 'amqpPrefetch',
     schema: wholeNumber(1, 10_000),
     default: '100',
-    example: '100',
     description: 'Unacknowledged messages the worker holds at once.',
   }),
 } as const;

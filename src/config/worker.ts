@@ -15,11 +15,10 @@ export const workerVariables = {
   PERKS_RECONCILE_CRON: variable({
     group: 'worker',
     key: 'reconcileCron',
-    schema: z
-      .string()
-      .regex(/^(\S+\s+){4,5}\S+$/, { error: 'must be a cron expression of 5 or 6 fields' }),
+    schema: z.string().regex(/^(off|(\S+\s+){4,5}\S+)$/, {
+      error: 'must be a cron expression of 5 or 6 fields, or off',
+    }),
     default: '0 3 * * *',
-    example: '0 3 * * *',
     description: 'When the reconciliation re-syncs every enrolled consumer (cron, UTC).',
   }),
   ENROLL_CONCURRENCY: variable({
@@ -27,7 +26,6 @@ export const workerVariables = {
     key: 'enrollConcurrency',
     schema: wholeNumber(1, 1000),
     default: '10',
-    example: '10',
     description: 'Enrollment jobs processed at once by one replica.',
   }),
   SYNC_CONCURRENCY: variable({
@@ -35,7 +33,6 @@ export const workerVariables = {
     key: 'syncConcurrency',
     schema: wholeNumber(1, 1000),
     default: '8',
-    example: '8',
     description: 'Reward sync jobs processed at once by one replica.',
   }),
   SYNC_CONSUMERS_PER_JOB: variable({
@@ -43,7 +40,6 @@ export const workerVariables = {
     key: 'syncConsumersPerJob',
     schema: wholeNumber(1, maxConsumersPerSyncJob),
     default: '8',
-    example: '8',
     description:
       'Consumers per sync job of a reconciliation, synced at once by that job; each keeps its own retries. `1` while `PERKS_RATE_LIMIT_PER_SECOND` is set, so that the cap counts syncs.',
   }),
@@ -52,7 +48,6 @@ export const workerVariables = {
     key: 'reconcileBatchSize',
     schema: wholeNumber(1, 10_000),
     default: '500',
-    example: '500',
     description: 'Consumers read (keyset) and enqueued per batch by a reconciliation.',
   }),
   RECONCILE_MAX_PENDING: variable({
@@ -60,7 +55,6 @@ export const workerVariables = {
     key: 'reconcileMaxPending',
     schema: wholeNumber(1, 1_000_000),
     default: '2000',
-    example: '2000',
     description:
       'A reconciliation waits while more sync jobs than this are pending, so Redis holds a bounded number of jobs.',
   }),
@@ -69,7 +63,6 @@ export const workerVariables = {
     key: 'jobAttempts',
     schema: wholeNumber(1, 100),
     default: '8',
-    example: '8',
     description: 'Attempts of a job before it is failed (exponential backoff between them).',
   }),
   JOB_BACKOFF_MS: variable({
@@ -77,7 +70,6 @@ export const workerVariables = {
     key: 'jobBackoffMs',
     schema: wholeNumber(0, 3_600_000),
     default: '5000',
-    example: '5000',
     description: 'First delay of the exponential backoff between job attempts, in milliseconds.',
   }),
   KEEP_COMPLETED_JOBS: variable({
@@ -85,7 +77,6 @@ export const workerVariables = {
     key: 'keepCompletedJobs',
     schema: wholeNumber(0, 1_000_000),
     default: '1000',
-    example: '1000',
     description: 'Completed jobs kept per queue for inspection (the oldest are removed).',
   }),
   KEEP_FAILED_JOBS: variable({
@@ -93,7 +84,6 @@ export const workerVariables = {
     key: 'keepFailedJobs',
     schema: wholeNumber(0, 1_000_000),
     default: '10000',
-    example: '10000',
     description: 'Failed jobs kept per queue for inspection and `failed --retry`.',
   }),
   JOB_LOCK_MS: variable({
@@ -101,7 +91,6 @@ export const workerVariables = {
     key: 'jobLockMs',
     schema: wholeNumber(1000, 3_600_000),
     default: '30000',
-    example: '30000',
     description:
       "How long a replica's hold on a running job lasts without renewal: the jobs of a replica that died are taken up by another after about this long.",
   }),
@@ -110,7 +99,6 @@ export const workerVariables = {
     key: 'shutdownTimeoutMs',
     schema: wholeNumber(0, 3_600_000),
     default: '30000',
-    example: '30000',
     description:
       'On SIGTERM/SIGINT, how long active jobs may run to completion before the process exits anyway (they are then retried elsewhere).',
   }),
@@ -119,7 +107,6 @@ export const workerVariables = {
     key: 'port',
     schema: wholeNumber(0, 65_535),
     default: '9464',
-    example: '9464',
     description:
       'Port of the operations HTTP server of `work` (`/healthz`, `/readyz`, `/metrics`, `/dashboard`).',
   }),
@@ -141,7 +128,6 @@ export const workerVariables = {
       .string()
       .regex(/^[^:\s]{1,64}$/, { error: 'must be 1 to 64 characters, no colon or space' }),
     default: 'admin',
-    example: 'admin',
     description: 'User name of the queue dashboard (`/dashboard`, HTTP basic auth).',
   }),
   DASHBOARD_PASSWORD: variable({
@@ -168,11 +154,8 @@ export const workerVariables = {
   OTEL_SERVICE_NAME: variable({
     group: 'worker',
     key: 'otelServiceName',
-    // Optional in the type so that configs built in code need not name it; read from the
-    // environment, it always has a value (the default).
-    schema: z.string().max(255, { error: 'must be at most 255 characters' }).optional(),
+    schema: z.string().max(255, { error: 'must be at most 255 characters' }),
     default: 'perks-worker',
-    example: 'perks-worker',
     description:
       'The `service.name` of the traces (with `OTEL_EXPORTER_OTLP_ENDPOINT`), e.g. to tell environments apart.',
   }),
@@ -181,7 +164,6 @@ export const workerVariables = {
     key: 'level',
     schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
     default: 'info',
-    example: 'info',
     description: '`fatal`, `error`, `warn`, `info`, `debug`, `trace` or `silent`.',
   }),
   LOG_FORMAT: variable({
@@ -189,7 +171,6 @@ export const workerVariables = {
     key: 'format',
     schema: z.enum(['json', 'pretty']),
     default: 'json',
-    example: 'json',
     description: '`json` (one object a line, for log shippers) or `pretty` (for humans).',
   }),
 } as const;

@@ -1,15 +1,13 @@
 /**
  * Webhook delivery of the reward_events feed, on a BullMQ queue of its own (`webhooks`):
- * - a dispatcher in each replica polls the consumers marked pending (in the events' own
- *   transaction) and adds one `deliver-events` job per consumer, deduplicated by consumer:
- *   at most one job per consumer is pending or running, so replicas never deliver one
- *   consumer's events in parallel or out of order;
- * - that job POSTs the consumer's undelivered events one at a time in feed order, moving the
- *   consumer's cursor past each one a 2xx answered. A refusal fails the attempt: BullMQ retries
- *   it with exponential backoff (1 s doubling to 5 min), while other consumers' jobs go on.
+ * - each replica's dispatcher adds one `deliver-events` job per consumer marked pending,
+ *   deduplicated by consumer, so one consumer's events are never delivered in parallel or out
+ *   of order;
+ * - the job POSTs them one at a time in feed order, moving the consumer's cursor past each 2xx;
+ *   a refusal fails the attempt (retried, 1 s doubling to 5 min) while other consumers go on;
  * - an event still refused WEBHOOK_MAX_AGE_HOURS after it was recorded is marked failed and
- *   skipped. Delivery is at least once: a crash after a POST and before its cursor moves sends
- *   that event again (receivers deduplicate on `webhook-id`).
+ *   skipped. At least once: a crash between a POST and its cursor move sends that event again
+ *   (receivers deduplicate on `webhook-id`).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Job, type Queue, Worker } from 'bullmq';

@@ -16,26 +16,20 @@ import type { RedisClient } from '../queues/connection.js';
 import type { Queues } from '../queues/queues.js';
 import { pauseApiQueues } from './failures.js';
 
-export interface MintFailure {
-  /** When this outage began (ISO 8601). */
-  since: string;
-  /** The failing mint's HTTP status and code, e.g. `401 ERR-401-00`, or its error name. */
-  reason: string;
-  /** The mint error's message: our own text, without secrets. */
-  message: string;
-  /** Failed mints in a row, by the replica that wrote this. */
-  failures: number;
-  /** When the pause ends and the next mint is tried (ISO 8601). */
-  nextTryAt: string;
-}
-
+/** The failure kept in Redis while a mint fails: read by /readyz and `status`. */
 const mintFailureSchema = z.object({
+  /** When this outage began (ISO 8601). */
   since: z.string(),
+  /** The failing mint's HTTP status and code, e.g. `401 ERR-401-00`, or its error name. */
   reason: z.string(),
+  /** The mint error's message: our own text, without secrets. */
   message: z.string(),
+  /** Failed mints in a row, by the replica that wrote this. */
   failures: z.number(),
+  /** When the pause ends and the next mint is tried (ISO 8601). */
   nextTryAt: z.string(),
 });
+export type MintFailure = z.infer<typeof mintFailureSchema>;
 
 const mintFailureKey = (prefix: string) => `${prefix}:perks:mint-failure`;
 

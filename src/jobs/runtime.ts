@@ -1,6 +1,6 @@
 /**
- * Assembles what a worker process runs on: the API client, the store, the Redis connection
- * and the queues. `work` and `demo` both start from here; closing releases all of it.
+ * What a worker process runs on: the API client, the store, the Redis connection, the queues
+ * and the metrics. Built by `startPerksWorker` (src/app.ts); closing releases all of it.
  */
 import type { Telemetry } from 'bullmq';
 import type { Config } from '../config.js';
@@ -19,7 +19,7 @@ import { fanOutConsumersPerJob, syncsInFlight } from './sync-rewards-batch.js';
 export interface Runtime {
   ctx: JobContext;
   connection: RedisClient;
-  /** This process's metrics: API hooks attached, queues watched; serve `metrics.registry`. */
+  /** API hooks attached, queues watched; served on /metrics. */
   metrics: Metrics;
   /** Mints at start (`probe`), pauses the API queues while minting fails, backs /readyz. */
   mintOutage: MintOutage;
@@ -31,19 +31,13 @@ export type RuntimeConfig = Pick<
   'perks' | 'consumerIds' | 'redis' | 'database' | 'worker' | 'events'
 >;
 
-export interface RuntimeOptions {
-  /** Default: a new registry with Node's default metrics. */
-  metrics?: Metrics;
-  /** BullMQ telemetry for the jobs the worker enqueues (an enrollment's sync, a fan-out's). */
-  telemetry?: Telemetry;
-}
-
 export function createRuntime(
   config: RuntimeConfig,
   logger: Logger,
-  options: RuntimeOptions = {},
+  options: { telemetry?: Telemetry } = {},
 ): Runtime {
-  const connection = createRedisConnection(config.redis, 'worker', logger);
+  const { perks, redis } = config;
+  const connection = createRedisConnection(redis, 'worker', logger);
   const store = createStore(config.database, {
     logger,
     writers: syncsInFlight(config.worker),
@@ -51,33 +45,28 @@ export function createRuntime(
   });
   const queues = openQueues(
     connection,
-    config.redis.queuePrefix,
+    redis.queuePrefix,
     config.worker,
     logger,
     options.telemetry,
   );
-  const metrics = options.metrics ?? createMetrics();
+  const metrics = createMetrics();
   metrics.watchQueues(Object.values(queues));
   const client = new PerksClient({
-    baseUrl: config.perks.baseUrl,
-    clientId: config.perks.clientId,
-    clientSecret: config.perks.clientSecret,
-    apiVersion: config.perks.apiVersion,
-    timeoutMs: config.perks.timeoutMs,
-    connections: config.perks.connections,
-    retry: { attempts: config.perks.retryAttempts, maxRetryTimeMs: config.perks.retryMaxMs },
+    ...perks,
+    retry: { attempts: perks.retryAttempts, maxRetryTimeMs: perks.retryMaxMs },
     // One token an hour for all replicas, not one per replica.
     tokenCache: new RedisTokenCache({
       redis: connection,
-      prefix: config.redis.queuePrefix,
-      name: config.perks.clientId,
+      prefix: redis.queuePrefix,
+      name: perks.clientId,
     }),
     logger,
     hooks: metrics.apiHooks,
   });
   const mintOutage = new MintOutage({
     redis: connection,
-    prefix: config.redis.queuePrefix,
+    prefix: redis.queuePrefix,
     queues,
     logger,
     mint: () => client.checkCredentials(),
@@ -86,7 +75,7 @@ export function createRuntime(
     client,
     store,
     queues,
-    tallies: { redis: connection, prefix: config.redis.queuePrefix },
+    tallies: { redis: connection, prefix: redis.queuePrefix },
     mintOutage,
     logger,
     consumerIdKey: config.consumerIds.key,

@@ -5,9 +5,9 @@ import type { Queues } from '../queues/queues.js';
 import { acquireRedisLock } from '../redis/lock.js';
 
 /**
- * Registers the reconciliation cron. Replicas booting together have produced duplicate
- * schedules in the past, so one replica at a time does it, under a short Redis lock, and
- * only when the stored pattern differs from the configured one.
+ * Registers the reconciliation cron (`off` removes it). Replicas booting together have produced
+ * duplicate schedules, so one replica at a time does it, under a short Redis lock, and only
+ * when the stored pattern differs from the configured one.
  */
 export async function registerReconcileSchedule(
   queues: Queues,
@@ -15,11 +15,17 @@ export async function registerReconcileSchedule(
   prefix: string,
   cron: string,
   logger: Logger,
-): Promise<'registered' | 'unchanged' | 'skipped'> {
+): Promise<'registered' | 'removed' | 'unchanged' | 'skipped'> {
   const lock = await acquireRedisLock(redis, `${prefix}:reconciliation:schedule-lock`, 30_000);
   if (!lock) return 'skipped';
   try {
     const existing = await queues.reconciliation.getJobScheduler(reconcileSchedulerId);
+    if (cron === 'off') {
+      if (!existing) return 'unchanged';
+      await queues.reconciliation.removeJobScheduler(reconcileSchedulerId);
+      logger.info('reconciliation schedule removed (PERKS_RECONCILE_CRON=off)');
+      return 'removed';
+    }
     if (existing?.pattern === cron && existing.tz === 'UTC') return 'unchanged';
     await queues.reconciliation.upsertJobScheduler(
       reconcileSchedulerId,

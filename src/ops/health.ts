@@ -1,7 +1,4 @@
-/**
- * The operations HTTP server of `work`: /healthz (alive, event loop responsive), /readyz
- * (Redis and Postgres reachable) and, when a registry is given, /metrics.
- */
+/** The operations server of `work`: /healthz (event loop responsive), /readyz, /metrics. */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { Registry } from 'prom-client';
@@ -28,7 +25,7 @@ export interface OpsServerOptions {
   logger: Logger;
   /** Served on GET /metrics in the Prometheus text format. Absent: /metrics is 404. */
   registry?: Registry;
-  /** Extra routes (metrics, dashboard), tried before the 404. Return true when handled. */
+  /** Extra routes (the dashboard), tried before the 404. Return true when handled. */
   routes?: (req: IncomingMessage, res: ServerResponse) => Promise<boolean> | boolean;
   /** A check slower than this counts as failed. Default 2000 ms. */
   checkTimeoutMs?: number;
@@ -61,8 +58,7 @@ export async function startOpsServer(options: OpsServerOptions): Promise<Server>
     });
   });
 
-  // The driver's text of a failing check goes to the log, not the answer (it may name hosts,
-  // users or paths): once per outage of each dependency, not at every probe.
+  // A failing check's own text may name hosts or users: it goes to the log, once per outage.
   const checkOutages = new Map(
     options.checks.map(({ name }) => [
       name,

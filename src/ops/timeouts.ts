@@ -1,34 +1,22 @@
-/** Bounding waits on servers that may have gone quiet. */
+/** Bounded waits on servers that may have gone quiet (the timers never hold the process). */
+import { setTimeout as sleep } from 'node:timers/promises';
+
 /**
  * Waits for `work` at most `ms`: a close that needs a server which is gone (Redis down at
  * shutdown) must not hold the process forever. Resolves false when time ran out.
  */
-export async function within(ms: number, work: Promise<unknown>): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const finished = await Promise.race([
-    work.then(
-      () => true,
-      () => true,
-    ),
-    new Promise<boolean>((resolve) => {
-      timer = setTimeout(() => resolve(false), ms);
-    }),
-  ]);
-  clearTimeout(timer);
-  return finished;
+export function within(ms: number, work: Promise<unknown>): Promise<boolean> {
+  const done = work.then(
+    () => true,
+    () => true,
+  );
+  return Promise.race([done, sleep(ms, false, { ref: false })]);
 }
 
 /** Rejects with "no answer within N ms" when `promise` takes longer (a server gone quiet). */
-export async function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
+export function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  const late = sleep(ms, undefined, { ref: false }).then(() => {
+    throw new Error(`no answer within ${ms} ms`);
+  });
+  return Promise.race([promise, late]);
 }

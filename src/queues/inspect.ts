@@ -1,8 +1,8 @@
 /** Read-only views of the queues for `status`, `failed` and the demo. */
 import type { Job } from 'bullmq';
+import { readTally, type TallyStore } from '../reconciliation/tally.js';
 import { jobNames, type QueueKind } from './names.js';
 import type { Queues } from './queues.js';
-import { readTally, type TallyStore } from '../reconciliation/tally.js';
 
 const countedStates = ['wait', 'prioritized', 'active', 'delayed', 'completed', 'failed'] as const;
 export type CountedState = (typeof countedStates)[number];

@@ -55,7 +55,7 @@ describe('reconciliation', () => {
   it('re-syncs every enrolled consumer while the sync backlog stays bounded', async () => {
     harness = await startHarness({
       sandbox: { latencyMs: 5 },
-      worker: { syncConcurrency: 2, reconcileBatchSize: 25, reconcileMaxPending: 5 },
+      env: { SYNC_CONCURRENCY: '2', RECONCILE_BATCH_SIZE: '25', RECONCILE_MAX_PENDING: '5' },
     });
     const h = harness;
     const ids = await seedConsumers(h, 300);
@@ -116,7 +116,7 @@ describe('reconciliation', () => {
   });
 
   it("tallies each consumer's outcome: synced, not enrolled upstream, failed for good", async () => {
-    harness = await startHarness({ worker: { reconcileBatchSize: 10, jobBackoffMs: 10 } });
+    harness = await startHarness({ env: { RECONCILE_BATCH_SIZE: '10', JOB_BACKOFF_MS: '10' } });
     const h = harness;
     const ids = await seedConsumers(h, 20);
     // Enrolled here, unknown upstream: ERR-404-02.
@@ -136,7 +136,7 @@ describe('reconciliation', () => {
 
   it('counts a consumer left to its own pending sync job by that job, even when it fails', async () => {
     harness = await startHarness({
-      worker: { reconcileBatchSize: 10, jobAttempts: 2, jobBackoffMs: 10 },
+      env: { RECONCILE_BATCH_SIZE: '10', JOB_ATTEMPTS: '2', JOB_BACKOFF_MS: '10' },
     });
     const h = harness;
     await seedConsumers(h, 10);
@@ -150,7 +150,7 @@ describe('reconciliation', () => {
 
   it('fans out one consumer a job while PERKS_RATE_LIMIT_PER_SECOND is set', async () => {
     harness = await startHarness({
-      worker: { rateLimitPerSecond: 1000, reconcileBatchSize: 10 },
+      env: { PERKS_RATE_LIMIT_PER_SECOND: '1000', RECONCILE_BATCH_SIZE: '10' },
     });
     const h = harness;
     const ids = await seedConsumers(h, 12);
@@ -163,7 +163,7 @@ describe('reconciliation', () => {
   });
 
   it('resumes after the cursor saved in the job', async () => {
-    harness = await startHarness({ worker: { reconcileBatchSize: 10 } });
+    harness = await startHarness({ env: { RECONCILE_BATCH_SIZE: '10' } });
     const h = harness;
     await seedConsumers(h, 30);
     await h.worker.close(1000); // nothing runs the job until we say so

@@ -11,7 +11,7 @@ import { startHarness, testConsumerIdKey } from '../support/worker-harness.js';
 describe('reward events through the worker', () => {
   it('records the EVENT_TYPES asked for of an enrolled user, from enrollment to re-sync', async () => {
     const h = await startHarness({
-      events: { types: ['reward.status_changed', 'reward.missing'] },
+      env: { EVENT_TYPES: 'reward.status_changed,reward.missing' },
     });
     try {
       const userId = 'events-user@example.com';

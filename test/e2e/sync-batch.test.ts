@@ -54,8 +54,12 @@ async function syncCounts(h: Harness): Promise<Record<string, number>> {
 describe('sync jobs of several consumers', () => {
   it('sync each consumer; one that fails is retried in a job of its own, and shows as failed if it never succeeds', async () => {
     harness = await startHarness({
-      perks: { retryAttempts: 2, retryMaxMs: 500 },
-      worker: { jobAttempts: 3, jobBackoffMs: 50 },
+      env: {
+        PERKS_RETRY_ATTEMPTS: '2',
+        PERKS_RETRY_MAX_MS: '500',
+        JOB_ATTEMPTS: '3',
+        JOB_BACKOFF_MS: '50',
+      },
     });
     const h = harness;
     const ids = idsOf('bt', 13);
@@ -139,7 +143,7 @@ describe('sync jobs of several consumers', () => {
   });
 
   it('on a long 429 stop the other syncs and go back to wait, holding only the consumers not yet synced', async () => {
-    harness = await startHarness({ perks: { timeoutMs: 5000 } });
+    harness = await startHarness({ env: { PERKS_TIMEOUT_MS: '5000' } });
     const h = harness;
     for (const id of ['thr_a', 'thr_c']) h.sandbox.state.addConsumer(id, { rewards: 2 });
     // thr_b: its first page comes 3 s late (thr_a and thr_c are done by then), its second is

@@ -12,7 +12,7 @@ import {
   startWebhookDelivery,
   webhookQueueName,
 } from '../../src/events/delivery.js';
-import { startWebhooks, type Webhooks } from '../../src/events/index.js';
+import type { Webhooks } from '../../src/events/index.js';
 import { WebhookSender } from '../../src/events/webhook.js';
 import { enqueueRewardSync, startReconciliation } from '../../src/queues/producer.js';
 import { listDeliveries, replayFrom } from '../../src/store/event-deliveries.js';
@@ -32,20 +32,15 @@ let webhooks: Webhooks | undefined;
 
 beforeAll(async () => {
   receiver = await startWebhookReceiver();
-  harness = await startHarness({ sandbox: { seed: 81 } });
-  webhooks = startWebhooks(
-    {
-      ...harness.config,
-      events: {
-        ...harness.config.events,
-        webhookUrl: receiver.url,
-        webhookSecret: receiver.secret,
-        webhookTimeoutMs: 2000,
-      },
+  harness = await startHarness({
+    sandbox: { seed: 81 },
+    env: {
+      WEBHOOK_URL: receiver.url,
+      WEBHOOK_SECRET: receiver.secret,
+      WEBHOOK_TIMEOUT_MS: '2000',
     },
-    harness.runtime,
-    logger,
-  );
+  });
+  webhooks = harness.app.webhooks;
 });
 
 afterAll(async () => {

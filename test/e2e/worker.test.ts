@@ -185,7 +185,7 @@ describe('reward sync', () => {
   });
 
   it('pauses both API queues on a 429, even with Retry-After: 0, without spending attempts', async () => {
-    harness = await startHarness({ perks: { retryAttempts: 1 } });
+    harness = await startHarness({ env: { PERKS_RETRY_ATTEMPTS: '1' } });
     const h = harness;
     h.sandbox.state.addConsumer('throttled', { rewards: 3 });
     h.sandbox.faults.inject({

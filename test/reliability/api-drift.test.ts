@@ -102,7 +102,7 @@ describe('the API changing mid-walk', () => {
 
 describe('items that break the contract', () => {
   it('a required field missing on page 3: that page rejected whole, the error names the field, pages 1-2 kept', async () => {
-    harness = await startHarness({ sandbox: { seed: 54 }, worker: { jobAttempts: 2 } });
+    harness = await startHarness({ sandbox: { seed: 54 }, env: { JOB_ATTEMPTS: '2' } });
     const h = harness;
     h.sandbox.state.addConsumer('broken', { rewards: 2100 });
     h.sandbox.state.addRewardItems('broken', [
@@ -133,7 +133,7 @@ describe('items that break the contract', () => {
   ])(
     '%s: the page is refused naming the field; nothing written; the worker goes on',
     async (_name, item, field) => {
-      harness = await startHarness({ sandbox: { seed: 55 }, worker: { jobAttempts: 2 } });
+      harness = await startHarness({ sandbox: { seed: 55 }, env: { JOB_ATTEMPTS: '2' } });
       const h = harness;
       h.sandbox.state.addConsumer('odd_one', { rewards: 0 });
       h.sandbox.state.addRewardItems('odd_one', [item as unknown as Partial<RewardJson>]);

@@ -28,8 +28,13 @@ describe('API storms', () => {
   it('a reward sync rides out 500 runs, 502 HTML, empty 503/504, text 429s, resets and slow answers', async () => {
     harness = await startHarness({
       sandbox: { seed: 31, latencyMs: 20 },
-      perks: { timeoutMs: 800, retryAttempts: 3, retryMaxMs: 3000 },
-      worker: { jobAttempts: 12, jobBackoffMs: 100 },
+      env: {
+        PERKS_TIMEOUT_MS: '800',
+        PERKS_RETRY_ATTEMPTS: '3',
+        PERKS_RETRY_MAX_MS: '3000',
+        JOB_ATTEMPTS: '12',
+        JOB_BACKOFF_MS: '100',
+      },
     });
     const h = harness;
     const ids = ['storm_a', 'storm_b', 'storm_c'];
@@ -59,8 +64,13 @@ describe('API storms', () => {
   it('enrollment storms, and POSTs that time out after being applied, enroll each consumer once upstream', async () => {
     harness = await startHarness({
       sandbox: { seed: 32 },
-      perks: { timeoutMs: 800, retryAttempts: 3, retryMaxMs: 3000 },
-      worker: { jobAttempts: 12, jobBackoffMs: 100 },
+      env: {
+        PERKS_TIMEOUT_MS: '800',
+        PERKS_RETRY_ATTEMPTS: '3',
+        PERKS_RETRY_MAX_MS: '3000',
+        JOB_ATTEMPTS: '12',
+        JOB_BACKOFF_MS: '100',
+      },
     });
     const h = harness;
     const ids = Array.from({ length: 6 }, (_, i) => `enr_storm_${i}`);

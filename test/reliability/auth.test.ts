@@ -45,8 +45,12 @@ describe('tokens', () => {
   it('the token endpoint down for 5 s (a minute, scaled) while the token is revoked: jobs wait without spending attempts, then complete', async () => {
     harness = await startHarness({
       sandbox: { seed: 42, latencyMs: 100 },
-      perks: { retryAttempts: 2, retryMaxMs: 1000 },
-      worker: { jobAttempts: 20, jobBackoffMs: 200 },
+      env: {
+        PERKS_RETRY_ATTEMPTS: '2',
+        PERKS_RETRY_MAX_MS: '1000',
+        JOB_ATTEMPTS: '20',
+        JOB_BACKOFF_MS: '200',
+      },
     });
     const h = harness;
     const ids = ['tok_down_1', 'tok_down_2', 'tok_down_3', 'tok_down_4', 'tok_down_5'];
@@ -85,7 +89,7 @@ describe('tokens', () => {
   it('a 403 for a missing scope fails the job at once, says so, and sends no retries', async () => {
     harness = await startHarness({
       sandbox: { seed: 43, scopes: ['LOYALTIES'] },
-      worker: { jobAttempts: 8, jobBackoffMs: 50 },
+      env: { JOB_ATTEMPTS: '8', JOB_BACKOFF_MS: '50' },
     });
     const h = harness;
     h.sandbox.state.addConsumer('no_scope', { rewards: 5 });

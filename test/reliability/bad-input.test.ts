@@ -120,13 +120,14 @@ describe('API bodies that are not what they should be', () => {
   it('200s that are not JSON or have the wrong shape, on every route: retried, nothing written from them', async () => {
     harness = await startHarness({
       sandbox: { seed: 62 },
-      perks: { retryAttempts: 2 },
-      worker: { jobAttempts: 10, jobBackoffMs: 50 },
+      env: { PERKS_RETRY_ATTEMPTS: '2', JOB_ATTEMPTS: '10', JOB_BACKOFF_MS: '50' },
     });
     const h = harness;
     const inject = h.sandbox.faults.inject.bind(h.sandbox.faults);
     inject({ route: 'token', count: 1, kind: 'malformed', body: 'not-json' });
     inject({ route: 'token', count: 1, kind: 'malformed', body: 'wrong-shape' });
+    // The token minted at start is revoked: the next mint meets the two faults.
+    h.sandbox.state.revokeTokens();
     // On 'enroll' a 2xx means the write happened (the sandbox applies it and mangles only the
     // body): the consumer is enrolled once and recorded 'created'.
     inject({
@@ -162,7 +163,7 @@ describe('API bodies that are not what they should be', () => {
   }, 60_000);
 
   it('an oversized body (over 8 MB) is cut off unread: the sync fails, nothing written, others go on', async () => {
-    harness = await startHarness({ sandbox: { seed: 63 }, worker: { jobAttempts: 2 } });
+    harness = await startHarness({ sandbox: { seed: 63 }, env: { JOB_ATTEMPTS: '2' } });
     const h = harness;
     h.sandbox.state.addConsumer('huge', { rewards: 3 });
     h.sandbox.state.addRewardItems('huge', [

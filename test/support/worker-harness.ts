@@ -1,13 +1,13 @@
 /**
- * Sandbox + worker + real Redis and Postgres, in-process, for end-to-end tests of the job
- * processors. Each harness gets its own database and queue prefix.
+ * The worker `work` runs (startPerksWorker), in-process, on a sandbox and the real Redis and
+ * Postgres, for end-to-end tests. Each harness gets its own database and queue prefix. A test
+ * sets or switches off parts through the variables an operator uses (`env`).
  */
-import type { Telemetry } from 'bullmq';
 import { type Logger, pino } from 'pino';
-import { rewardEventTypes } from '../../src/config/events.js';
-import type { Config } from '../../src/config.js';
-import { createRuntime, type Runtime, type RuntimeConfig } from '../../src/jobs/runtime.js';
-import { type RunningWorker, startWorker } from '../../src/jobs/worker.js';
+import { type PerksWorker, startPerksWorker } from '../../src/app.js';
+import { type Config, configGroups, loadConfig } from '../../src/config.js';
+import type { Runtime } from '../../src/jobs/runtime.js';
+import type { RunningWorker } from '../../src/jobs/worker.js';
 import { type Sandbox, type SandboxOptions, startSandbox } from '../../src/sandbox/index.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 import { testQueuePrefix } from './redis.js';
@@ -16,11 +16,14 @@ export const testConsumerIdKey = 'test-consumer-id-key-0123456789';
 
 export interface Harness {
   sandbox: Sandbox;
+  app: PerksWorker;
   runtime: Runtime;
   worker: RunningWorker;
   db: TestDatabase;
   prefix: string;
-  config: RuntimeConfig;
+  config: Config;
+  /** Base URL of the operations server, e.g. http://127.0.0.1:43121. */
+  opsUrl: string;
   /** Resolves when no job is waiting, delayed or active in any queue. */
   idle(timeoutMs?: number): Promise<void>;
   rewardIds(consumerId: string): Promise<string[]>;
@@ -29,83 +32,57 @@ export interface Harness {
 
 export interface HarnessOptions {
   sandbox?: SandboxOptions;
-  perks?: Partial<Config['perks']>;
-  worker?: Partial<Config['worker']>;
-  /** Default: every event type recorded, no webhook. */
-  events?: Partial<Config['events']>;
+  /** Environment variables over the harness's own (below). */
+  env?: Record<string, string | undefined>;
   /** Default: silent (TEST_LOG_LEVEL to see it). */
   logger?: Logger;
-  /** BullMQ telemetry for the workers (tracing tests). */
-  telemetry?: Telemetry;
 }
 
 export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
   const db = await createTestDatabase();
   const queues = testQueuePrefix();
   const sandbox = await startSandbox({ seed: 3, ...options.sandbox });
-  const config: Harness['config'] = {
-    perks: {
-      baseUrl: sandbox.baseUrl,
-      clientId: sandbox.clientId,
-      clientSecret: sandbox.clientSecret,
-      apiVersion: '2.0.0',
-      timeoutMs: 1000,
-      retryAttempts: 4,
-      retryMaxMs: 5000,
-      connections: 8,
-      ...options.perks,
-    },
-    consumerIds: { key: testConsumerIdKey },
-    redis: { url: queues.redisUrl, queuePrefix: queues.prefix },
-    database: { url: db.url, schema: 'perks', poolSize: 5 },
-    worker: {
-      rateLimitPerSecond: undefined,
-      reconcileCron: '0 3 * * *',
-      enrollConcurrency: 4,
-      syncConcurrency: 4,
-      syncConsumersPerJob: 8,
-      reconcileBatchSize: 50,
-      reconcileMaxPending: 100,
-      jobAttempts: 4,
-      jobBackoffMs: 50,
-      keepCompletedJobs: 10_000,
-      keepFailedJobs: 10_000,
-      jobLockMs: 30_000,
-      shutdownTimeoutMs: 5000,
-      port: 0,
-      opsHost: '127.0.0.1',
-      dashboardUser: 'admin',
-      ...options.worker,
-    },
-    events: {
-      types: [...rewardEventTypes],
-      webhookTimeoutMs: 10_000,
-      webhookMaxAgeHours: 72,
-      webhookConcurrency: 16,
-      ...options.events,
-    },
-  };
+  const config = loadConfig(configGroups, {
+    PERKS_BASE_URL: sandbox.baseUrl,
+    PERKS_CLIENT_ID: sandbox.clientId,
+    PERKS_CLIENT_SECRET: sandbox.clientSecret,
+    PERKS_TIMEOUT_MS: '1000',
+    PERKS_RETRY_MAX_MS: '5000',
+    PERKS_CONNECTIONS: '8',
+    PERKS_CONSUMER_ID_KEY: testConsumerIdKey,
+    REDIS_URL: queues.redisUrl,
+    QUEUE_PREFIX: queues.prefix,
+    DATABASE_URL: db.url,
+    DATABASE_POOL_SIZE: '5',
+    ENROLL_CONCURRENCY: '4',
+    SYNC_CONCURRENCY: '4',
+    RECONCILE_BATCH_SIZE: '50',
+    RECONCILE_MAX_PENDING: '100',
+    JOB_ATTEMPTS: '4',
+    JOB_BACKOFF_MS: '50',
+    KEEP_COMPLETED_JOBS: '10000',
+    SHUTDOWN_TIMEOUT_MS: '2000',
+    // The schedule would leave a delayed job, and `idle` waits for none; tests that drain an
+    // outbox start their own drain.
+    PERKS_RECONCILE_CRON: 'off',
+    OUTBOX: 'off',
+    PORT: '0',
+    OPS_HOST: '127.0.0.1',
+    ...options.env,
+  });
   const logger = options.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
-  const runtime = createRuntime(
-    config,
-    logger,
-    options.telemetry ? { telemetry: options.telemetry } : {},
-  );
-  const worker = startWorker(
-    runtime.ctx,
-    runtime.connection,
-    queues.prefix,
-    config.worker,
-    options.telemetry ? { telemetry: options.telemetry } : {},
-  );
+  const app = await startPerksWorker(config, { logger });
+  const { runtime } = app;
 
   return {
     sandbox,
+    app,
     runtime,
-    worker,
+    worker: app.worker,
     db,
     prefix: queues.prefix,
     config,
+    opsUrl: `http://127.0.0.1:${app.opsPort}`,
     async idle(timeoutMs = 20_000) {
       const deadline = Date.now() + timeoutMs;
       let quietChecks = 0;
@@ -131,8 +108,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       return rows.map((r) => r.id);
     },
     async close() {
-      await worker.close(2000);
-      await runtime.close();
+      await app.close();
       await sandbox.close();
       await queues.cleanup();
       await db.drop();

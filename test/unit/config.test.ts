@@ -281,4 +281,14 @@ describe('loadConfig', () => {
     expect(problemsOf(() => loadConfig(['redis'], { REDIS_CLUSTER_NODES }))).toHaveLength(1);
     expect(loadConfig(['redis'], { QUEUE_PREFIX: 'perks' }).redis.clusterNodes).toBeUndefined();
   });
+
+  it('takes PERKS_RECONCILE_CRON=off (no schedule) besides a cron expression', () => {
+    expect(loadConfig(['worker'], { PERKS_RECONCILE_CRON: 'off' }).worker.reconcileCron).toBe(
+      'off',
+    );
+    expect(loadConfig(['worker'], {}).worker.reconcileCron).toBe('0 3 * * *');
+    expect(() => loadConfig(['worker'], { PERKS_RECONCILE_CRON: 'never' })).toThrow(
+      /PERKS_RECONCILE_CRON is invalid: must be a cron expression of 5 or 6 fields, or off/,
+    );
+  });
 });

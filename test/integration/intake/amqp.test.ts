@@ -45,7 +45,7 @@ let intake: AmqpIntake | undefined;
 
 beforeAll(async () => {
   await ensureBroker();
-  h = await startHarness({ worker: { enrollConcurrency: 32, syncConcurrency: 32 } });
+  h = await startHarness({ env: { ENROLL_CONCURRENCY: '32', SYNC_CONCURRENCY: '32' } });
   redis = createRedisConnection(h.config.redis, 'producer');
   await connected(redis);
   queues = openQueues(redis, h.prefix, h.config.worker);

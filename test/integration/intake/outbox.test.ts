@@ -33,7 +33,7 @@ let pool: pg.Pool;
 const cleanups: (() => Promise<void>)[] = [];
 
 beforeAll(async () => {
-  h = await startHarness({ sandbox: { seed: 62 }, worker: { enrollConcurrency: 16 } });
+  h = await startHarness({ sandbox: { seed: 62 }, env: { ENROLL_CONCURRENCY: '16' } });
   pool = new pg.Pool({ connectionString: h.db.url, max: 4 });
 });
 afterAll(async () => {

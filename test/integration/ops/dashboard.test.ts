@@ -6,7 +6,7 @@
  */
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basicAuthChecker, createDashboard } from '../../../src/ops/dashboard.js';
+import { basicAuthChecker } from '../../../src/ops/dashboard.js';
 import { closeServer, startOpsServer } from '../../../src/ops/health.js';
 import { enqueueEnrollment } from '../../../src/queues/producer.js';
 import { type Rig, rigConsumerIdKey, startRig } from './rig.js';
@@ -17,10 +17,7 @@ const auth = { authorization: `Basic ${Buffer.from(`${user}:${password}`).toStri
 
 let rig: Rig;
 beforeAll(async () => {
-  rig = await startRig({
-    routes: (runtime) =>
-      createDashboard({ queues: Object.values(runtime.ctx.queues), user, password }),
-  });
+  rig = await startRig({ env: { DASHBOARD_USER: user, DASHBOARD_PASSWORD: password } });
   rig.sandbox.state.addConsumer('dash-ok', { enrolled: false, rewards: 2 });
   await enqueueEnrollment(rig.runtime.ctx.queues, { consumerId: 'dash-ok' }, rigConsumerIdKey);
   await rig.runtime.ctx.queues.enrollment.add('enroll', { nonsense: true }); // fails at once

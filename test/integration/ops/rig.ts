@@ -1,13 +1,7 @@
 /**
- * A worker in-process for the operations tests: test/support/worker-harness.ts plus an
- * operations server serving /metrics, with the logger and BullMQ telemetry of the test's
- * choosing.
+ * The worker harness as the operations tests use it: its operations server (/metrics,
+ * /readyz, /dashboard with DASHBOARD_PASSWORD) at `opsUrl`, short API timeouts, two attempts.
  */
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import type { Runtime } from '../../../src/jobs/runtime.js';
-import type { Route } from '../../../src/ops/dashboard.js';
-import { closeServer, type ReadinessCheck, startOpsServer } from '../../../src/ops/health.js';
 import {
   type Harness,
   type HarnessOptions,
@@ -17,47 +11,14 @@ import {
 
 export const rigConsumerIdKey = testConsumerIdKey;
 
-export interface Rig extends Harness {
-  /** Base URL of the operations server, e.g. http://127.0.0.1:43121. */
-  opsUrl: string;
-}
+export type Rig = Harness;
 
-export interface RigOptions extends Omit<HarnessOptions, 'perks'> {
-  /** Extra routes of the operations server, given the runtime (its queues). */
-  routes?: (runtime: Runtime) => Promise<Route> | Route;
-  /** Default: Redis and Postgres of the runtime. */
-  checks?: (runtime: Runtime) => ReadinessCheck[];
-}
-
-/** The worker harness plus an operations server serving /metrics (and optional routes). */
-export async function startRig(options: RigOptions = {}): Promise<Rig> {
-  const harness = await startHarness({
+export function startRig(options: HarnessOptions = {}): Promise<Rig> {
+  return startHarness({
     ...options,
     sandbox: { seed: 5, ...options.sandbox },
-    perks: { timeoutMs: 2000 },
-    worker: { jobAttempts: 2, ...options.worker },
+    env: { PERKS_TIMEOUT_MS: '2000', JOB_ATTEMPTS: '2', ...options.env },
   });
-  const { runtime } = harness;
-  const server: Server = await startOpsServer({
-    port: 0,
-    host: '127.0.0.1',
-    logger: runtime.ctx.logger,
-    checks: options.checks?.(runtime) ?? [
-      { name: 'redis', check: async () => void (await runtime.connection.ping()) },
-      { name: 'postgres', check: () => runtime.ctx.store.ping() },
-    ],
-    registry: runtime.metrics.registry,
-    ...(options.routes ? { routes: await options.routes(runtime) } : {}),
-  });
-  const { port } = server.address() as AddressInfo;
-  return {
-    ...harness,
-    opsUrl: `http://127.0.0.1:${port}`,
-    async close() {
-      await closeServer(server);
-      await harness.close();
-    },
-  };
 }
 
 /** Parses a Prometheus text exposition: `name{a="1",b="2"}` (labels sorted) -> value. */

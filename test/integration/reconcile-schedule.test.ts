@@ -1,0 +1,37 @@
+/**
+ * The reconciliation cron as `work` registers it at start: once, again only when the pattern
+ * changes, and removed with PERKS_RECONCILE_CRON=off.
+ */
+import { pino } from 'pino';
+import { afterAll, describe, expect, it } from 'vitest';
+import { registerReconcileSchedule } from '../../src/jobs/schedule.js';
+import { createRedisConnection } from '../../src/queues/connection.js';
+import { reconcileSchedulerId } from '../../src/queues/names.js';
+import { closeQueues, defaultJobPolicy, openQueues } from '../../src/queues/queues.js';
+import { testQueuePrefix } from '../support/redis.js';
+
+const logger = pino({ level: 'silent' });
+const redisTarget = testQueuePrefix();
+const redis = createRedisConnection({ url: redisTarget.redisUrl }, 'worker', logger);
+const queues = openQueues(redis, redisTarget.prefix, defaultJobPolicy, logger);
+
+afterAll(async () => {
+  await closeQueues(queues);
+  redis.disconnect();
+  await redisTarget.cleanup();
+});
+
+describe('registerReconcileSchedule', () => {
+  it('registers, leaves an unchanged pattern alone, and removes it when off', async () => {
+    const register = (cron: string) =>
+      registerReconcileSchedule(queues, redis, redisTarget.prefix, cron, logger);
+    expect(await register('0 3 * * *')).toBe('registered');
+    expect(await register('0 3 * * *')).toBe('unchanged');
+    expect(await register('30 2 * * *')).toBe('registered');
+    const scheduler = await queues.reconciliation.getJobScheduler(reconcileSchedulerId);
+    expect(scheduler).toMatchObject({ pattern: '30 2 * * *', tz: 'UTC' });
+    expect(await register('off')).toBe('removed');
+    expect(await queues.reconciliation.getJobScheduler(reconcileSchedulerId)).toBeFalsy();
+    expect(await register('off')).toBe('unchanged');
+  });
+});
