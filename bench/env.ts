@@ -6,7 +6,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import type { Redis } from 'ioredis';
 import type pg from 'pg';
-import { type RewardEventType, rewardEventTypes } from '../src/config/events.js';
+import { type RewardEventType, rewardEventTypes } from '../src/store/types.js';
 import { variables } from '../src/config.js';
 
 export interface BenchEnvironment {

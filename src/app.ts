@@ -168,7 +168,12 @@ async function listen(
 ): Promise<{ intake: Intake; server: Server }> {
   let intake: Intake | undefined;
   try {
-    intake = await startIntake(config, runtime, logger, tracing);
+    intake = await startIntake(config, {
+      pool: runtime.ctx.store.pool,
+      logger,
+      metrics: runtime.metrics,
+      ...(tracing ? { tracing } : {}),
+    });
     const { dashboardUser: user, dashboardPassword: password } = config.worker;
     const dashboard = password
       ? await createDashboard({ queues: Object.values(runtime.ctx.queues), user, password })

@@ -16,14 +16,13 @@ import { enqueueEnrollment, startReconciliation } from '../queues/producer.js';
 import { type Sandbox, startSandbox } from '../sandbox/index.js';
 import { migrate } from '../store/migrate.js';
 import { consumerFailures, readSummary } from '../store/summary.js';
-import { type CommandSpec, parseCommandArgs, wholeNumberOption } from './command.js';
 import { demoUserIds, differences, moveStatuses, seedUpstream } from './demo-upstream.js';
 import { datastoreBlock, failuresBlock, reconciliationBlock } from './report.js';
 
 export interface DemoOptions {
-  /** Customers to enroll, 1 to 100000. Default 200. */
+  /** Customers to enroll (program.ts checks the range and gives the default). */
   customers?: number;
-  /** Seed of the sandbox data, 1 to 1000000. Default 7. */
+  /** Seed of the sandbox data. */
   seed?: number;
   /** Print the worker's log lines (JSON) too. */
   verbose?: boolean;
@@ -34,9 +33,7 @@ const demoConsumerIdKey = 'perks-worker-demo-key-not-for-production';
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
 
-export async function run(given: DemoOptions | readonly string[]): Promise<number> {
-  const options = isArgv(given) ? fromArgv(given) : given;
-  if (!options) return 0;
+export async function run(options: DemoOptions): Promise<number> {
   const { customers = 200, seed = 7, verbose } = options;
   const base = loadConfig(['redis', 'database', 'log']);
   // The worker's own lines (retries, pages) would drown the progress: shown with --verbose.
@@ -159,30 +156,6 @@ async function enrollReconcileAndReport(
   );
   for (const line of differences({ ...changed, created: upstream.enrollmentsCreated }, summary))
     say(line);
-}
-
-// TRANSITIONAL, delete at integration: today's index.ts passes argv; commander passes options.
-const isArgv = (given: object): given is readonly string[] => Array.isArray(given);
-function fromArgv(argv: readonly string[]): DemoOptions | undefined {
-  const spec = {
-    name: 'demo',
-    config: ['redis', 'database', 'log'],
-    summary: '',
-    options: {
-      customers: { type: 'string' },
-      seed: { type: 'string' },
-      verbose: { type: 'boolean', short: 'v' },
-    },
-    help: [],
-  } satisfies CommandSpec;
-  const args = parseCommandArgs(spec, argv);
-  if (!args) return undefined;
-  const { customers, seed, verbose } = args.values;
-  return {
-    customers: wholeNumberOption(spec, customers, '--customers', 1, 100_000) ?? 200,
-    seed: wholeNumberOption(spec, seed, '--seed', 1, 1_000_000) ?? 7,
-    verbose: verbose === true,
-  };
 }
 
 /** Prints progress until no job is waiting, delayed or running (and the reconciliation, if any, ended). */

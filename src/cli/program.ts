@@ -63,7 +63,7 @@ function declare(
       '--skip-migrate',
       'do not apply migrations at start (when a deploy step runs `migrate`)',
     )
-    .action(lazy(() => transitional.work()));
+    .action(lazy(() => import('./work.js')));
 
   command(
     'check',
@@ -193,37 +193,11 @@ function declare(
     .option('--customers <n>', 'customers to enroll', whole(1, 100_000), 200)
     .option('--seed <n>', 'seed of the sandbox data', whole(1, 1_000_000), 7)
     .option('-v, --verbose', 'print the worker log lines (JSON) too')
-    .action(lazy(() => transitional.demo()));
+    .action(lazy(() => import('./demo.js')));
 
   reportUsageErrors(program, []);
   return program;
 }
-
-/**
- * Until work.ts and demo.ts take their options (`run(options: WorkOptions)`,
- * `run(options: DemoOptions)`), they get the argv they parse themselves (with command.ts).
- */
-export interface WorkOptions {
-  skipMigrate?: boolean;
-}
-export interface DemoOptions {
-  customers: number;
-  seed: number;
-  verbose?: boolean;
-}
-const transitional = {
-  work: async () => {
-    const { run } = await import('./work.js');
-    return { run: (o: WorkOptions) => run(o.skipMigrate ? ['--skip-migrate'] : []) };
-  },
-  demo: async () => {
-    const { run } = await import('./demo.js');
-    return {
-      run: (o: DemoOptions) =>
-        run(['--customers', `${o.customers}`, '--seed', `${o.seed}`, ...(o.verbose ? ['-v'] : [])]),
-    };
-  },
-};
 
 /** A parser of whole numbers from `min` to `max`. */
 function whole(min: number, max: number): (raw: string) => number {

@@ -1,14 +1,7 @@
 /** Which reward changes are recorded in the feed, and where they are delivered as webhooks. */
 import { z } from 'zod';
+import { rewardEventTypes } from '../store/types.js';
 import { httpUrl, variable, wholeNumber } from './define.js';
-
-export const rewardEventTypes = [
-  'reward.created',
-  'reward.status_changed',
-  'reward.missing',
-  'reward.restored',
-] as const;
-export type RewardEventType = (typeof rewardEventTypes)[number];
 
 export const eventsVariables = {
   EVENT_TYPES: variable({

@@ -19,7 +19,8 @@ export const workerVariables = {
       error: 'must be a cron expression of 5 or 6 fields, or off',
     }),
     default: '0 3 * * *',
-    description: 'When the reconciliation re-syncs every enrolled consumer (cron, UTC).',
+    description:
+      'When the reconciliation re-syncs every enrolled consumer (cron, UTC); `off`: no schedule (one already registered is removed).',
   }),
   ENROLL_CONCURRENCY: variable({
     group: 'worker',

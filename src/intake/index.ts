@@ -38,22 +38,7 @@ export interface IntakeDeps {
   tracing?: IntakeTracing;
 }
 
-/** @deprecated The call of `work` before IntakeDeps: `(config, runtime, logger, tracing)`. */
-type RuntimeArgs = [
-  runtime: { metrics: IntakeMetrics; ctx: { store: { pool: pg.Pool } } },
-  logger: Logger,
-  tracing?: IntakeTracing,
-];
-
-export async function startIntake(
-  config: IntakeConfig,
-  ...args: [deps: IntakeDeps] | RuntimeArgs
-): Promise<Intake> {
-  const [first, logger, tracing] = args;
-  const deps: IntakeDeps =
-    'pool' in first
-      ? first
-      : { pool: first.ctx.store.pool, metrics: first.metrics, logger: logger as Logger, tracing };
+export async function startIntake(config: IntakeConfig, deps: IntakeDeps): Promise<Intake> {
   const { redis, worker } = config;
   const connection = createRedisConnection(redis, 'producer', deps.logger);
   const telemetry = deps.tracing?.telemetry;

@@ -2,7 +2,7 @@ import type { Logger } from '../ops/logger.js';
 import type { JobMetrics, WorkerMetrics } from '../ops/metrics.js';
 import type { PerksClient } from '../perks/client.js';
 import type { Queues } from '../queues/queues.js';
-import type { TallyStore } from '../queues/reconciliation-tally.js';
+import type { TallyStore } from '../reconciliation/tally.js';
 import type { Store } from '../store/store.js';
 import type { MintOutage } from './mint-outage.js';
 
@@ -16,8 +16,6 @@ export interface JobContext {
   /** Pauses the API queues while the token mint fails. */
   mintOutage: Pick<MintOutage, 'failed'>;
   logger: Logger;
-  /** PERKS_CONSUMER_ID_KEY, for enrollment jobs that carry only a userId. */
-  consumerIdKey: string | undefined;
   /** `consumersPerJob`: of the sync jobs it fans out (`fanOutConsumersPerJob`). */
   reconcile: { batchSize: number; maxPending: number; consumersPerJob: number };
   /** Counters of job outcomes (the worker) and of domain facts (the processors). */

@@ -78,7 +78,6 @@ export function createRuntime(
     tallies: { redis: connection, prefix: redis.queuePrefix },
     mintOutage,
     logger,
-    consumerIdKey: config.consumerIds.key,
     reconcile: {
       batchSize: config.worker.reconcileBatchSize,
       maxPending: config.worker.reconcileMaxPending,
