@@ -6,8 +6,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import type { Redis } from 'ioredis';
 import type pg from 'pg';
-import { type RewardEventType, rewardEventTypes } from '../src/store/types.js';
 import { variables } from '../src/config.js';
+import { type RewardEventType, rewardEventTypes } from '../src/store/types.js';
 
 export interface BenchEnvironment {
   redisUrl: string;
