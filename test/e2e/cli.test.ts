@@ -89,7 +89,7 @@ describe('perks-worker CLI', () => {
     expect(migrate).not.toContain('PERKS_CLIENT_SECRET');
     expect(run(['help', 'work']).stdout).toContain('PERKS_CLIENT_SECRET');
     expect(run(['help', 'status']).stdout).toContain('REDIS_URL');
-  });
+  }, 120_000); // two dozen processes: on a loaded 2-core machine that outlasts the default 30 s
 
   it.each([
     [['enroll'], 'perks-worker: enroll: missing <user-id>'],
