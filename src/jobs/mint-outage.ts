@@ -4,7 +4,7 @@
  * - both API queues pause (`queue.rateLimit`, seen by every replica) for 1 s, doubling with
  *   each failed mint up to 60 s; a job that meets the failure goes back to wait;
  * - at the end of each pause this replica mints again, and the first mint that works lifts
- *   the pause;
+ *   the pause; the queues stay paused a little past that mint, so it is the round's only one;
  * - the failure is kept in Redis (`<prefix>:perks:mint-failure`) while it lasts, so /readyz of
  *   every replica and `status` show it.
  */
@@ -67,6 +67,8 @@ export interface MintOutageOptions {
 
 /** The record outlives its pause by this much: a replica that died mid-outage leaves no trace. */
 const recordSlackMs = 120_000;
+/** The queues' pause outlasts this replica's next mint by this much; that mint lifts it. */
+const probeSlackMs = 5_000;
 
 export class MintOutage {
   readonly #options: Required<MintOutageOptions>;
@@ -119,7 +121,7 @@ export class MintOutage {
       logger.warn(fields, 'perks api: token mint still failing');
     }
     await Promise.allSettled([
-      pauseApiQueues(queues, pauseMs),
+      pauseApiQueues(queues, pauseMs + probeSlackMs),
       redis.set(mintFailureKey(prefix), JSON.stringify(failure), 'PX', pauseMs + recordSlackMs),
     ]);
     if (this.#closed) return;
