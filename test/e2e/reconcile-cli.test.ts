@@ -79,9 +79,16 @@ describe('reconcile --wait and status', () => {
         : undefined;
     });
     expect(running.consumers.total).toBe(consumers.length + 1);
-    expect((await cli(['status'])).stdout).toMatch(
-      /^last reconciliation: RUNNING \(job reconcile-/m,
-    );
+    // Held while the text is read: a slow machine must not see it finish first.
+    const { rewardSync } = rig.producer.queues;
+    await rewardSync.pause();
+    try {
+      expect((await cli(['status'])).stdout).toMatch(
+        /^last reconciliation: RUNNING \(job reconcile-/m,
+      );
+    } finally {
+      await rewardSync.resume();
+    }
 
     const { status, stdout, stderr } = await following;
     expect(status).toBe(0);
