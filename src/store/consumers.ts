@@ -24,63 +24,29 @@ export interface RecordConsumerErrorInput {
 
 /** The consumers operations of a store; `s` is the quoted schema. */
 export const consumerQueries = (pool: pg.Pool, s: string) => ({
-  /**
-   * The first enrollment's enrolled_at and outcome stand (a retry answered 409) unless the API
-   * since said "not enrolled". Consents are stored only when the API created the consumer.
-   */
+  /** The rules: migrations/repeatable/record_enrollment.sql. */
   async recordEnrollment(input: RecordEnrollmentInput): Promise<void> {
-    await pool.query(
-      `insert into ${s}.consumers as c (consumer_id, user_id, enrolled_at, enrollment_outcome,
-         extra_consents, removed_consents, updated_at)
-       values ($1, $2, $3, $4, case when $4 = 'created' then $5::text[] end,
-         case when $4 = 'created' then $6::text[] end, now())
-       on conflict (consumer_id) do update set
-         user_id = coalesce(excluded.user_id, c.user_id),
-         enrolled_at = case when c.enrolled_at is null or c.not_enrolled_at is not null
-                            then excluded.enrolled_at else c.enrolled_at end,
-         enrollment_outcome = case when c.enrolled_at is null or c.not_enrolled_at is not null
-                                   then excluded.enrollment_outcome else c.enrollment_outcome end,
-         extra_consents = case when excluded.enrollment_outcome = 'created'
-                               then excluded.extra_consents else c.extra_consents end,
-         removed_consents = case when excluded.enrollment_outcome = 'created'
-                                 then excluded.removed_consents else c.removed_consents end,
-         not_enrolled_at = null,
-         last_error = null,
-         updated_at = now()`,
-      [
-        input.consumerId,
-        input.userId ?? null,
-        input.at,
-        input.outcome,
-        [...input.extraConsents],
-        [...input.removedConsents],
-      ],
-    );
+    await pool.query(`select ${s}.record_enrollment($1, $2, $3, $4, $5, $6)`, [
+      input.consumerId,
+      input.userId ?? null,
+      input.at,
+      input.outcome,
+      [...input.extraConsents],
+      [...input.removedConsents],
+    ]);
   },
 
   async recordConsumerError(input: RecordConsumerErrorInput): Promise<void> {
-    await pool.query(
-      `insert into ${s}.consumers as c (consumer_id, user_id, last_error, updated_at)
-       values ($1, $2, $3, now())
-       on conflict (consumer_id) do update set
-         user_id = coalesce(excluded.user_id, c.user_id),
-         last_error = excluded.last_error,
-         updated_at = now()`,
-      [input.consumerId, input.userId ?? null, input.message.slice(0, maxErrorLength)],
-    );
+    await pool.query(`select ${s}.record_consumer_error($1, $2, $3)`, [
+      input.consumerId,
+      input.userId ?? null,
+      input.message.slice(0, maxErrorLength),
+    ]);
   },
 
   /** ERR-404-02 to a request sent at `at`, unless a newer enrollment or sync won the race. */
   async markNotEnrolled(input: { consumerId: string; at: Date }): Promise<void> {
-    await pool.query(
-      `insert into ${s}.consumers as c (consumer_id, not_enrolled_at, updated_at)
-       values ($1, $2, now())
-       on conflict (consumer_id) do update set not_enrolled_at = excluded.not_enrolled_at,
-         updated_at = now()
-       where (c.enrolled_at is null or c.enrolled_at < excluded.not_enrolled_at)
-         and (c.last_synced_at is null or c.last_synced_at < excluded.not_enrolled_at)`,
-      [input.consumerId, input.at],
-    );
+    await pool.query(`select ${s}.mark_not_enrolled($1, $2)`, [input.consumerId, input.at]);
   },
 
   async getConsumer(consumerId: string): Promise<ConsumerRow | undefined> {

@@ -1,15 +1,10 @@
 /**
  * Webhook delivery state over reward_events (migration 000005): reward_event_pending (consumers
  * with undelivered events), reward_event_cursors (the last event id delivered or given up, per
- * consumer: delivery goes in id order), reward_event_failures. `schema` is quoted.
+ * consumer: delivery goes in id order), reward_event_failures. Each operation is a function of
+ * migrations/repeatable/ that states its rules. `schema` is quoted.
  */
 import type pg from 'pg';
-import { inTransaction } from './transaction.js';
-
-/** The last event id delivered to `consumer` (an SQL expression), 0 for none. */
-const deliveredThrough = (schema: string, consumer: string) =>
-  `coalesce((select c.delivered_through from ${schema}.reward_event_cursors c
-              where c.consumer_id = ${consumer}), 0)`;
 
 export interface FeedEvent {
   /** bigint, as node-postgres returns it. */
@@ -22,9 +17,6 @@ export interface FeedEvent {
   created_at: Date;
 }
 
-/** A dispatcher's mark is taken again after this long: a delivery job lost with Redis is not. */
-const redispatchAfter = '10 minutes';
-
 /**
  * Claims consumers waiting for a delivery job, then dispatches after the commit: no row stays
  * locked, holding up reward writes, while Redis is slow. A failed dispatch puts the marks back.
@@ -35,20 +27,11 @@ export async function dispatchPending(
   limit: number,
   dispatch: (consumerIds: string[]) => Promise<void>,
 ): Promise<number> {
-  const ids = await inTransaction(pool, async (client) => {
-    const { rows } = await client.query<{ consumer_id: string }>(
-      `update ${schema}.reward_event_pending set dispatched_at = now()
-        where consumer_id in (
-          select consumer_id from ${schema}.reward_event_pending
-           where dispatched_at is null or dispatched_at < now() - interval '${redispatchAfter}'
-           order by consumer_id
-           limit $1
-             for update skip locked)
-        returning consumer_id`,
-      [limit],
-    );
-    return rows.map((r) => r.consumer_id);
-  });
+  const { rows } = await pool.query<{ consumer_id: string }>(
+    `select consumer_id from ${schema}.claim_reward_event_pending($1) as consumer_id`,
+    [limit],
+  );
+  const ids = rows.map((r) => r.consumer_id);
   if (ids.length === 0) return 0;
   try {
     await dispatch(ids);
@@ -71,15 +54,8 @@ export async function undeliveredEvents(
   consumerId: string,
   limit: number,
 ): Promise<FeedEvent[]> {
-  const { rows } = await pool.query<FeedEvent>(
-    `select e.id, e.type, e.consumer_id, e.user_id, e.reward_id, e.data, e.created_at
-       from ${schema}.reward_events e
-      where e.consumer_id = $1 and e.id > ${deliveredThrough(schema, '$1')}
-      order by e.id
-      limit $2`,
-    [consumerId, limit],
-  );
-  return rows;
+  const sql = `select * from ${schema}.undelivered_reward_events($1, $2)`;
+  return (await pool.query<FeedEvent>(sql, [consumerId, limit])).rows;
 }
 
 export async function advanceCursor(
@@ -88,14 +64,7 @@ export async function advanceCursor(
   consumerId: string,
   eventId: string,
 ): Promise<void> {
-  await db.query(
-    `insert into ${schema}.reward_event_cursors as c (consumer_id, delivered_through)
-     values ($1, $2)
-     on conflict (consumer_id) do update
-       set delivered_through = greatest(c.delivered_through, excluded.delivered_through),
-           updated_at = now()`,
-    [consumerId, eventId],
-  );
+  await db.query(`select ${schema}.advance_reward_event_cursor($1, $2)`, [consumerId, eventId]);
 }
 
 /** Gives an event up: recorded as failed, and the cursor moves past it. */
@@ -105,36 +74,21 @@ export async function recordFailure(
   event: Pick<FeedEvent, 'id' | 'consumer_id'>,
   failure: { attempts: number; lastError: string },
 ): Promise<void> {
-  await inTransaction(pool, async (client) => {
-    await client.query(
-      `insert into ${schema}.reward_event_failures (event_id, consumer_id, attempts, last_error)
-       values ($1, $2, $3, $4)
-       on conflict (event_id) do update
-         set failed_at = now(), attempts = excluded.attempts, last_error = excluded.last_error`,
-      [event.id, event.consumer_id, failure.attempts, failure.lastError.slice(0, 2000)],
-    );
-    await advanceCursor(client, schema, event.consumer_id, event.id);
-  });
+  await pool.query(`select ${schema}.record_reward_event_failure($1, $2, $3, $4)`, [
+    event.id,
+    event.consumer_id,
+    failure.attempts,
+    failure.lastError.slice(0, 2000),
+  ]);
 }
 
-/**
- * Drops the pending mark once nothing is left to deliver. A write recording an event resets
- * dispatched_at to null in its transaction, so a mark is never dropped under a newer event.
- */
+/** Drops the pending mark once nothing is left to deliver (never under a newer event). */
 export async function clearPendingIfDone(
   pool: pg.Pool,
   schema: string,
   consumerId: string,
 ): Promise<void> {
-  await pool.query(
-    `delete from ${schema}.reward_event_pending p
-      where p.consumer_id = $1
-        and p.dispatched_at is not null
-        and not exists (
-          select 1 from ${schema}.reward_events e
-           where e.consumer_id = $1 and e.id > ${deliveredThrough(schema, '$1')})`,
-    [consumerId],
-  );
+  await pool.query(`select ${schema}.clear_reward_event_pending($1)`, [consumerId]);
 }
 
 export interface DeliveryLag {
@@ -145,28 +99,13 @@ export interface DeliveryLag {
   failed: number;
 }
 
-/** How far delivery is behind: one index probe per consumer with undelivered events. */
 export async function deliveryLag(pool: pg.Pool, schema: string): Promise<DeliveryLag> {
   const { rows } = await pool.query<{
     consumers: number;
     oldest_id: string | null;
     oldest_at: Date | null;
     failed: number;
-  }>(
-    `select (select count(*)::int from ${schema}.reward_event_pending) as consumers,
-            o.id as oldest_id, o.created_at as oldest_at,
-            (select count(*)::int from ${schema}.reward_event_failures) as failed
-       from (select null) one
-       left join lateral (
-         select e.id, e.created_at
-           from ${schema}.reward_event_pending p
-           cross join lateral (
-             select e.id, e.created_at from ${schema}.reward_events e
-              where e.consumer_id = p.consumer_id
-                and e.id > ${deliveredThrough(schema, 'p.consumer_id')}
-              order by e.id limit 1) e
-          order by e.id limit 1) o on true`,
-  );
+  }>(`select * from ${schema}.reward_event_lag()`);
   const row = rows[0];
   return {
     consumers: row?.consumers ?? 0,
@@ -194,50 +133,15 @@ export async function listDeliveries(
   schema: string,
   options: { failed: boolean; limit: number },
 ): Promise<DeliveryRow[]> {
-  const columns =
-    'e.id, e.type, e.consumer_id, e.created_at, f.failed_at, f.attempts, f.last_error';
-  const { rows } = await pool.query<DeliveryRow>(
-    options.failed
-      ? `select ${columns}, 'failed' as state
-           from ${schema}.reward_event_failures f
-           join ${schema}.reward_events e on e.id = f.event_id
-          order by f.event_id desc limit $1`
-      : `select ${columns},
-                case when f.event_id is not null then 'failed'
-                     when e.id <= coalesce(c.delivered_through, 0) then 'delivered'
-                     else 'pending' end as state
-           from (select * from ${schema}.reward_events order by id desc limit $1) e
-           left join ${schema}.reward_event_cursors c on c.consumer_id = e.consumer_id
-           left join ${schema}.reward_event_failures f on f.event_id = e.id
-          order by e.id desc`,
-    [options.limit],
-  );
-  return rows;
+  const sql = `select * from ${schema}.reward_event_deliveries($1, $2)`;
+  return (await pool.query<DeliveryRow>(sql, [options.failed, options.limit])).rows;
 }
 
 /** Delivers every event from `fromId` on again, failures forgotten; returns the consumers. */
 export async function replayFrom(pool: pg.Pool, schema: string, fromId: string): Promise<number> {
-  return inTransaction(pool, async (client) => {
-    const { rows } = await client.query<{ consumer_id: string }>(
-      `select distinct consumer_id from ${schema}.reward_events where id >= $1`,
-      [fromId],
-    );
-    const ids = rows.map((r) => r.consumer_id);
-    await client.query(
-      `update ${schema}.reward_event_cursors
-          set delivered_through = least(delivered_through, $1::bigint - 1), updated_at = now()
-        where consumer_id = any($2::text[])`,
-      [fromId, ids],
-    );
-    await client.query(`delete from ${schema}.reward_event_failures where event_id >= $1`, [
-      fromId,
-    ]);
-    await client.query(
-      `insert into ${schema}.reward_event_pending (consumer_id)
-       select unnest($1::text[])
-       on conflict (consumer_id) do update set dispatched_at = null`,
-      [ids],
-    );
-    return ids.length;
-  });
+  const { rows } = await pool.query<{ n: number }>(
+    `select ${schema}.replay_reward_events($1) as n`,
+    [fromId],
+  );
+  return rows[0]?.n ?? 0;
 }

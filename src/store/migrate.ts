@@ -49,6 +49,7 @@ export interface MigrationFile extends SqlFile {
 }
 
 const migrationsDirectory = new URL('./migrations/', import.meta.url);
+const bootstrapFile = new URL('bootstrap/migration_tables.sql', migrationsDirectory);
 const filePattern = /^(\d{6})_([a-z0-9_]+)\.sql$/;
 const repeatablePattern = /^[a-z0-9_]+\.sql$/;
 const lockNamespace = 'perks-worker migrations';
@@ -133,30 +134,11 @@ async function readSqlFiles(directory: URL): Promise<SqlFile[]> {
 /** Creates the schema and its tables of applied migrations; returns what they record. */
 async function prepareSchema(run: Run) {
   const { client, q } = run;
+  const bootstrap = await readFile(bootstrapFile, 'utf8');
   return inTransaction(run, async () => {
     await client.query(`create schema if not exists ${q}`);
-    await client.query(`create table if not exists ${q}.schema_migrations (
-      version text primary key,
-      name text not null,
-      applied_at timestamptz not null default now(),
-      checksum text not null
-    )`);
-    await client.query(`create table if not exists ${q}.schema_repeatable_migrations (
-      file text primary key,
-      applied_at timestamptz not null default now(),
-      checksum text not null
-    )`);
-    await client.query(`
-      comment on table ${q}.schema_migrations is 'Migrations applied to this schema by perks-worker migrate.';
-      comment on column ${q}.schema_migrations.version is 'Six-digit version, the prefix of the file name (000001).';
-      comment on column ${q}.schema_migrations.name is 'Name part of the file (init for 000001_init.sql).';
-      comment on column ${q}.schema_migrations.applied_at is 'When the migration was applied.';
-      comment on column ${q}.schema_migrations.checksum is 'sha256 of the file; the statements of an applied file must never change.';
-      comment on table ${q}.schema_repeatable_migrations is 'Repeatable migrations (functions, migrations/repeatable/) as last applied; each is applied again when its file changes.';
-      comment on column ${q}.schema_repeatable_migrations.file is 'File name (write_reward_pages.sql).';
-      comment on column ${q}.schema_repeatable_migrations.applied_at is 'When this checksum was applied.';
-      comment on column ${q}.schema_repeatable_migrations.checksum is 'sha256 of the file as last applied.';
-    `);
+    await client.query(`set local search_path to ${q}`);
+    await client.query(bootstrap);
     const numbered = await client.query<{ version: string; checksum: string }>(
       `select version, checksum from ${q}.schema_migrations`,
     );

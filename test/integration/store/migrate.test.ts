@@ -188,9 +188,20 @@ describe('migrate', () => {
     const upgraded = await functionsOf(old.url);
     expect(upgraded).toEqual(await functionsOf(fresh.url));
     expect(upgraded.map((f) => f.signature)).toEqual([
+      'perks.advance_reward_event_cursor(text,bigint)',
+      'perks.claim_reward_event_pending(integer)',
+      'perks.clear_reward_event_pending(text)',
       'perks.enqueue_enrollment(text,text[],text[])',
+      'perks.mark_not_enrolled(text,timestamp with time zone)',
       'perks.notify_reward_events()',
       'perks.notify_signup_outbox()',
+      'perks.record_consumer_error(text,text,text)',
+      'perks.record_enrollment(text,text,timestamp with time zone,text,text[],text[])',
+      'perks.record_reward_event_failure(bigint,text,integer,text)',
+      'perks.replay_reward_events(bigint)',
+      'perks.reward_event_deliveries(boolean,integer)',
+      'perks.reward_event_lag()',
+      'perks.undelivered_reward_events(text,integer)',
       'perks.write_reward_pages(jsonb,jsonb,uuid[],text[])',
     ]);
     // Unchanged, the repeatable file is not applied again: the function keeps its oid.

@@ -1,0 +1,17 @@
+-- advance_reward_event_cursor(consumer_id, event_id): the consumer's events through event_id
+-- are delivered or given up. Never moves a cursor back (replay_reward_events does that).
+
+create or replace function advance_reward_event_cursor(consumer_id text, event_id bigint)
+returns void
+language sql
+set search_path from current
+as $function$
+  insert into reward_event_cursors as c (consumer_id, delivered_through)
+  values ($1, $2)
+  on conflict (consumer_id) do update
+    set delivered_through = greatest(c.delivered_through, excluded.delivered_through),
+        updated_at = now()
+$function$;
+
+comment on function advance_reward_event_cursor(text, bigint) is
+  'The worker''s own: moves a consumer''s delivery cursor forward; see its file, migrations/repeatable/advance_reward_event_cursor.sql.';

@@ -1,0 +1,31 @@
+-- replay_reward_events(from_id): delivers every event from from_id on again, their failures
+-- forgotten: the cursors of their consumers move back before from_id and the consumers are
+-- marked pending. Returns how many consumers.
+
+create or replace function replay_reward_events(from_id bigint)
+returns int
+language sql
+set search_path from current
+as $function$
+  with replayed as (
+    select distinct consumer_id from reward_events where id >= $1
+  ),
+  rewound as (
+    update reward_event_cursors c
+       set delivered_through = least(c.delivered_through, $1 - 1), updated_at = now()
+      from replayed r
+     where c.consumer_id = r.consumer_id
+  ),
+  forgotten as (
+    delete from reward_event_failures where event_id >= $1
+  ),
+  marked as (
+    insert into reward_event_pending (consumer_id)
+    select consumer_id from replayed
+    on conflict (consumer_id) do update set dispatched_at = null
+  )
+  select count(*)::int from replayed
+$function$;
+
+comment on function replay_reward_events(bigint) is
+  'The worker''s own: delivers reward events again from an id on (perks-worker events replay); see its file, migrations/repeatable/replay_reward_events.sql.';
