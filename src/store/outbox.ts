@@ -21,16 +21,8 @@ export async function claimWaitingSignups(
   schema: string,
   limit: number,
 ): Promise<OutboxRow[]> {
-  const { rows } = await client.query<OutboxRow>(
-    `select id, user_id, extra_consents, removed_consents
-       from ${schema}.signup_outbox
-      where processed_at is null
-      order by id
-      limit $1
-        for update skip locked`,
-    [limit],
-  );
-  return rows;
+  const sql = `select * from ${schema}.claim_waiting_signups($1)`;
+  return (await client.query<OutboxRow>(sql, [limit])).rows;
 }
 
 export async function markSignupsProcessed(
@@ -39,17 +31,11 @@ export async function markSignupsProcessed(
   outcomes: readonly OutboxOutcome[],
 ): Promise<void> {
   if (outcomes.length === 0) return;
-  await client.query(
-    `update ${schema}.signup_outbox as o
-        set processed_at = now(), job_id = m.job_id, error = m.error
-       from unnest($1::bigint[], $2::text[], $3::text[]) as m(id, job_id, error)
-      where o.id = m.id`,
-    [
-      outcomes.map((o) => o.id),
-      outcomes.map((o) => ('jobId' in o ? o.jobId : null)),
-      outcomes.map((o) => ('error' in o ? o.error.slice(0, maxErrorLength) : null)),
-    ],
-  );
+  await client.query(`select ${schema}.mark_signups_processed($1, $2, $3)`, [
+    outcomes.map((o) => o.id),
+    outcomes.map((o) => ('jobId' in o ? o.jobId : null)),
+    outcomes.map((o) => ('error' in o ? o.error.slice(0, maxErrorLength) : null)),
+  ]);
 }
 
 /** Deletes up to `limit` rows processed over `retentionDays` ago; never a waiting row. */
@@ -58,15 +44,9 @@ export async function deleteProcessedSignups(
   schema: string,
   input: { retentionDays: number; limit: number },
 ): Promise<number> {
-  const { rowCount } = await pool.query(
-    `delete from ${schema}.signup_outbox
-      where id in (
-        select id from ${schema}.signup_outbox
-         where processed_at < now() - make_interval(days => $1)
-         order by processed_at
-         limit $2
-           for update skip locked)`,
+  const { rows } = await pool.query<{ n: number }>(
+    `select ${schema}.delete_processed_signups($1, $2) as n`,
     [input.retentionDays, input.limit],
   );
-  return rowCount ?? 0;
+  return rows[0]?.n ?? 0;
 }

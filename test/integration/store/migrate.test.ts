@@ -190,9 +190,12 @@ describe('migrate', () => {
     expect(upgraded.map((f) => f.signature)).toEqual([
       'perks.advance_reward_event_cursor(text,bigint)',
       'perks.claim_reward_event_pending(integer)',
+      'perks.claim_waiting_signups(integer)',
       'perks.clear_reward_event_pending(text)',
+      'perks.delete_processed_signups(integer,integer)',
       'perks.enqueue_enrollment(text,text[],text[])',
       'perks.mark_not_enrolled(text,timestamp with time zone)',
+      'perks.mark_signups_processed(bigint[],text[],text[])',
       'perks.notify_reward_events()',
       'perks.notify_signup_outbox()',
       'perks.record_consumer_error(text,text,text)',
