@@ -192,6 +192,7 @@ describe('migrate', () => {
       'perks.claim_reward_event_pending(integer)',
       'perks.claim_waiting_signups(integer)',
       'perks.clear_reward_event_pending(text)',
+      'perks.datastore_summary()',
       'perks.delete_processed_signups(integer,integer)',
       'perks.enqueue_enrollment(text,text[],text[])',
       'perks.mark_not_enrolled(text,timestamp with time zone)',
