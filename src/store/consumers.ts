@@ -24,7 +24,6 @@ export interface RecordConsumerErrorInput {
 
 /** The consumers operations of a store; `s` is the quoted schema. */
 export const consumerQueries = (pool: pg.Pool, s: string) => ({
-  /** The rules: migrations/repeatable/record_enrollment.sql. */
   async recordEnrollment(input: RecordEnrollmentInput): Promise<void> {
     await pool.query(`select ${s}.record_enrollment($1, $2, $3, $4, $5, $6)`, [
       input.consumerId,

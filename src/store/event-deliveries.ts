@@ -17,10 +17,7 @@ export interface FeedEvent {
   created_at: Date;
 }
 
-/**
- * Claims consumers waiting for a delivery job, then dispatches after the commit: no row stays
- * locked, holding up reward writes, while Redis is slow. A failed dispatch puts the marks back.
- */
+/** Claims consumers waiting for a delivery job, then dispatches them after the commit. */
 export async function dispatchPending(
   pool: pg.Pool,
   schema: string,
@@ -36,13 +33,7 @@ export async function dispatchPending(
   try {
     await dispatch(ids);
   } catch (error) {
-    await pool
-      .query(
-        `update ${schema}.reward_event_pending set dispatched_at = null
-          where consumer_id = any($1::text[])`,
-        [ids],
-      )
-      .catch(() => {});
+    await pool.query(`select ${schema}.release_reward_event_pending($1)`, [ids]).catch(() => {});
     throw error;
   }
   return ids.length;
@@ -99,21 +90,14 @@ export interface DeliveryLag {
   failed: number;
 }
 
+type LagRow = Omit<DeliveryLag, 'oldest'> & { oldest_id: string | null; oldest_at: Date | null };
+
 export async function deliveryLag(pool: pg.Pool, schema: string): Promise<DeliveryLag> {
-  const { rows } = await pool.query<{
-    consumers: number;
-    oldest_id: string | null;
-    oldest_at: Date | null;
-    failed: number;
-  }>(`select * from ${schema}.reward_event_lag()`);
-  const row = rows[0];
-  return {
-    consumers: row?.consumers ?? 0,
-    failed: row?.failed ?? 0,
-    ...(row?.oldest_id && row.oldest_at
-      ? { oldest: { id: row.oldest_id, createdAt: row.oldest_at } }
-      : {}),
-  };
+  const { rows } = await pool.query<LagRow>(`select * from ${schema}.reward_event_lag()`);
+  const [row] = rows;
+  if (!row) throw new Error('reward_event_lag() returned no row');
+  const { consumers, failed, oldest_id: id, oldest_at: createdAt } = row;
+  return { consumers, failed, ...(id && createdAt ? { oldest: { id, createdAt } } : {}) };
 }
 
 interface DeliveryRow {

@@ -1,6 +1,6 @@
 /**
  * Creates the database when missing, applies ./migrations/ in order, each in its own transaction
- * (recorded in schema_migrations), then the repeatable files of ./migrations/repeatable/
+ * (recorded in schema_migrations), then those of ./migrations/repeatable/ in name order
  * (`create or replace`), each again when its checksum changed, as Flyway's repeatable
  * migrations. Change a function's signature under a new name: in a rolling deploy the last
  * build to migrate wins. Each file runs with `search_path` set to the schema. Every transaction

@@ -39,28 +39,19 @@ export interface FinishSync {
 
 export type RewardPageResult = RewardPageWrite & { markedMissing: number };
 
-export interface PreparedPage {
-  consumerId: string;
-  ids: readonly string[];
-  /** { consumer_id, body }: an element of the statement's first parameter. */
-  entryJson: string;
-  asSent: boolean;
-  rewards: readonly RewardRecord[];
-  /** Rewards given, duplicates included. */
-  given: number;
-  observedAt: Date;
-  finish: FinishSync | undefined;
-}
+export type PreparedPage = ReturnType<typeof preparePage>;
 
-export function preparePage(input: WriteRewardPageInput): PreparedPage {
+export function preparePage(input: WriteRewardPageInput) {
   const rewards = distinctRewards(input.rewards);
   const sent = rewards.length === input.rewards.length ? input.json : undefined;
   return {
     consumerId: input.consumerId,
     ids: rewards.map((reward) => reward.id),
+    /** { consumer_id, body }: an element of the statement's first parameter. */
     entryJson: entryOf(input.consumerId, sent ?? itemsOf(rewards)),
     asSent: sent !== undefined,
     rewards,
+    /** Rewards given, duplicates included. */
     given: input.rewards.length,
     observedAt: input.observedAt,
     finish: input.finish,

@@ -7,15 +7,7 @@ import { defaultWriterLimits, RewardWriter } from './reward-writer.js';
 import type { FinishSync, RewardPageResult, WriteRewardPageInput } from './rewards.js';
 import { type RewardEventType, rewardEventTypes } from './types.js';
 
-export type { FinishSync } from './rewards.js';
-export {
-  type ConsumerRow,
-  type EnrollmentOutcome,
-  type RewardEventType,
-  type RewardPageWrite,
-  type RewardRecord,
-  rewardEventTypes,
-} from './types.js';
+export type { RewardPageWrite, RewardRecord } from './types.js';
 
 export interface StoreConfig {
   /** postgres:// URL (DATABASE_URL). */

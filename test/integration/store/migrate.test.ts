@@ -202,6 +202,7 @@ describe('migrate', () => {
       'perks.record_consumer_error(text,text,text)',
       'perks.record_enrollment(text,text,timestamp with time zone,text,text[],text[])',
       'perks.record_reward_event_failure(bigint,text,integer,text)',
+      'perks.release_reward_event_pending(text[])',
       'perks.replay_reward_events(bigint)',
       'perks.reward_event_deliveries(boolean,integer)',
       'perks.reward_event_lag()',
