@@ -29,9 +29,6 @@ export function formatOfPath(path: string): InputFormat | undefined {
   return undefined;
 }
 
-/** @deprecated For src/cli/enroll-report.ts until it calls describeProblems: the field named. */
-export const inputPath = (path: readonly PropertyKey[]): string => path.map(String).join('');
-
 /** JSON Lines when the first character (after a BOM and blanks) is `{`, else CSV; read, put back. */
 export async function sniffFormat(input: Readable): Promise<InputFormat> {
   await once(input, 'readable');
