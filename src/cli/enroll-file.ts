@@ -15,6 +15,7 @@ import type { Queues } from '../queues/queues.js';
 import { EnrollmentFollower, followSummary } from './enroll-follow.js';
 import {
   EnrollmentInputError,
+  formatOfPath,
   type InputFormat,
   type InputRecord,
   readRecords,
@@ -26,8 +27,9 @@ import { createProgress } from './progress.js';
 const batchSize = 1000;
 
 /**
- * `file` is a path or `-` (stdin); without `format`, the first character tells. Exit status: 0,
- * 1 when a line was bad or (with --wait) a job did not end well, 130 when interrupted.
+ * `file` is a path or `-` (stdin); without `format` or a known extension, the first character
+ * tells. Exit status: 0, 1 when a line was bad or (with --wait) a job did not end well, 130 when
+ * interrupted.
  */
 export async function enrollFromFile(options: {
   file: string;
@@ -35,7 +37,7 @@ export async function enrollFromFile(options: {
   wait: boolean;
 }): Promise<number> {
   const { input, lines } = await openInput(options.file);
-  const format = options.format ?? (await sniffFormat(input));
+  const format = options.format ?? formatOfPath(options.file) ?? (await sniffFormat(input));
   const interrupted = new AbortController();
   const stop = () => interrupted.abort();
   process.once('SIGINT', stop);

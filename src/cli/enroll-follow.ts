@@ -32,8 +32,12 @@ const sweepEveryMs = 5000;
 export class EnrollmentFollower {
   private readonly pending = new Set<string>();
   private readonly outcomes: EnrollmentOutcomes = {
-    ...{ created: 0, alreadyEnrolled: 0, failed: 0, unknown: 0 },
-    ...{ failures: new Map(), pending: 0 },
+    created: 0,
+    alreadyEnrolled: 0,
+    failed: 0,
+    unknown: 0,
+    failures: new Map(),
+    pending: 0,
   };
 
   private constructor(

@@ -48,13 +48,8 @@ export function signupOf(fields: Record<string, unknown>): object {
   const signup = { ...fields };
   for (const name of ['extra_consents', 'removed_consents']) {
     const value = signup[name];
-    const consents =
-      typeof value === 'string'
-        ? value
-            .split(';')
-            .map((part) => part.trim())
-            .filter((part) => part !== '')
-        : value;
+    const parts = typeof value === 'string' ? value.split(';').map((part) => part.trim()) : [];
+    const consents = typeof value === 'string' ? parts.filter((part) => part !== '') : value;
     if (consents == null || (Array.isArray(consents) && consents.length === 0)) delete signup[name];
     else signup[name] = consents;
   }

@@ -6,7 +6,7 @@ import { ConsumerIdKeyMissingError } from '../queues/consumer-id.js';
 import { describeProblems, InvalidPayloadError, type Problem } from '../queues/payloads.js';
 import { type EnqueuedEnrollment, enqueueEnrollments } from '../queues/producer.js';
 import { enrollFromFile } from './enroll-file.js';
-import { formatOfPath, type InputFormat } from './enroll-input.js';
+import type { InputFormat } from './enroll-input.js';
 import { withProducer } from './producer-session.js';
 import { producerGroups } from './program.js';
 
@@ -29,9 +29,7 @@ export async function run(
         'enroll: --consent and --remove-consent are for one <user-id>; with --file, give consents in the file',
       );
     }
-    // Without --format or a known extension, the first character tells.
-    const known = format ?? (file === '-' ? undefined : formatOfPath(file));
-    return enrollFromFile({ file, format: known, wait: wait ?? false });
+    return enrollFromFile({ file, format, wait: wait ?? false });
   }
   if (format !== undefined || wait !== undefined) {
     throw new UsageError('enroll: --format and --wait go with --file');
