@@ -15,12 +15,10 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import {
-  checkEnrollment,
-  enqueueEnrollments,
-  type ValidEnrollment,
-} from '../src/queues/bulk-enroll.js';
+import { checkSignup } from '../src/intake/signups.js';
 import { deletePrefix } from '../src/queues/connection.js';
+import type { EnrollmentPayload } from '../src/queues/payloads.js';
+import { enqueueEnrollments } from '../src/queues/producer.js';
 import { closeQueues, defaultJobPolicy, openQueues } from '../src/queues/queues.js';
 import type { BenchRun } from './lab.js';
 import {
@@ -76,17 +74,17 @@ async function waitingJobs(redis: Redis, prefix: string): Promise<number> {
 
 /** The floor: the same jobs, already checked, `batch` to an `addBulk`, in this process. */
 async function bareEnqueue(run: BenchRun, prefix: string, lines: number): Promise<number> {
-  const enrollments: ValidEnrollment[] = [];
+  const enrollments: EnrollmentPayload[] = [];
   for (let i = 0; i < lines; i++) {
-    const checked = checkEnrollment(
+    const checked = checkSignup(
       {
-        userId: userIdOf(i),
-        extraConsents: ['TARGETING', 'STATISTICS'],
-        removedConsents: ['WEB_ANALYTICS'],
+        user_id: userIdOf(i),
+        extra_consents: ['TARGETING', 'STATISTICS'],
+        removed_consents: ['WEB_ANALYTICS'],
       },
       undefined,
     );
-    if (checked.ok) enrollments.push(checked.enrollment);
+    if (checked.ok) enrollments.push(checked.value);
   }
   const connection = new Redis(run.env.redisUrl, { maxRetriesPerRequest: null });
   const queues = openQueues(connection, prefix, defaultJobPolicy);

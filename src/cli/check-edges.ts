@@ -14,15 +14,10 @@ import {
   ThrottledError,
   TokenMintError,
 } from '../perks/errors.js';
-import {
-  type CheckResult,
-  checkTimeoutMs,
-  describeError,
-  errorCode,
-  fail,
-  pass,
-  skip,
-} from './check-result.js';
+import type { CheckResult } from './check-result.js';
+import * as line from './check-result.js';
+
+const timeoutMs = line.checkTimeoutMs;
 
 /** A consumer and reward no program holds: the GET reads nothing and changes nothing. */
 const probeConsumer = 'perks-worker-check';
@@ -34,39 +29,38 @@ const probeReward = '00000000-0000-4000-8000-000000000000';
  */
 export async function checkPerksApi(config: PerksConfig): Promise<CheckResult> {
   const target = redactUrl(config.baseUrl);
-  const timeoutMs = Math.min(config.timeoutMs, checkTimeoutMs);
+  const requestMs = Math.min(config.timeoutMs, timeoutMs);
   const client = new PerksClient({
     baseUrl: config.baseUrl,
     clientId: config.clientId,
     clientSecret: config.clientSecret,
     apiVersion: config.apiVersion,
-    timeoutMs,
+    timeoutMs: requestMs,
     connections: 1,
     // One try: check reports what it sees now; the worker's retries are for jobs.
     retry: { attempts: 1 },
     maxInlineThrottleWaitMs: 0,
   });
-  // Each request is bounded by timeoutMs; the slack covers a quick second one (the token
+  // Each request is bounded by requestMs; the slack covers a quick second one (the token
   // request again with a form body, or the GET after a re-mint): see PerksClient.
-  const budget = timeoutMs + 1000;
+  const budget = requestMs + 1000;
+  let stage: 'mint' | 'get' = 'mint';
   try {
-    try {
-      await withTimeout(client.checkCredentials(), budget);
-    } catch (error) {
-      return apiFailure(target, 'mint', error);
+    await withTimeout(client.checkCredentials(), budget);
+    stage = 'get';
+    await withTimeout(client.getReward(probeConsumer, probeReward), budget);
+    return line.pass('perks api', target, 'token minted; a GET of a made-up consumer answered 200');
+  } catch (error) {
+    if (
+      stage === 'get' &&
+      (error instanceof ConsumerNotEnrolledError || error instanceof NotFoundError)
+    ) {
+      const detail = `token minted; a GET of a made-up consumer answered as expected (${answer(error)})`;
+      return line.pass('perks api', target, detail);
     }
-    try {
-      await withTimeout(client.getReward(probeConsumer, probeReward), budget);
-      return pass('perks api', target, 'token minted; a GET of a made-up consumer answered 200');
-    } catch (error) {
-      if (error instanceof ConsumerNotEnrolledError || error instanceof NotFoundError) {
-        const detail = `token minted; a GET of a made-up consumer answered as expected (${answer(error)})`;
-        return pass('perks api', target, detail);
-      }
-      return apiFailure(target, 'get', error);
-    }
+    return apiFailure(target, stage, error);
   } finally {
-    await within(checkTimeoutMs, client.close());
+    await within(timeoutMs, client.close());
   }
 }
 
@@ -85,13 +79,11 @@ const untrustedCertificate =
 const otherTls = /^(ERR_SSL_|ERR_TLS_)/;
 
 /** For an error that got no HTTP answer: what the network said, and what to change. */
-function unreachable(
-  check: { name: string; target: string; variable: string; before?: string },
-  error: unknown,
-): CheckResult {
-  const code = (error instanceof PerksError ? error.code : undefined) ?? errorCode(error) ?? '';
+function unreachable(name: string, target: string, variable: string, error: unknown, before = '') {
+  const code =
+    (error instanceof PerksError ? error.code : undefined) ?? line.errorCode(error) ?? '';
   const failed = (what: string, text: string, fix: string) =>
-    fail(check.name, check.target, `${check.before ?? ''}${what} (${text})`, fix);
+    line.fail(name, target, `${before}${what} (${text})`, fix);
   // OpenSSL's own message runs over several lines: its code says it.
   if (untrustedCertificate.test(code)) {
     const fix =
@@ -99,33 +91,34 @@ function unreachable(
     return failed('TLS failed', code, fix);
   }
   if (otherTls.test(code)) {
-    const fix = `check the scheme and port in ${check.variable}: the server may not speak TLS there`;
+    const fix = `check the scheme and port in ${variable}: the server may not speak TLS there`;
     return failed('TLS failed', code, fix);
   }
-  const text = error instanceof PerksError ? answer(error) : describeError(error);
-  const fix =
-    code === 'ENOTFOUND' || code === 'EAI_AGAIN'
-      ? `check the host name in ${check.variable}`
-      : `check ${check.variable}, and that this machine can reach it`;
+  const text = error instanceof PerksError ? answer(error) : line.describeError(error);
+  const fix = ['ENOTFOUND', 'EAI_AGAIN'].includes(code)
+    ? `check the host name in ${variable}`
+    : `check ${variable}, and that this machine can reach it`;
   return failed('unreachable', text, fix);
 }
 
+const baseUrlFix = 'check PERKS_BASE_URL: it must be the base URL of your program';
+const failingFix = 'the API is failing: try again later';
+
 /** A failed token mint (`mint`) or GET after it: what the API said, and what to change. */
 function apiFailure(target: string, stage: 'mint' | 'get', error: unknown): CheckResult {
-  const failed = (detail: string, fix: string) => fail('perks api', target, detail, fix);
+  const failed = (detail: string, fix: string) => line.fail('perks api', target, detail, fix);
   const mint = stage === 'mint';
   const perks = error instanceof PerksError ? error : mint ? TokenMintError.from(error) : undefined;
   if (mint && perks?.cause instanceof ResponseShapeError) {
-    const detail = `POST /tokens answered, but not with a token (${describeError(perks.cause)})`;
+    const detail = `POST /tokens answered, but not with a token (${line.describeError(perks.cause)})`;
     return failed(detail, baseUrlFix);
   }
   if (perks?.status === undefined) {
     const before = mint ? 'token endpoint ' : 'token minted; GET ';
-    return unreachable({ name: 'perks api', target, variable: 'PERKS_BASE_URL', before }, error);
+    return unreachable('perks api', target, 'PERKS_BASE_URL', error, before);
   }
   const { status } = perks;
   const said = answer(perks);
-  const failing = 'the API is failing: try again later';
   if (mint && (status === 401 || status === 403)) {
     const fix =
       'check PERKS_CLIENT_ID and PERKS_CLIENT_SECRET (sandbox and production clients are separate)';
@@ -134,11 +127,8 @@ function apiFailure(target: string, stage: 'mint' | 'get', error: unknown): Chec
   if (mint && status === 429) {
     return failed(`token mint throttled (${said})`, 'wait a minute and run check again');
   }
-  if (mint) {
-    const detail =
-      status >= 500 ? `token endpoint failing (${said})` : `token request answered ${said}`;
-    return failed(detail, status >= 500 ? failing : baseUrlFix);
-  }
+  if (mint && status >= 500) return failed(`token endpoint failing (${said})`, failingFix);
+  if (mint) return failed(`token request answered ${said}`, baseUrlFix);
   if (error instanceof AuthError) {
     const fix =
       'the client belongs to another program or environment than PERKS_BASE_URL, or lacks the PERKS scope';
@@ -147,21 +137,20 @@ function apiFailure(target: string, stage: 'mint' | 'get', error: unknown): Chec
   if (error instanceof ThrottledError) {
     return failed(`token minted; GET throttled (${said})`, 'wait and run check again');
   }
-  const fix = status >= 500 ? failing : 'check PERKS_BASE_URL and PERKS_API_VERSION';
+  const fix = status >= 500 ? failingFix : 'check PERKS_BASE_URL and PERKS_API_VERSION';
   return failed(`token minted; GET answered ${said}`, fix);
 }
 
-const baseUrlFix = 'check PERKS_BASE_URL: it must be the base URL of your program';
-
 /** Connects and disconnects: the queue itself is declared by `work`. */
 export async function checkRabbitmq(url: string | undefined): Promise<CheckResult> {
-  if (url === undefined)
-    return skip('rabbitmq', undefined, 'not configured (INTAKE_AMQP_URL unset)');
+  if (url === undefined) {
+    return line.skip('rabbitmq', undefined, 'not configured (INTAKE_AMQP_URL unset)');
+  }
   const target = redactUrl(url);
   const connection = new Connection({
     url,
     connectionName: 'perks-worker check',
-    connectionTimeout: checkTimeoutMs,
+    connectionTimeout: timeoutMs,
     retryLow: 1000,
     retryHigh: 1000,
   });
@@ -169,21 +158,16 @@ export async function checkRabbitmq(url: string | undefined): Promise<CheckResul
   const firstError = once(connection, 'error').then(([error]) => Promise.reject(error));
   firstError.catch(() => undefined);
   try {
-    await Promise.race([connection.onConnect(checkTimeoutMs, true), firstError]);
-    await within(checkTimeoutMs, connection.close());
-    return pass('rabbitmq', target, 'reachable');
+    await Promise.race([connection.onConnect(timeoutMs, true), firstError]);
+    await within(timeoutMs, connection.close());
+    return line.pass('rabbitmq', target, 'reachable');
   } catch (error) {
     connection.unsafeDestroy();
-    const code = errorCode(error) ?? '';
-    if (code === 'ACCESS_REFUSED') {
-      return fail(
-        'rabbitmq',
-        target,
-        'login refused (ACCESS_REFUSED)',
-        'check the user and password in INTAKE_AMQP_URL',
-      );
+    if (line.errorCode(error) !== 'ACCESS_REFUSED') {
+      return unreachable('rabbitmq', target, 'INTAKE_AMQP_URL', error);
     }
-    return unreachable({ name: 'rabbitmq', target, variable: 'INTAKE_AMQP_URL' }, error);
+    const fix = 'check the user and password in INTAKE_AMQP_URL';
+    return line.fail('rabbitmq', target, 'login refused (ACCESS_REFUSED)', fix);
   }
 }
 
@@ -192,30 +176,29 @@ export async function checkRabbitmq(url: string | undefined): Promise<CheckResul
  * reachable over a trusted connection; only a failure to get one is a ✗.
  */
 export async function checkWebhook(url: string | undefined): Promise<CheckResult> {
-  if (url === undefined) return skip('webhook', undefined, 'not configured (WEBHOOK_URL unset)');
+  if (url === undefined)
+    return line.skip('webhook', undefined, 'not configured (WEBHOOK_URL unset)');
   const parsed = new URL(url);
   // The query may carry a receiver's token: it is not shown.
   const target = redactUrl(`${parsed.origin}${parsed.pathname}`);
   const client = new Client(parsed.origin, {
-    connect: { timeout: checkTimeoutMs },
-    headersTimeout: checkTimeoutMs,
-    bodyTimeout: checkTimeoutMs,
+    connect: { timeout: timeoutMs },
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs,
   });
   try {
     // Past the timeout, destroy() below aborts the request.
-    const response = await withTimeout(
-      client.request({
-        method: 'HEAD',
-        path: `${parsed.pathname}${parsed.search}`,
-        headers: { 'user-agent': 'perks-worker check' },
-      }),
-      checkTimeoutMs,
-    );
+    const request = client.request({
+      method: 'HEAD',
+      path: `${parsed.pathname}${parsed.search}`,
+      headers: { 'user-agent': 'perks-worker check' },
+    });
+    const response = await withTimeout(request, timeoutMs);
     await response.body.dump();
-    return pass('webhook', target, `reachable (HEAD answered ${response.statusCode})`);
+    return line.pass('webhook', target, `reachable (HEAD answered ${response.statusCode})`);
   } catch (error) {
-    return unreachable({ name: 'webhook', target, variable: 'WEBHOOK_URL' }, error);
+    return unreachable('webhook', target, 'WEBHOOK_URL', error);
   } finally {
-    await within(checkTimeoutMs, client.destroy());
+    await within(timeoutMs, client.destroy());
   }
 }

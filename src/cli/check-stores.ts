@@ -6,55 +6,42 @@ import { connected, createRedisConnection, pingQueueStore } from '../queues/conn
 import { MigrationChecksumError } from '../store/errors.js';
 import { quoteIdentifier } from '../store/identifier.js';
 import { assertUnchanged, loadMigrationFiles, type MigrationFile } from '../store/migrate.js';
-import {
-  type CheckResult,
-  checkTimeoutMs,
-  describeError,
-  errorCode,
-  fail,
-  pass,
-  skip,
-} from './check-result.js';
+import type { CheckResult } from './check-result.js';
+import * as line from './check-result.js';
+
+const timeoutMs = line.checkTimeoutMs;
 
 export async function checkRedis(config: RedisConfig): Promise<CheckResult> {
   const target = config.clusterNodes
     ? `cluster ${config.clusterNodes.map((n) => `${n.host}:${n.port}`).join(',')}`
     : redactUrl(config.url);
   // The producer role fails fast instead of queueing commands while Redis is away.
-  const redis = createRedisConnection(config, 'producer', undefined, {
-    connectTimeout: checkTimeoutMs,
-  });
+  const redis = createRedisConnection(config, 'producer', undefined, { connectTimeout: timeoutMs });
   try {
-    await connected(redis, checkTimeoutMs);
-    const [server, memory] = await withTimeout(
-      Promise.all([redis.info('server'), redis.info('memory')]),
-      checkTimeoutMs,
-    );
-    await withTimeout(pingQueueStore(redis, config.queuePrefix), checkTimeoutMs);
+    await connected(redis, timeoutMs);
+    const info = Promise.all([redis.info('server'), redis.info('memory')]);
+    const [server, memory] = await withTimeout(info, timeoutMs);
+    await withTimeout(pingQueueStore(redis, config.queuePrefix), timeoutMs);
     const version = /^redis_version:(\S+)/m.exec(server)?.[1] ?? 'version unknown';
     const policy = /^maxmemory_policy:(\S+)/m.exec(memory)?.[1];
-    if (policy && policy !== 'noeviction') {
-      return fail(
-        'redis',
-        target,
-        `reachable (${version}), but maxmemory-policy is ${policy}`,
-        'set maxmemory-policy noeviction: with eviction, Redis may drop queued jobs',
-      );
-    }
-    return pass('redis', target, `reachable (${version})`);
-  } catch (error) {
-    const message = describeError(error);
-    const refused = /NOAUTH|WRONGPASS|NOPERM/.test(message);
-    return fail(
+    if (!policy || policy === 'noeviction')
+      return line.pass('redis', target, `reachable (${version})`);
+    const fix = 'set maxmemory-policy noeviction: with eviction, Redis may drop queued jobs';
+    return line.fail(
       'redis',
       target,
-      `${refused ? 'refused' : 'unreachable'} (${message})`,
-      refused
-        ? 'check the user and password in REDIS_URL'
-        : config.clusterNodes
-          ? 'start the cluster, or correct REDIS_CLUSTER_NODES'
-          : 'start Redis, or correct REDIS_URL',
+      `reachable (${version}), but maxmemory-policy is ${policy}`,
+      fix,
     );
+  } catch (error) {
+    const message = line.describeError(error);
+    const refused = /NOAUTH|WRONGPASS|NOPERM/.test(message);
+    const fix = refused
+      ? 'check the user and password in REDIS_URL'
+      : config.clusterNodes
+        ? 'start the cluster, or correct REDIS_CLUSTER_NODES'
+        : 'start Redis, or correct REDIS_URL';
+    return line.fail('redis', target, `${refused ? 'refused' : 'unreachable'} (${message})`, fix);
   } finally {
     redis.disconnect();
   }
@@ -63,28 +50,23 @@ export async function checkRedis(config: RedisConfig): Promise<CheckResult> {
 /** The server's line, then the schema's (skipped when the server cannot be reached). */
 export async function checkDatabase(config: DatabaseConfig): Promise<[CheckResult, CheckResult]> {
   const target = redactUrl(config.url);
-  const unreachable = (error: unknown): [CheckResult, CheckResult] => [
-    databaseFailure('postgres', target, 'DATABASE_URL', error),
-    skip('schema', config.schema, 'not checked (PostgreSQL unreachable)'),
-  ];
-  let client: pg.Client;
+  let client: pg.Client | undefined;
   try {
     client = await connect(config.url);
-  } catch (error) {
-    return unreachable(error);
-  }
-  try {
     const version = await client.query<{ v: string }>(
       `select current_setting('server_version') as v`,
     );
     // `15.6 (Debian 15.6-0+deb12u1)`: the number is what matters.
     const number = version.rows[0]?.v.split(' ')[0] ?? 'version unknown';
-    const server = pass('postgres', target, `reachable (${number})`);
+    const server = line.pass('postgres', target, `reachable (${number})`);
     return [server, await checkSchema(client, config.schema)];
   } catch (error) {
-    return unreachable(error);
+    return [
+      databaseFailure('postgres', target, 'DATABASE_URL', error),
+      line.skip('schema', config.schema, 'not checked (PostgreSQL unreachable)'),
+    ];
   } finally {
-    await within(checkTimeoutMs, client.end());
+    if (client) await within(timeoutMs, client.end());
   }
 }
 
@@ -93,8 +75,8 @@ export async function checkDirectDatabase(url: string): Promise<CheckResult> {
   const target = redactUrl(url);
   try {
     const client = await connect(url);
-    await within(checkTimeoutMs, client.end());
-    return pass('postgres direct', target, 'reachable');
+    await within(timeoutMs, client.end());
+    return line.pass('postgres direct', target, 'reachable');
   } catch (error) {
     return databaseFailure('postgres direct', target, 'DATABASE_DIRECT_URL', error);
   }
@@ -105,60 +87,44 @@ async function connect(url: string): Promise<pg.Client> {
   const client = new pg.Client({
     connectionString: url,
     // withTimeout answers first, with the same words as the other checks.
-    connectionTimeoutMillis: checkTimeoutMs + 1000,
-    query_timeout: checkTimeoutMs,
+    connectionTimeoutMillis: timeoutMs + 1000,
+    query_timeout: timeoutMs,
     application_name: 'perks-worker check',
   });
   // A connection dropped mid-check must not crash the process with an unhandled 'error'.
   client.on('error', () => undefined);
-  try {
-    await withTimeout(client.connect(), checkTimeoutMs);
-    return client;
-  } catch (error) {
+  await withTimeout(client.connect(), timeoutMs).catch((error: unknown) => {
     client.end().catch(() => undefined);
     throw error;
-  }
+  });
+  return client;
 }
 
-function databaseFailure(
-  name: string,
-  target: string,
-  variable: string,
-  error: unknown,
-): CheckResult {
-  const code = errorCode(error);
-  const detail = `unreachable (${describeError(error)})`;
-  if (code === '3D000') {
-    return fail(name, target, detail, 'run perks-worker migrate: it creates the database');
-  }
-  if (code === '28P01' || code === '28000') {
-    return fail(name, target, detail, `check the user and password in ${variable}`);
-  }
-  return fail(name, target, detail, `start PostgreSQL, or correct ${variable}`);
+function databaseFailure(name: string, target: string, variable: string, error: unknown) {
+  const fixes: Record<string, string> = {
+    '3D000': 'run perks-worker migrate: it creates the database',
+    '28P01': `check the user and password in ${variable}`,
+    '28000': `check the user and password in ${variable}`,
+  };
+  const fix = fixes[line.errorCode(error) ?? ''] ?? `start PostgreSQL, or correct ${variable}`;
+  return line.fail(name, target, `unreachable (${line.describeError(error)})`, fix);
 }
 
 async function checkSchema(client: pg.Client, schema: string): Promise<CheckResult> {
-  let rows: { version: string; checksum: string }[];
+  const applied = new Map<string, string>();
   try {
-    const result = await client.query<{ version: string; checksum: string }>(
+    const { rows } = await client.query<{ version: string; checksum: string }>(
       `select version, checksum from ${quoteIdentifier(schema)}.schema_migrations order by version`,
     );
-    rows = result.rows;
+    for (const row of rows) applied.set(row.version, row.checksum);
   } catch (error) {
-    // 42P01: no schema_migrations table; 3F000: no such schema.
-    const code = errorCode(error);
-    if (code !== '42P01' && code !== '3F000') {
-      return fail(
-        'schema',
-        schema,
-        `unreadable (${describeError(error)})`,
-        'check DATABASE_SCHEMA',
-      );
+    // 42P01: no schema_migrations table; 3F000: no such schema. Both: nothing applied.
+    if (!['42P01', '3F000'].includes(line.errorCode(error) ?? '')) {
+      const detail = `unreadable (${line.describeError(error)})`;
+      return line.fail('schema', schema, detail, 'check DATABASE_SCHEMA');
     }
-    rows = [];
   }
-  const files = await loadMigrationFiles();
-  return schemaResult(schema, files, new Map(rows.map((r) => [r.version, r.checksum])));
+  return schemaResult(schema, await loadMigrationFiles(), applied);
 }
 
 /** Whether `applied` (version -> checksum, from schema_migrations) is what this build ships. */
@@ -170,32 +136,33 @@ export function schemaResult(
   const migrate = 'run perks-worker migrate';
   for (const file of files) {
     const checksum = applied.get(file.version);
-    if (checksum === undefined) continue;
     try {
-      assertUnchanged(file, checksum);
+      if (checksum !== undefined) assertUnchanged(file, checksum);
     } catch (error) {
       if (!(error instanceof MigrationChecksumError)) throw error;
-      return fail(
+      const fix =
+        'run the release that applied it: a released migration is never edited, a new file is added';
+      return line.fail(
         'schema',
         schema,
         `migration ${file.file} differs from the one applied`,
-        'run the release that applied it: a released migration is never edited, a new file is added',
+        fix,
       );
     }
   }
   const pending = files.filter((f) => !applied.has(f.version));
   if (applied.size === 0) {
-    return fail('schema', schema, `not migrated (0 of ${files.length} migrations)`, migrate);
+    return line.fail('schema', schema, `not migrated (0 of ${files.length} migrations)`, migrate);
   }
   if (pending.length > 0) {
     const names = pending.map((f) => f.file).join(', ');
     const count = pending.length === 1 ? '1 migration' : `${pending.length} migrations`;
-    return fail('schema', schema, `${count} pending (${names})`, migrate);
+    return line.fail('schema', schema, `${count} pending (${names})`, migrate);
   }
   const current = [...applied.keys()].sort().at(-1) ?? '';
   const known = new Set(files.map((f) => f.version));
   const newer = [...applied.keys()].filter((v) => !known.has(v)).length;
   // Migrations only add: a schema a later release migrated further still serves this build.
   const note = newer > 0 ? `, ${newer} from a later release` : '';
-  return pass('schema', schema, `migrated (at ${current}, ${applied.size} migrations${note})`);
+  return line.pass('schema', schema, `migrated (at ${current}, ${applied.size} migrations${note})`);
 }

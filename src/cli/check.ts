@@ -16,33 +16,22 @@ import {
 } from '../config.js';
 import { consumerIdKeyWarning } from '../queues/consumer-id.js';
 import { checkPerksApi, checkRabbitmq, checkWebhook } from './check-edges.js';
-import {
-  type CheckResult,
-  describeError,
-  fail,
-  formatLine,
-  pass,
-  scrub,
-  skip,
-} from './check-result.js';
+import type { CheckResult } from './check-result.js';
+import * as line from './check-result.js';
 import { checkDatabase, checkDirectDatabase, checkRedis } from './check-stores.js';
 import { environmentOf } from './program.js';
 
-export interface CheckOptions {
-  json?: boolean;
-}
-
-export async function run(options: CheckOptions): Promise<number> {
-  const { config, problems } = loadEachGroup();
+export async function run(options: { json?: boolean }): Promise<number> {
+  const config = loadEachGroup();
   const secrets = secretsOf(config);
-  const checks = [configurationResults(config, problems), ...serviceChecks(config)];
+  const checks = [configurationResults(config), ...serviceChecks(config)];
   const results: CheckResult[] = [];
   // Started together, reported in order: the slowest check sets the time, not their sum.
   for (const check of checks) {
     for (const result of [await check].flat()) {
-      const clean = scrub(result, secrets);
+      const clean = line.scrub(result, secrets);
       results.push(clean);
-      if (!options.json) process.stdout.write(`${formatLine(clean)}\n`);
+      if (!options.json) process.stdout.write(`${line.formatLine(clean)}\n`);
     }
   }
   const ok = results.every((r) => r.ok);
@@ -52,63 +41,49 @@ export async function run(options: CheckOptions): Promise<number> {
   return ok ? 0 : 1;
 }
 
-/** Every group `work` loads: what passes here is what `work` will accept. */
-type LoadedConfig = Partial<Pick<Config, (typeof configGroups)[number]>>;
+/** Every group `work` loads (what passes here, `work` accepts), and the problems of the rest. */
+type LoadedConfig = Partial<Pick<Config, (typeof configGroups)[number]>> & {
+  problems: ConfigProblem[];
+};
 
 /** Each group on its own, so that one bad variable costs only the checks needing its group. */
-function loadEachGroup(): { config: LoadedConfig; problems: ConfigProblem[] } {
-  const config: LoadedConfig = {};
-  const problems: ConfigProblem[] = [];
+function loadEachGroup(): LoadedConfig {
+  const config: LoadedConfig = { problems: [] };
   for (const group of configGroups) {
     try {
       Object.assign(config, loadConfig([group]));
     } catch (error) {
       if (!(error instanceof ConfigError)) throw error;
-      problems.push(...error.problems);
+      config.problems.push(...error.problems);
     }
   }
-  return { config, problems };
+  return config;
 }
 
-function configurationResults(config: LoadedConfig, problems: ConfigProblem[]): CheckResult[] {
+function configurationResults({ problems, perks, consumerIds }: LoadedConfig): CheckResult[] {
   if (problems.length > 0) {
-    return problems.map(({ variable, problem, example }) =>
-      fail(
-        'configuration',
-        undefined,
-        `${variable} ${problem}`,
-        `set ${variable}, e.g. ${variable}=${example}`,
-      ),
-    );
+    return problems.map(({ variable, problem, example }) => {
+      const fix = `set ${variable}, e.g. ${variable}=${example}`;
+      return line.fail('configuration', undefined, `${variable} ${problem}`, fix);
+    });
   }
   // What `work` logs as warnings at start is worth seeing here too.
-  const warnings = [
-    config.perks && insecureHttpWarning(config.perks),
-    consumerIdKeyWarning(config.consumerIds?.key),
-  ].filter((w): w is string => w !== undefined);
+  const warnings = [perks && insecureHttpWarning(perks), consumerIdKeyWarning(consumerIds?.key)];
+  const note = warnings.map((w) => (w ? `; warning: ${w}` : '')).join('');
   const count = environmentOf(configGroups).length;
-  const note = warnings.map((w) => `; warning: ${w}`).join('');
-  return [pass('configuration', undefined, `${count} variables valid${note}`)];
+  return [line.pass('configuration', undefined, `${count} variables valid${note}`)];
 }
 
 /** One promise per line (or pair of lines), none of which rejects. */
-function serviceChecks(config: LoadedConfig): Promise<CheckResult | CheckResult[]>[] {
+function serviceChecks(config: LoadedConfig): Promise<Lines>[] {
   const { redis, database, perks, intake, events } = config;
-  const check = <C>(
-    names: string[],
-    group: C | undefined,
-    run: (group: C) => Promise<CheckResult | CheckResult[]>,
-  ) =>
+  const check = <C>(names: string[], group: C | undefined, run: (group: C) => Promise<Lines>) =>
     group === undefined
-      ? Promise.resolve(names.map((name) => skip(name, undefined, notChecked)))
-      : run(group).catch((error: unknown) =>
-          fail(
-            names[0] ?? '',
-            undefined,
-            `check failed (${describeError(error)})`,
-            'report this as a bug',
-          ),
-        );
+      ? Promise.resolve(names.map((name) => line.skip(name, undefined, notChecked)))
+      : run(group).catch((error: unknown) => {
+          const detail = `check failed (${line.describeError(error)})`;
+          return line.fail(names[0] ?? '', undefined, detail, 'report this as a bug');
+        });
   return [
     check(['redis'], redis, checkRedis),
     check(['postgres', 'schema'], database, checkDatabase),
@@ -121,6 +96,7 @@ function serviceChecks(config: LoadedConfig): Promise<CheckResult | CheckResult[
   ];
 }
 
+type Lines = CheckResult | CheckResult[];
 const notChecked = 'not checked (its configuration is invalid, see above)';
 
 /**
@@ -128,16 +104,13 @@ const notChecked = 'not checked (its configuration is invalid, see above)';
  * (decoded, as a server might echo it). Masked again in each result, whatever produced it.
  */
 function secretsOf(config: LoadedConfig): string[] {
-  const values: string[] = [];
   const byGroup = config as Partial<Record<ConfigGroup, Record<string, unknown>>>;
-  for (const spec of Object.values(variables) as VariableSpec[]) {
+  return (Object.values(variables) as VariableSpec[]).flatMap((spec) => {
     const value = byGroup[spec.group]?.[spec.key];
-    if (typeof value !== 'string') continue;
-    if (spec.secret) values.push(value);
-    else if (/^[a-z]+:\/\//.test(value)) {
-      const password = URL.canParse(value) ? new URL(value).password : '';
-      if (password) values.push(password, decodeURIComponent(password));
-    }
-  }
-  return values;
+    if (typeof value !== 'string') return [];
+    if (spec.secret) return [value];
+    const password =
+      /^[a-z]+:\/\//.test(value) && URL.canParse(value) ? new URL(value).password : '';
+    return password ? [password, decodeURIComponent(password)] : [];
+  });
 }

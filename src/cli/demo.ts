@@ -19,22 +19,18 @@ import { consumerFailures, readSummary } from '../store/summary.js';
 import { demoUserIds, differences, moveStatuses, seedUpstream } from './demo-upstream.js';
 import { datastoreBlock, failuresBlock, reconciliationBlock } from './report.js';
 
-export interface DemoOptions {
-  /** Customers to enroll (program.ts checks the range and gives the default). */
-  customers?: number;
-  /** Seed of the sandbox data. */
-  seed?: number;
-  /** Print the worker's log lines (JSON) too. */
-  verbose?: boolean;
-}
-
 /** A demo-only HMAC key: the demo's consumers live in the demo's own sandbox and schema. */
 const demoConsumerIdKey = 'perks-worker-demo-key-not-for-production';
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
 
-export async function run(options: DemoOptions): Promise<number> {
-  const { customers = 200, seed = 7, verbose } = options;
+/** Commander's options: program.ts checks the ranges and gives the defaults. */
+export async function run(options: {
+  customers: number;
+  seed: number;
+  verbose?: boolean;
+}): Promise<number> {
+  const { customers, seed, verbose } = options;
   const base = loadConfig(['redis', 'database', 'log']);
   // The worker's own lines (retries, pages) would drown the progress: shown with --verbose.
   const logger = createLogger({ ...base.log, level: verbose ? base.log.level : 'error' });
@@ -187,13 +183,10 @@ async function waitUntilDrained(ctx: JobContext, reconciliationJobId?: string): 
 
 async function resetSchema(databaseUrl: string, schema: string): Promise<void> {
   const client = new pg.Client({ connectionString: databaseUrl });
-  // A database that does not exist yet has no schema to drop: migrate creates it.
-  if (
-    !(await client.connect().then(
-      () => true,
-      () => false,
-    ))
-  )
-    return;
+  try {
+    await client.connect();
+  } catch {
+    return; // A database that does not exist yet has no schema to drop: migrate creates it.
+  }
   await client.query(`drop schema if exists "${schema}" cascade`).finally(() => client.end());
 }

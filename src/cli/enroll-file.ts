@@ -7,33 +7,29 @@
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
-import { loadConfig } from '../config.js';
 import { UsageError } from '../errors.js';
-import { enqueueEnrollments, type ValidEnrollment } from '../queues/bulk-enroll.js';
-import type { Producer } from '../queues/producer.js';
-import { EnrollmentFollower } from './enroll-follow.js';
+import { checkSignup } from '../intake/signups.js';
+import { describeProblems, type EnrollmentPayload } from '../queues/payloads.js';
+import { enqueueEnrollments } from '../queues/producer.js';
+import type { Queues } from '../queues/queues.js';
+import { EnrollmentFollower, followSummary } from './enroll-follow.js';
 import {
   EnrollmentInputError,
+  formatOfPath,
   type InputFormat,
   type InputRecord,
   readRecords,
   sniffFormat,
 } from './enroll-input.js';
-import {
-  checkRecord,
-  type EnrollmentTally,
-  printFollowSummary,
-  tallyDetail,
-  tallyLine,
-} from './enroll-report.js';
 import { withProducer } from './producer-session.js';
 import { createProgress } from './progress.js';
 
 const batchSize = 1000;
 
 /**
- * `file` is a path or `-` (stdin); without `format`, the first character tells. Exit status: 0,
- * 1 when a line was bad or (with --wait) a job did not end well, 130 when interrupted.
+ * `file` is a path or `-` (stdin); without `format` or a known extension, the first character
+ * tells. Exit status: 0, 1 when a line was bad or (with --wait) a job did not end well, 130 when
+ * interrupted.
  */
 export async function enrollFromFile(options: {
   file: string;
@@ -41,39 +37,31 @@ export async function enrollFromFile(options: {
   wait: boolean;
 }): Promise<number> {
   const { input, lines } = await openInput(options.file);
-  const format = options.format ?? (await sniffFormat(input));
-  const consumerIdKey = loadConfig(['consumerIds']).consumerIds.key;
+  const format = options.format ?? formatOfPath(options.file) ?? (await sniffFormat(input));
   const interrupted = new AbortController();
   const stop = () => interrupted.abort();
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   try {
-    return await withProducer(async (producer) => {
+    return await withProducer(async ({ queues, connection }, config) => {
       const follower = options.wait
-        ? await EnrollmentFollower.start(producer.queues.enrollment, producer.connection)
+        ? await EnrollmentFollower.start(queues.enrollment, connection)
         : undefined;
-      const tally = await enqueueRecords(
-        producer,
-        readRecords(input, format),
-        { consumerIdKey, lines, follower },
-        interrupted.signal,
-      );
-      process.stdout.write(`${tallyLine(tally)}\n`);
+      const records = readRecords(input, format);
+      const context = { consumerIdKey: config.consumerIds.key, lines, follower };
+      const tally = await enqueueRecords(queues, records, context, interrupted.signal);
+      process.stdout.write(`read ${tally.records} records: ${tallyDetail(tally)}\n`);
       if (interrupted.signal.aborted) {
         process.stderr.write(
           'interrupted: run the same command again to enqueue the rest; what is pending is not enqueued twice\n',
         );
         return 130;
       }
-      let ok = tally.bad === 0;
-      if (follower) {
-        const progress = createProgress('following');
-        const outcomes = await follower.untilDone(progress, interrupted.signal);
-        printFollowSummary(outcomes, follower.followed);
-        if (outcomes.pending > 0) return 130;
-        ok = ok && outcomes.failed === 0 && outcomes.unknown === 0;
-      }
-      return ok ? 0 : 1;
+      if (!follower) return tally.bad === 0 ? 0 : 1;
+      const outcomes = await follower.untilDone(createProgress('following'), interrupted.signal);
+      process.stdout.write(`${followSummary(outcomes, follower.followed).join('\n')}\n`);
+      if (outcomes.pending > 0) return 130;
+      return tally.bad + outcomes.failed + outcomes.unknown === 0 ? 0 : 1;
     });
   } catch (error) {
     if (error instanceof EnrollmentInputError) throw new UsageError(`enroll: ${error.message}`);
@@ -85,46 +73,63 @@ export async function enrollFromFile(options: {
   }
 }
 
-interface EnqueueContext {
-  consumerIdKey: string | undefined;
-  /** Of the input when known (a file): the progress bar's total. */
-  lines: number | undefined;
-  follower: EnrollmentFollower | undefined;
+/**
+ * Records read (blank lines are not records): `enqueued` as new jobs, already `pending` (an
+ * earlier run, a signup: no second job), `duplicates` of a consumer read earlier in the same
+ * input (enqueued once), and `bad` ones (reported on stderr and skipped).
+ */
+type Tally = Record<'records' | 'enqueued' | 'pending' | 'duplicates' | 'bad', number>;
+
+const tallyDetail = (t: Tally) =>
+  `enqueued ${t.enqueued}, already pending ${t.pending}, duplicates ${t.duplicates}, bad ${t.bad}`;
+
+/** A record checked as every signup is, or one line naming each field at fault. */
+export function checkRecord(
+  record: InputRecord,
+  consumerIdKey: string | undefined,
+): { ok: true; enrollment: EnrollmentPayload } | { ok: false; problem: string } {
+  if ('problem' in record) return { ok: false, problem: record.problem };
+  const checked = checkSignup(record.payload, consumerIdKey);
+  if (checked.ok) return { ok: true, enrollment: checked.value };
+  return { ok: false, problem: describeProblems(checked.problems) };
 }
 
 async function enqueueRecords(
-  producer: Producer,
+  queues: Queues,
   records: AsyncIterable<InputRecord>,
-  ctx: EnqueueContext,
+  context: {
+    consumerIdKey: string | undefined;
+    /** Of the input when known (a file): the progress bar's total. */
+    lines: number | undefined;
+    follower: EnrollmentFollower | undefined;
+  },
   signal: AbortSignal,
-): Promise<EnrollmentTally> {
-  const tally: EnrollmentTally = { records: 0, enqueued: 0, pending: 0, duplicates: 0, bad: 0 };
+): Promise<Tally> {
+  const { consumerIdKey, follower } = context;
+  const tally: Tally = { records: 0, enqueued: 0, pending: 0, duplicates: 0, bad: 0 };
   // Consumer ids read so far: a consumer repeated in the input is enqueued once.
   const seen = new Set<string>();
   const progress = createProgress('enqueueing');
-  const bad = badLineWriter();
-  let batch: ValidEnrollment[] = [];
+  // On a terminal a bad line clears the bar first: it is drawn again below it.
+  const clear = process.stderr.isTTY ? '\r\x1b[K' : '';
+  let batch: EnrollmentPayload[] = [];
   let line = 0;
+  const total = () => Math.max(context.lines ?? line, line);
   const flush = async () => {
-    const answers = await enqueueEnrollments(producer.queues, batch);
+    const answers = await enqueueEnrollments(queues, batch);
     batch = [];
-    for (const answer of answers) {
-      if (answer.alreadyPending) tally.pending++;
-      else tally.enqueued++;
-    }
-    if (ctx.follower) {
-      ctx.follower.watch(answers.map((a) => a.jobId));
-      await ctx.follower.readEvents();
-    }
-    progress.update(line, Math.max(ctx.lines ?? line, line), tallyDetail(tally));
+    for (const { alreadyPending } of answers) tally[alreadyPending ? 'pending' : 'enqueued']++;
+    follower?.watch(answers.map((a) => a.jobId));
+    await follower?.readEvents();
+    progress.update(line, total(), tallyDetail(tally));
   };
   for await (const record of records) {
     tally.records++;
     line = record.line;
-    const checked = checkRecord(record, ctx.consumerIdKey);
+    const checked = checkRecord(record, consumerIdKey);
     if (!checked.ok) {
       tally.bad++;
-      bad(`line ${record.line}: ${checked.problem}`);
+      process.stderr.write(`${clear}line ${record.line}: ${checked.problem}\n`);
     } else if (seen.has(checked.enrollment.consumerId)) {
       tally.duplicates++;
     } else {
@@ -137,19 +142,9 @@ async function enqueueRecords(
   }
   await flush();
   // Finished, the last line read is the total (a file may end in blank lines).
-  progress.update(
-    line,
-    signal.aborted ? Math.max(ctx.lines ?? line, line) : line,
-    tallyDetail(tally),
-  );
+  progress.update(line, signal.aborted ? total() : line, tallyDetail(tally));
   progress.stop();
   return tally;
-}
-
-/** On a terminal the line is cleared first: the progress bar is drawn again below it. */
-function badLineWriter(stream: NodeJS.WriteStream = process.stderr): (text: string) => void {
-  const clear = stream.isTTY ? '\r\x1b[K' : '';
-  return (text) => stream.write(`${clear}${text}\n`);
 }
 
 /** The input, and its number of lines when a regular file (a pipe can be read only once). */

@@ -1,5 +1,5 @@
 /**
- * `enroll --file --wait`: follows enrollment jobs to their end and counts the outcomes.
+ * `enroll --file --wait`: follows enrollment jobs to their end, counts the outcomes, sums them up.
  *
  * The queue's event stream, read from a point taken before the first job was added, says when
  * each job completes or fails for good. It is capped (about 10,000 entries) and completed jobs
@@ -57,37 +57,34 @@ export class EnrollmentFollower {
   }
 
   get followed(): number {
-    return this.finished + this.pending.size;
-  }
-
-  get finished(): number {
     const { created, alreadyEnrolled, failed, unknown } = this.outcomes;
-    return created + alreadyEnrolled + failed + unknown;
+    return created + alreadyEnrolled + failed + unknown + this.pending.size;
   }
 
   async readEvents(): Promise<void> {
+    const key = this.queue.toKey('events');
     for (;;) {
       const reply = (await this.redis.xread(
         'COUNT',
         readCount,
         'STREAMS',
-        this.queue.toKey('events'),
+        key,
         this.lastEventId,
       )) as [string, [string, string[]][]][] | null;
       const entries = reply?.[0]?.[1] ?? [];
       for (const [id, fields] of entries) {
         this.lastEventId = id;
-        this.recordEvent(fields);
+        const event = new Map<string, string>();
+        for (let i = 0; i + 1 < fields.length; i += 2)
+          event.set(fields[i] ?? '', fields[i + 1] ?? '');
+        const jobId = event.get('jobId') ?? '';
+        if (event.get('event') === 'completed')
+          this.end(jobId, outcomeOf(event.get('returnvalue')));
+        else if (event.get('event') === 'failed')
+          this.end(jobId, failure(event.get('failedReason')));
       }
       if (entries.length < readCount) return;
     }
-  }
-
-  private recordEvent(fields: string[]): void {
-    const jobId = fieldOf(fields, 'jobId') ?? '';
-    const event = fieldOf(fields, 'event');
-    if (event === 'completed') this.end(jobId, outcomeOf(fieldOf(fields, 'returnvalue')));
-    else if (event === 'failed') this.end(jobId, failure(fieldOf(fields, 'failedReason')));
   }
 
   async sweep(): Promise<void> {
@@ -121,7 +118,8 @@ export class EnrollmentFollower {
         await this.sweep();
         sweptAt = Date.now();
       }
-      progress.update(this.finished, this.followed, describeOutcomes(this.outcomes));
+      const ended = this.followed - this.pending.size;
+      progress.update(ended, this.followed, describeOutcomes(this.outcomes));
       if (this.pending.size > 0) await sleep(pollMs, undefined, { signal }).catch(() => {});
     }
     progress.stop();
@@ -133,8 +131,8 @@ export class EnrollmentFollower {
     if (typeof outcome === 'string') this.outcomes[outcome]++;
     else {
       this.outcomes.failed++;
-      const { reason } = outcome;
-      this.outcomes.failures.set(reason, (this.outcomes.failures.get(reason) ?? 0) + 1);
+      const { failures } = this.outcomes;
+      failures.set(outcome.reason, (failures.get(outcome.reason) ?? 0) + 1);
     }
   }
 }
@@ -156,12 +154,34 @@ function outcomeOf(returnvalue: string | null | undefined): Outcome {
   }
 }
 
-export function describeOutcomes(o: Omit<EnrollmentOutcomes, 'failures' | 'pending'>): string {
+function describeOutcomes(o: EnrollmentOutcomes): string {
   const unknown = o.unknown > 0 ? `, outcome unknown ${o.unknown}` : '';
   return `created ${o.created}, already enrolled ${o.alreadyEnrolled}, failed ${o.failed}${unknown}`;
 }
 
-function fieldOf(fields: string[], name: string): string | undefined {
-  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
-  return undefined;
+/** Reasons shown one by one; the rest are summed on one line. */
+const reasonsShown = 10;
+
+/** What became of the `followed` jobs; failures summed by reason, most frequent first. */
+export function followSummary(outcomes: EnrollmentOutcomes, followed: number): string[] {
+  const { pending, failures } = outcomes;
+  const lines = [
+    pending > 0
+      ? `stopped following: ${followed - pending} of ${followed} enrollments ended (${describeOutcomes(outcomes)}), ${pending} still pending; they go on in the worker`
+      : `followed ${followed} enrollments: ${describeOutcomes(outcomes)}`,
+  ];
+  if (failures.size === 0) return lines;
+  const reasons = [...failures].sort((a, b) => b[1] - a[1]);
+  const width = String(reasons[0]?.[1] ?? 0).length;
+  lines.push(`failed ${outcomes.failed}, by reason:`);
+  for (const [reason, count] of reasons.slice(0, reasonsShown)) {
+    lines.push(`  ${String(count).padStart(width)}  ${reason}`);
+  }
+  const rest = reasons.slice(reasonsShown);
+  if (rest.length > 0) {
+    const jobs = rest.reduce((sum, [, count]) => sum + count, 0);
+    lines.push(`  ${String(jobs).padStart(width)}  (${rest.length} other reasons)`);
+  }
+  lines.push("each failed job is listed by 'perks-worker failed' and can be retried there");
+  return lines;
 }

@@ -29,9 +29,6 @@ export function formatOfPath(path: string): InputFormat | undefined {
   return undefined;
 }
 
-/** @deprecated For src/cli/enroll-report.ts until it calls describeProblems: the field named. */
-export const inputPath = (path: readonly PropertyKey[]): string => path.map(String).join('');
-
 /** JSON Lines when the first character (after a BOM and blanks) is `{`, else CSV; read, put back. */
 export async function sniffFormat(input: Readable): Promise<InputFormat> {
   await once(input, 'readable');
@@ -51,13 +48,8 @@ export function signupOf(fields: Record<string, unknown>): object {
   const signup = { ...fields };
   for (const name of ['extra_consents', 'removed_consents']) {
     const value = signup[name];
-    const consents =
-      typeof value === 'string'
-        ? value
-            .split(';')
-            .map((part) => part.trim())
-            .filter((part) => part !== '')
-        : value;
+    const parts = typeof value === 'string' ? value.split(';').map((part) => part.trim()) : [];
+    const consents = typeof value === 'string' ? parts.filter((part) => part !== '') : value;
     if (consents == null || (Array.isArray(consents) && consents.length === 0)) delete signup[name];
     else signup[name] = consents;
   }

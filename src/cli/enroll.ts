@@ -1,19 +1,26 @@
-import { UsageError } from '../errors.js';
+import { loadConfig } from '../config.js';
+import { type InputError, UsageError } from '../errors.js';
+import { checkSignup } from '../intake/signups.js';
 import type { Consent } from '../perks/schemas.js';
+import { ConsumerIdKeyMissingError } from '../queues/consumer-id.js';
+import { describeProblems, InvalidPayloadError, type Problem } from '../queues/payloads.js';
+import { type EnqueuedEnrollment, enqueueEnrollments } from '../queues/producer.js';
 import { enrollFromFile } from './enroll-file.js';
-import { formatOfPath, type InputFormat } from './enroll-input.js';
+import type { InputFormat } from './enroll-input.js';
 import { withProducer } from './producer-session.js';
+import { producerGroups } from './program.js';
 
-export interface EnrollOptions {
-  consent?: Consent[];
-  removeConsent?: Consent[];
-  file?: string;
-  format?: InputFormat;
-  wait?: boolean;
-}
-
-export async function run(userId: string | undefined, options: EnrollOptions): Promise<number> {
-  const { file, format, wait = false } = options;
+export async function run(
+  userId: string | undefined,
+  options: {
+    consent?: Consent[];
+    removeConsent?: Consent[];
+    file?: string;
+    format?: InputFormat;
+    wait?: boolean;
+  },
+): Promise<number> {
+  const { file, format, wait } = options;
   if (file !== undefined) {
     if (userId !== undefined)
       throw new UsageError(`enroll: unexpected argument ${JSON.stringify(userId)}`);
@@ -22,28 +29,41 @@ export async function run(userId: string | undefined, options: EnrollOptions): P
         'enroll: --consent and --remove-consent are for one <user-id>; with --file, give consents in the file',
       );
     }
-    // Without --format or a known extension, the first character tells.
-    return enrollFromFile({
-      file,
-      format: format ?? (file === '-' ? undefined : formatOfPath(file)),
-      wait,
-    });
+    return enrollFromFile({ file, format, wait: wait ?? false });
   }
-  if (format !== undefined || options.wait !== undefined) {
+  if (format !== undefined || wait !== undefined) {
     throw new UsageError('enroll: --format and --wait go with --file');
   }
   if (userId === undefined) throw new UsageError('enroll: missing <user-id>');
-  const { consumerId, jobId, alreadyPending } = await withProducer((producer) =>
-    producer.enqueueEnrollment({
-      userId,
-      extraConsents: options.consent ?? [],
-      removedConsents: options.removeConsent ?? [],
-    }),
-  );
+  // The signup every door takes, checked before Redis is reached.
+  const config = loadConfig(producerGroups);
+  const signup = {
+    user_id: userId,
+    extra_consents: options.consent ?? [],
+    removed_consents: options.removeConsent ?? [],
+  };
+  const checked = checkSignup(signup, config.consumerIds.key);
+  if (!checked.ok) throw signupError(checked.problems);
+  const [{ consumerId, jobId, alreadyPending }] = (await withProducer(
+    ({ queues }) => enqueueEnrollments(queues, [checked.value]),
+    config,
+  )) as [EnqueuedEnrollment];
   process.stdout.write(
     alreadyPending
       ? `an enrollment of ${JSON.stringify(userId)} as consumer ${consumerId} is already pending (job ${jobId}); not enqueued again\n`
       : `enqueued enrollment of ${JSON.stringify(userId)} as consumer ${consumerId} (job ${jobId})\n`,
   );
   return 0;
+}
+
+function signupError(problems: readonly Problem[]): InputError {
+  if (problems[0]?.message === ConsumerIdKeyMissingError.problem) {
+    return new ConsumerIdKeyMissingError('userId');
+  }
+  // Named as the producer API names the field (`userId`), as `enroll` always has.
+  const named = problems.map(({ field, message }) => ({
+    field: field.replace(/_(\w)/g, (_, letter: string) => letter.toUpperCase()),
+    message,
+  }));
+  return new InvalidPayloadError(`invalid enrollment payload: ${describeProblems(named)}`);
 }

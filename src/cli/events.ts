@@ -4,12 +4,7 @@ import { quoteIdentifier } from '../store/identifier.js';
 import { createStore } from '../store/store.js';
 import { clip, lagLine, renderTable } from './report.js';
 
-export interface EventsOptions {
-  failed?: boolean;
-  limit: number;
-}
-
-export async function run({ failed = false, limit }: EventsOptions): Promise<number> {
+export async function run({ failed = false, limit }: { failed?: boolean; limit: number }) {
   const { database, events } = loadConfig(['database', 'events']);
   const store = createStore(database);
   try {

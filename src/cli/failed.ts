@@ -2,25 +2,17 @@ import { failedJobs } from '../queues/inspect.js';
 import { withProducer } from './producer-session.js';
 import { clip, jobJson, renderTable } from './report.js';
 
-export interface FailedOptions {
-  retry?: boolean;
-  limit: number;
-  json?: boolean;
-}
-
-export async function run({ retry = false, limit, json = false }: FailedOptions): Promise<number> {
+export async function run(options: { retry?: boolean; limit: number; json?: boolean }) {
+  const { retry = false, limit, json = false } = options;
   return withProducer(async ({ queues }) => {
     const failed = await failedJobs(queues, limit);
     const jobs = failed.map((f) => ({
       ...jobJson(f),
       failedAt: f.job.finishedOn ? new Date(f.job.finishedOn).toISOString() : null,
     }));
-    if (retry) {
-      // A fresh set of attempts, with their backoff: one more try would rarely be enough.
-      for (const { job } of failed) {
-        await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
-      }
-    }
+    // A fresh set of attempts, with their backoff: one more try would rarely be enough.
+    const reset = { resetAttemptsMade: true, resetAttemptsStarted: true };
+    if (retry) for (const { job } of failed) await job.retry('failed', reset);
     const retried = retry ? failed.length : 0;
     if (json) {
       process.stdout.write(`${JSON.stringify({ jobs, retried }, null, 2)}\n`);

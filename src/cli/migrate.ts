@@ -28,7 +28,8 @@ export async function run(): Promise<number> {
   }
 
   const lines: string[] = [];
-  if (result.databaseCreated) lines.push(`created database ${databaseName(databaseUrl)}`);
+  const database = decodeURIComponent(new URL(databaseUrl).pathname.slice(1));
+  if (result.databaseCreated) lines.push(`created database ${database}`);
   for (const file of result.applied) lines.push(`applied ${file}`);
   const { count } = result;
   lines.push(
@@ -36,8 +37,4 @@ export async function run(): Promise<number> {
   );
   process.stdout.write(`${lines.join('\n')}\n`);
   return 0;
-}
-
-function databaseName(url: string): string {
-  return decodeURIComponent(new URL(url).pathname.replace(/^\//, ''));
 }

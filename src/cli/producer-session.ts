@@ -4,9 +4,13 @@ import { createLogger } from '../ops/logger.js';
 import { createProducer, type Producer } from '../queues/producer.js';
 import { producerGroups } from './program.js';
 
+export type ProducerConfig = ReturnType<typeof loadConfig<(typeof producerGroups)[number]>>;
+
 /** Runs `fn` with a fail-fast producer on the configured Redis, and closes it. */
-export async function withProducer<T>(fn: (producer: Producer) => Promise<T>): Promise<T> {
-  const config = loadConfig(producerGroups);
+export async function withProducer<T>(
+  fn: (producer: Producer, config: ProducerConfig) => Promise<T>,
+  config: ProducerConfig = loadConfig(producerGroups),
+): Promise<T> {
   const producer = await createProducer({
     redisUrl: config.redis.url,
     clusterNodes: config.redis.clusterNodes,
@@ -18,7 +22,7 @@ export async function withProducer<T>(fn: (producer: Producer) => Promise<T>): P
     throw new RedisUnreachableError(redactUrl(config.redis.url), error);
   });
   try {
-    return await fn(producer);
+    return await fn(producer, config);
   } finally {
     await producer.close();
   }

@@ -1,8 +1,7 @@
 /**
- * The `perks-worker` commands and their options, declared once: commander parses, validates,
- * writes the help and suggests the nearest name. Nothing heavy is imported here, so that
- * --help stays fast: an action imports its command module when it runs, and calls its `run`
- * with the positionals and the parsed options.
+ * The `perks-worker` commands and their options, declared once for commander. Nothing heavy is
+ * imported here, so that --help stays fast: an action imports its command module when it runs,
+ * and calls its `run` with the positionals and the parsed options.
  */
 import { Command, CommanderError, Help, InvalidArgumentError } from 'commander';
 import type { VariableSpec } from '../config/define.js';
@@ -15,14 +14,15 @@ import { reportUsageErrors } from './usage-errors.js';
 export const producerGroups = ['consumerIds', 'redis', 'worker', 'log'] as const;
 
 type CommandModule = Promise<{ run: (...args: never[]) => Promise<number> }>;
+type Lazy = (load: () => CommandModule) => (...args: unknown[]) => Promise<void>;
 
 /** Runs the command line `argv` (without node and the script) to its exit status. */
 export async function runCli(argv: readonly string[], version: string): Promise<number> {
   let status = 0;
   // The last argument of an action is the Command itself: `run` takes the ones before it.
-  const lazy =
-    (load: () => CommandModule) =>
-    async (...args: unknown[]) => {
+  const lazy: Lazy =
+    (load) =>
+    async (...args) => {
       status = await (await load()).run(...(args.slice(0, -1) as never[]));
     };
   try {
@@ -35,11 +35,7 @@ export async function runCli(argv: readonly string[], version: string): Promise<
   return status;
 }
 
-function declare(
-  program: Command,
-  version: string,
-  lazy: (load: () => CommandModule) => (...args: unknown[]) => Promise<void>,
-): Command {
+function declare(program: Command, version: string, lazy: Lazy): Command {
   program
     .usage('<command> [options]')
     .version(`perks-worker ${version}`, '-V, --version', 'print the version')

@@ -1,5 +1,4 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { loadConfig } from '../config.js';
 import { OperationalError } from '../errors.js';
 import { type ReconciliationView, reconciliationView } from '../queues/inspect.js';
 import type { Producer } from '../queues/producer.js';
@@ -7,16 +6,11 @@ import { withProducer } from './producer-session.js';
 import { createProgress } from './progress.js';
 import { reconciliationBlock } from './report.js';
 
-export interface ReconcileOptions {
-  wait?: boolean;
-}
-
 /** How often --wait reads the reconciliation's figures. */
 const pollMs = 1000;
 
-export async function run(options: ReconcileOptions): Promise<number> {
-  const { queuePrefix } = loadConfig(['redis']).redis;
-  return withProducer(async (producer) => {
+export async function run(options: { wait?: boolean }): Promise<number> {
+  return withProducer(async (producer, config) => {
     const { jobId, started } = await producer.startReconciliation();
     process.stdout.write(
       started
@@ -29,7 +23,8 @@ export async function run(options: ReconcileOptions): Promise<number> {
     const onSigint = () => interrupted.abort();
     process.once('SIGINT', onSigint);
     try {
-      const view = await follow(producer, queuePrefix, jobId, interrupted.signal);
+      const prefix = config.redis.queuePrefix;
+      const view = await follow(producer, prefix, jobId, interrupted.signal);
       if (!view) {
         process.stderr.write(
           `stopped following; reconciliation ${jobId} goes on in the worker (perks-worker status)\n`,
@@ -44,23 +39,28 @@ export async function run(options: ReconcileOptions): Promise<number> {
   });
 }
 
-/**
- * Polls the reconciliation until it has finished or failed, showing its progress; undefined
- * when `signal` stopped it first.
- */
+/** Polls the reconciliation, showing its progress, until it has ended or `signal` stops it. */
 async function follow(
   producer: Producer,
   prefix: string,
   jobId: string,
   signal: AbortSignal,
 ): Promise<ReconciliationView | undefined> {
-  const tallies = { redis: producer.connection, prefix };
   const progress = createProgress('reconcile');
   try {
-    for (;;) {
+    while (!signal.aborted) {
       const job = await producer.queues.reconciliation.getJob(jobId);
-      if (!job) throw new ReconciliationGoneError(jobId);
-      const view = await reconciliationView(producer.queues, tallies, job);
+      // Removed (KEEP_COMPLETED_JOBS=0, or by hand) before it could be seen to end.
+      if (!job) {
+        throw new OperationalError(
+          `reconcile: the reconciliation job ${jobId} is gone (removed by job retention?); see perks-worker status`,
+        );
+      }
+      const view = await reconciliationView(
+        producer.queues,
+        { redis: producer.connection, prefix },
+        job,
+      );
       const { total, enqueued, synced, failed, notEnrolled } = view.consumers;
       progress.update(
         synced + failed + notEnrolled,
@@ -71,19 +71,9 @@ async function follow(
       );
       if (view.state === 'finished' || view.state === 'failed') return view;
       await sleep(pollMs, undefined, { signal }).catch(() => {});
-      if (signal.aborted) return undefined;
     }
+    return undefined;
   } finally {
     progress.stop();
-  }
-}
-
-/** The job was removed (KEEP_COMPLETED_JOBS=0, or by hand) before --wait could see it end. */
-export class ReconciliationGoneError extends OperationalError {
-  override readonly name = 'ReconciliationGoneError';
-  constructor(jobId: string) {
-    super(
-      `reconcile: the reconciliation job ${jobId} is gone (removed by job retention?); see perks-worker status`,
-    );
   }
 }

@@ -23,30 +23,24 @@ export function queuesBlock(counts: Record<QueueKind, Record<CountedState, numbe
 /** The last reconciliation: its state, times and what became of its consumers. */
 export function reconciliationBlock(view: ReconciliationView | undefined): string {
   if (!view) return 'last reconciliation: none retained';
-  const { consumers: c } = view;
+  const { consumers: c, state } = view;
   const ended = c.synced + c.failed + c.notEnrolled;
-  const lines = [
-    `last reconciliation: ${view.state.toUpperCase()} (job ${view.jobId}, ${view.trigger})`,
-  ];
-  if (view.state === 'waiting') {
-    const waited = Math.round((Date.now() - Date.parse(view.queuedAt)) / 1000);
-    lines.push(
-      `  queued    ${view.queuedAt}; no worker has started it (${formatDuration(waited)})`,
-    );
-  }
-  if (view.startedAt) lines.push(`  started   ${view.startedAt}`);
-  if (view.finishedAt) lines.push(`  finished  ${view.finishedAt}`);
-  if (view.durationSeconds !== undefined) {
-    const took = view.state === 'running' ? 'running for' : 'took';
-    lines.push(`  duration  ${took} ${formatDuration(view.durationSeconds)}`);
-  }
   const share = c.total > 0 ? ` (${Math.floor((100 * ended) / c.total)}%)` : '';
-  if (view.state !== 'waiting')
-    lines.push(
-      `  consumers ${c.total} in all: ${c.synced} synced, ${c.failed} failed, ${c.notEnrolled} not enrolled${view.state === 'running' ? `; ${ended} done${share}, ${c.enqueued} enqueued` : ''}`,
-    );
-  if (view.failedReason) lines.push(`  reason    ${clip(view.failedReason, 200)}`);
-  return lines.join('\n');
+  const running = state === 'running' ? `; ${ended} done${share}, ${c.enqueued} enqueued` : '';
+  const waited = Math.round((Date.now() - Date.parse(view.queuedAt)) / 1000);
+  const took = `${state === 'running' ? 'running for' : 'took'} ${formatDuration(view.durationSeconds ?? 0)}`;
+  const lines = [
+    `last reconciliation: ${state.toUpperCase()} (job ${view.jobId}, ${view.trigger})`,
+    state === 'waiting' &&
+      `  queued    ${view.queuedAt}; no worker has started it (${formatDuration(waited)})`,
+    view.startedAt && `  started   ${view.startedAt}`,
+    view.finishedAt && `  finished  ${view.finishedAt}`,
+    view.durationSeconds !== undefined && `  duration  ${took}`,
+    state !== 'waiting' &&
+      `  consumers ${c.total} in all: ${c.synced} synced, ${c.failed} failed, ${c.notEnrolled} not enrolled${running}`,
+    view.failedReason && `  reason    ${clip(view.failedReason, 200)}`,
+  ];
+  return lines.filter((line) => typeof line === 'string' && line !== '').join('\n');
 }
 
 /** `text` cut to `max` characters, with an ellipsis when cut (--json has it whole). */

@@ -2,20 +2,21 @@
  * `perks-worker sandbox`: runs the Perks API simulator until SIGINT or SIGTERM, and prints the
  * environment lines that point the worker at it.
  */
+import { once } from 'node:events';
 import { loadConfig } from '../config.js';
 import { UsageError } from '../errors.js';
 import { PortInUseError } from '../ops/health.js';
 import { createLogger } from '../ops/logger.js';
-import { loadScenario, type Scenario } from '../sandbox/scenario.js';
+import { loadScenario } from '../sandbox/scenario.js';
 import { sandboxApiEnv, startSandbox } from '../sandbox/server.js';
 
+/** Commander's options (program.ts gives the defaults); rewardsMax defaults to 30 or rewardsMin. */
 export interface SandboxCommandOptions {
   port: number;
   host: string;
   consumers: number;
   seed: number;
   rewardsMin: number;
-  /** Default 30, or rewardsMin when higher. */
   rewardsMax?: number;
   rewardsOnEnroll: number;
   latencyMs?: number;
@@ -24,16 +25,10 @@ export interface SandboxCommandOptions {
   scenario?: string;
 }
 
-export interface SandboxCommandIo {
-  /** Stops the sandbox like SIGINT would (tests). */
-  signal?: AbortSignal;
-  /** Where the start-up lines go. Default process.stdout. */
-  stdout?: NodeJS.WritableStream;
-}
-
+/** `signal` stops the sandbox as SIGINT would, `stdout` takes the start-up lines (tests). */
 export async function run(
   options: SandboxCommandOptions,
-  io: SandboxCommandIo = {},
+  io: { signal?: AbortSignal; stdout?: NodeJS.WritableStream } = {},
 ): Promise<number> {
   const { rewardsMin: min, rewardsMax: max = Math.max(30, min) } = options;
   if (max < min) {
@@ -41,8 +36,11 @@ export async function run(
       `sandbox: --rewards-max (${max}) must not be below --rewards-min (${min})`,
     );
   }
-  const scenario = options.scenario ? await readScenario(options.scenario) : undefined;
-  const logger = createLogger(loadConfig(['log']).log, { component: 'sandbox' });
+  const scenario = options.scenario
+    ? await loadScenario(options.scenario).catch((error: unknown) => {
+        throw new UsageError(`sandbox: --${(error as Error).message}`);
+      })
+    : undefined;
   const sandbox = await startSandbox({
     host: options.host,
     port: options.port,
@@ -55,7 +53,7 @@ export async function run(
     latencyMs: options.latencyMs,
     rateLimitPerSecond: options.rateLimit,
     scenario,
-    logger,
+    logger: createLogger(loadConfig(['log']).log, { component: 'sandbox' }),
   }).catch((error: unknown) => {
     if ((error as { code?: string }).code !== 'EADDRINUSE') throw error;
     throw new PortInUseError('--port', options.port, 'give the sandbox a free --port');
@@ -68,31 +66,13 @@ export async function run(
       '',
     ].join('\n'),
   );
-  await stopRequested(io.signal);
+  // Until SIGINT, SIGTERM or `io.signal`; the listeners then go.
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  process.once('SIGINT', onSignal).once('SIGTERM', onSignal);
+  const stopped = AbortSignal.any([stop.signal, ...(io.signal ? [io.signal] : [])]);
+  if (!stopped.aborted) await once(stopped, 'abort');
+  process.off('SIGINT', onSignal).off('SIGTERM', onSignal);
   await sandbox.close();
   return 0;
-}
-
-async function readScenario(file: string): Promise<Scenario> {
-  try {
-    return await loadScenario(file);
-  } catch (error) {
-    throw new UsageError(`sandbox: --${(error as Error).message}`);
-  }
-}
-
-/** Resolves on SIGINT, SIGTERM or the abort signal, then stops listening for them. */
-function stopRequested(signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const stop = () => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      signal?.removeEventListener('abort', stop);
-      resolve();
-    };
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
-    if (signal?.aborted) stop();
-    else signal?.addEventListener('abort', stop, { once: true });
-  });
 }

@@ -18,14 +18,10 @@ import {
   retryingBlock,
 } from './report.js';
 
-export interface StatusOptions {
-  json?: boolean;
-}
-
 type StatusConfig = Pick<Config, 'redis' | 'database' | 'events'>;
 type Status = Awaited<ReturnType<typeof gather>>;
 
-export async function run(options: StatusOptions): Promise<number> {
+export async function run(options: { json?: boolean }): Promise<number> {
   const config = loadConfig(['redis', 'database', 'events']);
   return withProducer(async (producer) => {
     const status = await gather(producer, config);
@@ -61,11 +57,11 @@ async function gather(producer: Producer, config: StatusConfig) {
     ]);
     return { ...status, datastore: { summary, consumerFailures: consumers, lag } };
   } catch (error) {
-    const code = (error as { code?: string }).code;
-    const datastoreError =
-      code === '42P01' || code === '3F000'
-        ? `schema ${schema} is not migrated: run perks-worker migrate`
-        : (error as Error).message;
+    // 42P01: no such table, 3F000: no such schema.
+    const unmigrated = ['42P01', '3F000'].includes((error as { code?: string }).code ?? '');
+    const datastoreError = unmigrated
+      ? `schema ${schema} is not migrated: run perks-worker migrate`
+      : (error as Error).message;
     return { ...status, datastore: undefined, datastoreError };
   } finally {
     await store.close();
@@ -73,32 +69,23 @@ async function gather(producer: Producer, config: StatusConfig) {
 }
 
 function render(s: Status, config: StatusConfig): string {
-  const out = [
-    ...(s.mintFailure ? [mintFailureLine(s.mintFailure), ''] : []),
-    `queues (prefix ${config.redis.queuePrefix}; completed and failed count the jobs kept, see KEEP_COMPLETED_JOBS and KEEP_FAILED_JOBS)`,
-    queuesBlock(s.queues),
-    '',
+  const datastore = s.datastore
+    ? [
+        datastoreBlock(s.datastore.summary),
+        lagLine(s.datastore.lag, config.events.webhookUrl !== undefined),
+        failuresBlock(s.failedJobs, s.datastore.consumerFailures),
+      ]
+    : [
+        `datastore ${redactUrl(config.database.url)}: unavailable (${s.datastoreError})`,
+        failuresBlock(s.failedJobs, []),
+      ];
+  return [
+    ...(s.mintFailure ? [mintFailureLine(s.mintFailure)] : []),
+    `queues (prefix ${config.redis.queuePrefix}; completed and failed count the jobs kept, see KEEP_COMPLETED_JOBS and KEEP_FAILED_JOBS)\n${queuesBlock(s.queues)}`,
     reconciliationBlock(s.reconciliation),
-    '',
     retryingBlock(s.retrying),
-    '',
-  ];
-  if (s.datastore) {
-    out.push(
-      datastoreBlock(s.datastore.summary),
-      '',
-      lagLine(s.datastore.lag, config.events.webhookUrl !== undefined),
-      '',
-      failuresBlock(s.failedJobs, s.datastore.consumerFailures),
-    );
-  } else {
-    out.push(
-      `datastore ${redactUrl(config.database.url)}: unavailable (${s.datastoreError})`,
-      '',
-      failuresBlock(s.failedJobs, []),
-    );
-  }
-  return out.join('\n');
+    ...datastore,
+  ].join('\n\n');
 }
 
 function toJson(s: Status, config: StatusConfig) {

@@ -8,19 +8,15 @@ import { configGroups, loadConfig } from '../config.js';
 import { createLogger } from '../ops/logger.js';
 import { shutdownSignal } from '../ops/shutdown.js';
 
-export interface WorkOptions {
-  /** Do not apply migrations at start (when a deploy step runs `migrate`). */
-  skipMigrate?: boolean;
-}
-
-export async function run(options: WorkOptions): Promise<number> {
+/** `skipMigrate`: a deploy step runs `migrate`. */
+export async function run(options: { skipMigrate?: boolean }): Promise<number> {
   const config = loadConfig(configGroups);
   const logger = createLogger(config.log, { pid: process.pid });
   const stopping = shutdownSignal();
   const app = await startPerksWorker(config, {
     logger,
     stopping,
-    ...(options.skipMigrate ? { skipMigrate: true } : {}),
+    skipMigrate: options.skipMigrate,
   });
   const signal = await stopping;
   logger.info(

@@ -1,5 +1,7 @@
 import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
+import { checkRecord } from '../../src/cli/enroll-file.js';
+import { followSummary } from '../../src/cli/enroll-follow.js';
 import {
   EnrollmentInputError,
   formatOfPath,
@@ -7,7 +9,6 @@ import {
   type InputRecord,
   readRecords,
 } from '../../src/cli/enroll-input.js';
-import { checkRecord, followSummary } from '../../src/cli/enroll-report.js';
 
 /** Every record of `text`, read in chunks of `chunk` characters (records span chunks). */
 async function read(text: string, format: InputFormat, chunk = 7): Promise<InputRecord[]> {
