@@ -5,7 +5,12 @@ import { within, withTimeout } from '../ops/timeouts.js';
 import { connected, createRedisConnection, pingQueueStore } from '../queues/connection.js';
 import { MigrationChecksumError } from '../store/errors.js';
 import { quoteIdentifier } from '../store/identifier.js';
-import { assertUnchanged, loadMigrationFiles, type MigrationFile } from '../store/migrate.js';
+import {
+  assertUnchanged,
+  loadMigrationFiles,
+  loadRepeatableFiles,
+  type MigrationFile,
+} from '../store/migrate.js';
 import type { CheckResult } from './check-result.js';
 import * as line from './check-result.js';
 
@@ -112,11 +117,17 @@ function databaseFailure(name: string, target: string, variable: string, error: 
 
 async function checkSchema(client: pg.Client, schema: string): Promise<CheckResult> {
   const applied = new Map<string, string>();
+  const functions = new Map<string, string>();
   try {
-    const { rows } = await client.query<{ version: string; checksum: string }>(
-      `select version, checksum from ${quoteIdentifier(schema)}.schema_migrations order by version`,
+    const q = quoteIdentifier(schema);
+    const numbered = await client.query<{ version: string; checksum: string }>(
+      `select version, checksum from ${q}.schema_migrations order by version`,
     );
-    for (const row of rows) applied.set(row.version, row.checksum);
+    for (const row of numbered.rows) applied.set(row.version, row.checksum);
+    const repeatable = await client.query<{ file: string; checksum: string }>(
+      `select file, checksum from ${q}.schema_repeatable_migrations`,
+    );
+    for (const row of repeatable.rows) functions.set(row.file, row.checksum);
   } catch (error) {
     // 42P01: no schema_migrations table; 3F000: no such schema. Both: nothing applied.
     if (!['42P01', '3F000'].includes(line.errorCode(error) ?? '')) {
@@ -124,7 +135,18 @@ async function checkSchema(client: pg.Client, schema: string): Promise<CheckResu
       return line.fail('schema', schema, detail, 'check DATABASE_SCHEMA');
     }
   }
-  return schemaResult(schema, await loadMigrationFiles(), applied);
+  const result = schemaResult(schema, await loadMigrationFiles(), applied);
+  if (!result.ok || applied.size === 0) return result;
+  // The functions (migrations/repeatable/) are this build's only once `migrate` has run it.
+  const stale = (await loadRepeatableFiles()).filter((f) => functions.get(f.file) !== f.checksum);
+  if (stale.length === 0) return result;
+  const names = stale.map((f) => f.file).join(', ');
+  return line.fail(
+    'schema',
+    schema,
+    `functions not this build's (${names})`,
+    'run perks-worker migrate',
+  );
 }
 
 /** Whether `applied` (version -> checksum, from schema_migrations) is what this build ships. */

@@ -57,8 +57,10 @@ async function gather(producer: Producer, config: StatusConfig) {
     ]);
     return { ...status, datastore: { summary, consumerFailures: consumers, lag } };
   } catch (error) {
-    // 42P01: no such table, 3F000: no such schema.
-    const unmigrated = ['42P01', '3F000'].includes((error as { code?: string }).code ?? '');
+    // 42P01: no such table, 3F000: no such schema, 42883: no such function.
+    const unmigrated = ['42P01', '3F000', '42883'].includes(
+      (error as { code?: string }).code ?? '',
+    );
     const datastoreError = unmigrated
       ? `schema ${schema} is not migrated: run perks-worker migrate`
       : (error as Error).message;

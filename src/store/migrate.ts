@@ -107,7 +107,7 @@ export async function loadMigrationFiles(
   return files;
 }
 
-async function loadRepeatableFiles(directory: URL): Promise<SqlFile[]> {
+export async function loadRepeatableFiles(directory = migrationsDirectory): Promise<SqlFile[]> {
   const files = await readSqlFiles(new URL('repeatable/', directory)).catch((error: unknown) => {
     if (errorCode(error) === 'ENOENT') return [];
     throw error;

@@ -12,7 +12,7 @@ import { createServer as createTcpServer, type Socket, type Server as TcpServer 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadMigrationFiles } from '../../src/store/migrate.js';
+import { loadMigrationFiles, migrate } from '../../src/store/migrate.js';
 import { type ProcessRig, runCli, startProcessRig } from '../support/processes.js';
 import { amqpUrl, ensureBroker } from '../support/rabbitmq.js';
 
@@ -169,6 +169,19 @@ describe('perks-worker check', () => {
       ),
     );
     expect(behind.status).toBe(1);
+
+    // Every migration applied, but a function as an older build left it.
+    const staleEnv = rig.workerEnv({ DATABASE_SCHEMA: 'check_stale' });
+    await migrate({ databaseUrl: staleEnv.DATABASE_URL ?? '', schema: 'check_stale' });
+    await rig.store.pool.query(
+      `update check_stale.schema_repeatable_migrations set checksum = 'older' where file = $1`,
+      ['datastore_summary.sql'],
+    );
+    const stale = await runCheck(staleEnv);
+    expect(line(stale.stdout, 'schema')).toBe(
+      "✗ schema check_stale: functions not this build's (datastore_summary.sql) — fix: run perks-worker migrate",
+    );
+    expect(stale.status).toBe(1);
   });
 
   it('fails on a Redis that refuses connections, and goes on with the other checks', async () => {
