@@ -128,18 +128,11 @@ export function rewardPageBody(page: RewardPage, query: RewardPageQuery): Buffer
 
 /** Rewards without the sort key (gifts have no executed_at) go last in both directions. */
 function comparator(sort: RewardSort): (a: StoredReward, b: StoredReward) => number {
-  const descending = sort.startsWith('-');
-  const key = sort.endsWith('executed_at')
-    ? (r: StoredReward) => r.executedMs
-    : (r: StoredReward) => r.createdMs;
+  const sign = sort.startsWith('-') ? -1 : 1;
+  const key = sort.endsWith('executed_at') ? 'executedMs' : 'createdMs';
   return (a, b) => {
-    const ka = key(a);
-    const kb = key(b);
-    if (ka !== kb) {
-      if (ka === null) return 1;
-      if (kb === null) return -1;
-      return descending ? kb - ka : ka - kb;
-    }
+    const [ka, kb] = [a[key], b[key]];
+    if (ka !== kb) return ka === null ? 1 : kb === null ? -1 : sign * (ka - kb);
     // Ties (and two missing keys) by id, so pages never overlap or skip.
     return a.json.id < b.json.id ? -1 : a.json.id > b.json.id ? 1 : 0;
   };
