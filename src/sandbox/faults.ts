@@ -10,7 +10,7 @@ export const faultSchema = z.strictObject({
   /**
    * delay: the response waits `delayMs`; the request is processed at once unless applyWrite
    * is false (then a 504 with an empty body). malformed: a 200 whose body is truncated JSON or
-   * (`body: 'wrong-shape'`) the wrong shape. The others: see applyFault.
+   * (`body: 'wrong-shape'`) the wrong shape. The others: see `answers`.
    */
   kind: z.enum([
     'status',
@@ -96,11 +96,9 @@ const wrongShapes: Record<ApiRoute, string> = {
 
 const truncated = '{"items": [ {"id": "trunc';
 
-/** The faults that replace the whole response. */
-const answers: Record<
-  Exclude<Fault['kind'], 'delay' | 'malformed'>,
-  (f: Fault, r: Reply) => void
-> = {
+/** Each kind's answer. A `delay` with applyWrite and a `malformed` enrollment answer nothing yet:
+ * the request is still handled, its reply held or mangled. */
+const answers: Record<Fault['kind'], (f: Fault, r: Reply, route: ApiRoute) => void> = {
   status: (f, r) => r.error(f.status ?? 500, `ERR-${f.status ?? 500}-00`),
   html502: (_, r) => r.send(502, gatewayHtml, 'text/html'),
   throttle429: (f, r) =>
@@ -110,26 +108,19 @@ const answers: Record<
   empty401: (_, r) => r.send(401, ''),
   empty: (f, r) => r.send(f.status ?? 503, ''),
   reset: (_, r) => r.reset(),
+  delay: (f, r) => {
+    r.holdMs = f.delayMs ?? 0;
+    if (f.applyWrite === false) r.send(504, '');
+  },
+  malformed: (f, r, route) => {
+    const text = f.body === 'wrong-shape' ? wrongShapes[route] : truncated;
+    if (route === 'enroll') r.successBodyOverride = text;
+    else r.jsonText(200, text);
+  },
 };
 
-/** 'process' when the request must still be handled (its reply held or mangled). */
-export function applyFault(fault: Fault, route: ApiRoute, reply: Reply): 'answered' | 'process' {
-  if (fault.kind === 'delay') {
-    const delayMs = fault.delayMs ?? 0;
-    if (fault.applyWrite !== false) {
-      reply.holdMs = delayMs;
-      return 'process';
-    }
-    reply.send(504, '', undefined, {}, delayMs);
-  } else if (fault.kind === 'malformed') {
-    const text = fault.body === 'wrong-shape' ? wrongShapes[route] : truncated;
-    if (route === 'enroll') {
-      reply.successBodyOverride = { text, contentType: 'application/json' };
-      return 'process';
-    }
-    reply.jsonText(200, text);
-  } else {
-    answers[fault.kind](fault, reply);
-  }
-  return 'answered';
+/** True when the fault answered the request. */
+export function applyFault(fault: Fault, route: ApiRoute, reply: Reply): boolean {
+  answers[fault.kind](fault, reply, route);
+  return reply.done;
 }

@@ -1,4 +1,7 @@
-/** The sandbox's data: consumers, their enrollment and rewards, counters and the request log. */
+/**
+ * The sandbox's data: consumers, their enrollment and rewards, the settings (latency, rate
+ * limit), counters and the request log.
+ */
 import {
   ConsumerRewards,
   type RewardPage,
@@ -7,6 +10,7 @@ import {
 } from './consumer-rewards.js';
 import { SeededRandom } from './random.js';
 import { generateReward, type RewardJson } from './rewards.js';
+import type { TokenAuthority } from './tokens.js';
 
 /** What the sandbox saw: never headers or bodies, so no secret. */
 export interface RequestLogEntry {
@@ -19,13 +23,15 @@ export interface RequestLogEntry {
   at: string;
 }
 
-export interface SandboxCounters {
+const emptyCounters = () => ({
   /** Per route: token, enroll, listRewards, getReward, unknown. */
-  requests: Record<string, number>;
-  tokensMinted: number;
-  enrollmentsCreated: number;
-  enrollmentsConflicted: number;
-}
+  requests: {} as Record<string, number>,
+  tokensMinted: 0,
+  enrollmentsCreated: 0,
+  enrollmentsConflicted: 0,
+});
+
+export type SandboxCounters = ReturnType<typeof emptyCounters>;
 
 /** The last `capacity` entries. */
 export class RequestLog {
@@ -45,10 +51,6 @@ export class RequestLog {
   clear(): void {
     this.entries.length = 0;
   }
-}
-
-export function emptyCounters(): SandboxCounters {
-  return { requests: {}, tokensMinted: 0, enrollmentsCreated: 0, enrollmentsConflicted: 0 };
 }
 
 /** Control answers 404, or 409 for consumer-exists. */
@@ -73,39 +75,40 @@ interface ConsumerRecord {
 
 const emptyPage: RewardPage = Object.freeze({ itemsJson: '[]', total: 0 });
 
+function unknownReward(consumerId: string, rewardId: string): never {
+  throw new SandboxLookupError('unknown-reward', `no reward ${rewardId} for ${consumerId}`);
+}
+
 export class SandboxState {
   private readonly consumers = new Map<string, ConsumerRecord>();
-  private readonly log = new RequestLog(1000);
-  private stats: SandboxCounters = emptyCounters();
-  /** Wired by the server. */
-  revokeTokens: () => void = () => {};
-  setLatency: (ms: number) => void = () => {};
-  setRateLimit: (perSecond: number | undefined) => void = () => {};
+  readonly log = new RequestLog(1000);
+  private stats = emptyCounters();
+  /** Added to every API response. */
+  latencyMs = 0;
+  /** Requests per second per token before text/plain 429s. */
+  rateLimitPerSecond: number | undefined;
+  private readonly windows = new Map<string, { second: number; count: number }>();
 
   constructor(
     private readonly seed: number,
-    readonly autoEnroll = false,
+    readonly autoEnroll: boolean,
+    private readonly tokens: TokenAuthority,
   ) {}
 
-  addConsumer(id: string, opts: { enrolled?: boolean; rewards?: number } = {}): void {
+  /** `rewards`: a count, or a range to draw it from (with the consumer's own generator). */
+  addConsumer(id: string, opts: { enrolled?: boolean; rewards?: RewardsPerConsumer } = {}): void {
     if (this.consumers.has(id)) {
       throw new SandboxLookupError('consumer-exists', `consumer ${id} already exists`);
     }
+    const rng = new SeededRandom(this.seed, id);
     this.consumers.set(id, {
       id,
       enrolled: opts.enrolled ?? true,
-      rng: new SeededRandom(this.seed, id),
+      rng,
       rewards: new ConsumerRewards(),
     });
-    if (opts.rewards) this.addRewards(id, opts.rewards);
-  }
-
-  addConsumerWithDistribution(id: string, distribution: RewardsPerConsumer, enrolled = true) {
-    this.addConsumer(id, { enrolled });
-    const rng = this.record(id).rng;
-    const count =
-      typeof distribution === 'number' ? distribution : rng.int(distribution.min, distribution.max);
-    this.addRewards(id, count);
+    const { rewards = 0 } = opts;
+    this.addRewards(id, typeof rewards === 'number' ? rewards : rng.int(rewards.min, rewards.max));
   }
 
   isEnrolled(id: string): boolean {
@@ -153,23 +156,13 @@ export class SandboxState {
   }
 
   /** Any status is accepted; an unknown one keeps consumer_status unless `consumerStatus`. */
-  setRewardStatus(
-    consumerId: string,
-    rewardId: string,
-    status: string,
-    consumerStatus?: string,
-  ): RewardJson {
+  setRewardStatus(consumerId: string, rewardId: string, status: string, consumerStatus?: string) {
     const updated = this.record(consumerId).rewards.setStatus(rewardId, status, consumerStatus);
-    if (!updated) {
-      throw new SandboxLookupError('unknown-reward', `no reward ${rewardId} for ${consumerId}`);
-    }
-    return updated;
+    return updated ?? unknownReward(consumerId, rewardId);
   }
 
   removeReward(consumerId: string, rewardId: string): void {
-    if (!this.record(consumerId).rewards.remove(rewardId)) {
-      throw new SandboxLookupError('unknown-reward', `no reward ${rewardId} for ${consumerId}`);
-    }
+    if (!this.record(consumerId).rewards.remove(rewardId)) unknownReward(consumerId, rewardId);
   }
 
   rewardsOf(consumerId: string): RewardJson[] {
@@ -201,16 +194,44 @@ export class SandboxState {
     this.stats.requests[route] = (this.stats.requests[route] ?? 0) + 1;
   }
 
-  countTokenMinted(): void {
+  async mintToken(...args: Parameters<TokenAuthority['mint']>) {
     this.stats.tokensMinted++;
+    return this.tokens.mint(...args);
   }
 
-  recordRequest(entry: RequestLogEntry): void {
-    this.log.add(entry);
+  revokeTokens(): void {
+    this.tokens.revokeAll();
   }
 
   requestLog(): RequestLogEntry[] {
     return this.log.list();
+  }
+
+  setLatency(ms: number): void {
+    this.latencyMs = ms;
+  }
+
+  setRateLimit(perSecond: number | undefined): void {
+    this.rateLimitPerSecond = perSecond;
+    this.windows.clear();
+  }
+
+  settings() {
+    return { latencyMs: this.latencyMs, rateLimitPerSecond: this.rateLimitPerSecond ?? null };
+  }
+
+  /** The spec's "per-token request limits" in fixed one-second windows, keyed by Authorization. */
+  overRateLimit(authorization: string): boolean {
+    if (this.rateLimitPerSecond === undefined) return false;
+    const second = Math.floor(Date.now() / 1000);
+    let window = this.windows.get(authorization);
+    if (window?.second !== second) {
+      // A token per request must not grow the map.
+      if (this.windows.size > 10_000) this.windows.clear();
+      window = { second, count: 0 };
+      this.windows.set(authorization, window);
+    }
+    return ++window.count > this.rateLimitPerSecond;
   }
 
   clear(): void {

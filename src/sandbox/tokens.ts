@@ -7,13 +7,6 @@ import { type CryptoKey, generateKeyPair, jwtVerify, SignJWT } from 'jose';
 
 export const knownScopes = ['ALL', 'LOYALTIES', 'PERKS', 'TX_INJECTION'] as const;
 
-export interface MintedToken {
-  access_token: string;
-  token_type: 'Bearer';
-  expires_in: number;
-  scope: string;
-}
-
 interface TokenGrant {
   scopes: readonly string[];
   program: string;
@@ -46,14 +39,15 @@ export class TokenAuthority {
     subject: string,
     scopes: readonly string[],
     overrides: { program?: string; environment?: string; ttlSeconds?: number } = {},
-  ): Promise<MintedToken> {
+  ) {
     const ttl = overrides.ttlSeconds ?? this.ttlSeconds;
     const nowMs = Date.now();
     const expiresAtMs = nowMs + ttl * 1000;
+    const scope = scopes.join(' ');
     const token = await new SignJWT({
       program: overrides.program ?? this.program,
       environment: overrides.environment ?? 'sandbox',
-      scope: scopes.join(' '),
+      scope,
       gen: this.generation,
       // exp is whole seconds: short-TTL tests need the exact expiry.
       exp_ms: expiresAtMs,
@@ -65,7 +59,7 @@ export class TokenAuthority {
       .setExpirationTime(Math.ceil(expiresAtMs / 1000))
       .setJti(randomUUID())
       .sign(this.privateKey);
-    return { access_token: token, token_type: 'Bearer', expires_in: ttl, scope: scopes.join(' ') };
+    return { access_token: token, token_type: 'Bearer' as const, expires_in: ttl, scope };
   }
 
   async check(authorization: string | undefined): Promise<TokenGrant | undefined> {
@@ -75,14 +69,12 @@ export class TokenAuthority {
     if (!grant) {
       grant = await this.verify(token);
       if (!grant) return undefined;
-      if (this.verified.size >= cacheLimit) this.evictExpired();
+      // Full (a token per request): start over rather than grow.
+      if (this.verified.size >= cacheLimit) this.verified.clear();
       this.verified.set(token, grant);
     }
-    if (Date.now() >= grant.expiresAtMs) {
-      this.verified.delete(token);
-      return undefined;
-    }
-    return grant.generation === this.generation ? grant : undefined;
+    const live = Date.now() < grant.expiresAtMs && grant.generation === this.generation;
+    return live ? grant : undefined;
   }
 
   revokeAll(): void {
@@ -110,44 +102,24 @@ export class TokenAuthority {
       return undefined;
     }
   }
-
-  private evictExpired(): void {
-    const now = Date.now();
-    for (const [token, grant] of this.verified) {
-      if (now >= grant.expiresAtMs || grant.generation !== this.generation) {
-        this.verified.delete(token);
-      }
-    }
-    // Still full of live tokens: start over rather than grow.
-    if (this.verified.size >= cacheLimit) this.verified.clear();
-  }
-}
-
-export function secretMatches(presented: string, expected: string): boolean {
-  const a = Buffer.from(presented);
-  const b = Buffer.from(expected);
-  return a.length === b.length && timingSafeEqual(a, b);
 }
 
 /** `Basic base64(id:secret)`, each part form-urlencoded (RFC 6749 §2.3.1). */
-export function parseBasic(
-  authorization: string | undefined,
-): { clientId: string; clientSecret: string } | undefined {
+export function basicMatches(authorization: string | undefined, id: string, secret: string) {
   const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(authorization ?? '');
-  if (!match?.[1]) return undefined;
-  const decoded = Buffer.from(match[1], 'base64').toString('utf8');
+  const decoded = Buffer.from(match?.[1] ?? '', 'base64').toString('utf8');
   const colon = decoded.indexOf(':');
-  if (colon <= 0) return undefined;
-  const clientId = formDecode(decoded.slice(0, colon));
-  const clientSecret = formDecode(decoded.slice(colon + 1));
-  if (clientId === undefined || clientSecret === undefined) return undefined;
-  return { clientId, clientSecret };
-}
-
-function formDecode(part: string): string | undefined {
+  if (colon <= 0) return false;
+  const formDecode = (part: string) => decodeURIComponent(part.replaceAll('+', ' '));
   try {
-    return decodeURIComponent(part.replaceAll('+', ' '));
+    const presented = Buffer.from(formDecode(decoded.slice(colon + 1)));
+    const expected = Buffer.from(secret);
+    return (
+      formDecode(decoded.slice(0, colon)) === id &&
+      presented.length === expected.length &&
+      timingSafeEqual(presented, expected)
+    );
   } catch {
-    return undefined;
+    return false; // not percent-encoding
   }
 }
