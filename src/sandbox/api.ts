@@ -12,7 +12,8 @@ import { rewardPathErrors, validateEnrollment, validateRewardList } from './vali
 const supportedApiVersions: readonly string[] = ['2.0.0'];
 const maxBodyBytes = 1024 * 1024;
 
-export interface ApiContext {
+/** What a request handler, API or control, may use. */
+export interface SandboxContext {
   state: SandboxState;
   faults: FaultController;
   tokens: TokenAuthority;
@@ -20,6 +21,8 @@ export interface ApiContext {
   clientSecret: string;
   scopes: readonly string[];
   rewardsOnEnroll: number;
+  /** Seeded data, no faults, empty counters and log, settings as started. */
+  reset(): void;
 }
 
 export type ParsedBody =
@@ -34,7 +37,7 @@ function field(body: ParsedBody, name: string): unknown {
   return body.kind === 'json' ? (body.value as Record<string, unknown> | null)?.[name] : undefined;
 }
 
-export async function handleApi(ctx: ApiContext, url: URL, reply: Reply): Promise<void> {
+export async function handleApi(ctx: SandboxContext, url: URL, reply: Reply): Promise<void> {
   const method = reply.req.method ?? 'GET';
   const target = matchRoute(method, url.pathname);
   ctx.state.countRequest(target?.route ?? 'unknown');
@@ -55,7 +58,7 @@ export async function handleApi(ctx: ApiContext, url: URL, reply: Reply): Promis
   else getReward(ctx, target.consumerId, target.rewardId, reply);
 }
 
-async function issueToken(ctx: ApiContext, body: ParsedBody, reply: Reply): Promise<void> {
+async function issueToken(ctx: SandboxContext, body: ParsedBody, reply: Reply): Promise<void> {
   if (!basicMatches(reply.req.headers.authorization, ctx.clientId, ctx.clientSecret)) {
     return reply.error(401, 'ERR-401-00', {
       headers: { 'www-authenticate': 'Basic realm="perks"' },
@@ -86,9 +89,10 @@ function grantedScopes(allowed: readonly string[], requested: unknown): string[]
 }
 
 /** Bearer token, scope and API version, in that order; false once answered with the error. */
-async function authorize(ctx: ApiContext, reply: Reply): Promise<boolean> {
+async function authorize(ctx: SandboxContext, reply: Reply): Promise<boolean> {
   const grant = await ctx.tokens.check(reply.req.headers.authorization);
-  const scoped = grant?.scopes.includes('PERKS') || grant?.scopes.includes('ALL');
+  const scopes = grant?.scope.split(' ') ?? [];
+  const scoped = scopes.includes('PERKS') || scopes.includes('ALL');
   const version = reply.req.headers['x-api-version'];
   const loc = ['header', 'x-api-version'];
   if (!grant) {
@@ -108,14 +112,8 @@ async function authorize(ctx: ApiContext, reply: Reply): Promise<boolean> {
   return false;
 }
 
-function enrollConsumer(ctx: ApiContext, body: ParsedBody, reply: Reply) {
-  // The spec: an empty errors means the body was not valid JSON.
-  const checked =
-    body.kind === 'malformed'
-      ? { ok: false as const, errors: [] }
-      : validateEnrollment(
-          body.kind === 'json' ? body.value : body.kind === 'form' ? null : undefined,
-        );
+function enrollConsumer(ctx: SandboxContext, body: ParsedBody, reply: Reply) {
+  const checked = validateEnrollment(body);
   if (!checked.ok) return reply.error(400, 'ERR-400-00', { errors: checked.errors });
   const id = checked.value;
   if (ctx.state.enroll(id, ctx.rewardsOnEnroll) === 'conflict') {
@@ -124,15 +122,15 @@ function enrollConsumer(ctx: ApiContext, body: ParsedBody, reply: Reply) {
   reply.json(201, { id });
 }
 
-function listRewards(ctx: ApiContext, consumerId: string, url: URL, reply: Reply) {
+function listRewards(ctx: SandboxContext, consumerId: string, url: URL, reply: Reply) {
   const query = validateRewardList(consumerId, url.searchParams);
   if (!query.ok) return reply.error(400, 'ERR-400-00', { errors: query.errors });
   if (!ctx.state.isEnrolled(consumerId))
     return notEnrolled(reply, `/perks/consumers/${consumerId}`);
-  reply.jsonText(200, ctx.state.rewardPageBody(consumerId, query.value));
+  reply.send(200, ctx.state.rewardPageBody(consumerId, query.value), 'application/json');
 }
 
-function getReward(ctx: ApiContext, consumerId: string, rewardId: string, reply: Reply) {
+function getReward(ctx: SandboxContext, consumerId: string, rewardId: string, reply: Reply) {
   const errors = rewardPathErrors(consumerId, rewardId);
   if (errors.length > 0) return reply.error(400, 'ERR-400-00', { errors });
   const instance = `/perks/consumers/${consumerId}/rewards/${rewardId}`;
@@ -141,7 +139,7 @@ function getReward(ctx: ApiContext, consumerId: string, rewardId: string, reply:
     ctx.state.rewardText(consumerId, rewardId) ??
     ctx.state.rewardText(consumerId, rewardId.toLowerCase());
   if (text === undefined) reply.error(404, 'ERR-404-00', { instance });
-  else reply.jsonText(200, text);
+  else reply.send(200, text, 'application/json');
 }
 
 function notEnrolled(reply: Reply, instance: string): void {

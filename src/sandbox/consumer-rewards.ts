@@ -20,9 +20,7 @@ export interface RewardPage {
   total: number;
 }
 
-interface CachedPage extends RewardPage {
-  body?: Buffer;
-}
+type CachedPage = RewardPage & { body?: Buffer };
 
 interface StoredReward {
   json: RewardJson;
@@ -90,7 +88,8 @@ export class ConsumerRewards {
 
   pageBody(query: RewardPageQuery): Buffer {
     const page = this.cachedPage(query);
-    page.body ??= rewardPageBody(page, query);
+    const meta = `{"page":${query.page},"per_page":${query.perPage},"total":${page.total}}`;
+    page.body ??= Buffer.from(`{"items":${page.itemsJson},"meta":${meta}}`);
     return page.body;
   }
 
@@ -112,18 +111,10 @@ export class ConsumerRewards {
   }
 
   private ordered(sort: RewardSort): StoredReward[] {
-    let ordered = this.sorted.get(sort);
-    if (!ordered) {
-      ordered = [...this.byId.values()].sort(comparator(sort));
-      this.sorted.set(sort, ordered);
-    }
+    const ordered = this.sorted.get(sort) ?? [...this.byId.values()].sort(comparator(sort));
+    this.sorted.set(sort, ordered);
     return ordered;
   }
-}
-
-export function rewardPageBody(page: RewardPage, query: RewardPageQuery): Buffer {
-  const meta = `{"page":${query.page},"per_page":${query.perPage},"total":${page.total}}`;
-  return Buffer.from(`{"items":${page.itemsJson},"meta":${meta}}`);
 }
 
 /** Rewards without the sort key (gifts have no executed_at) go last in both directions. */

@@ -5,18 +5,12 @@
  * 409 for a consumer that already exists. POST reset keeps tokens valid.
  */
 import { z } from 'zod';
-import { decodeSegment, type ParsedBody, readBody } from './api.js';
-import { type FaultController, faultSchema, validateFault } from './faults.js';
+import { decodeSegment, type ParsedBody, readBody, type SandboxContext } from './api.js';
+import { faultSchema, validateFault } from './faults.js';
 import type { Reply } from './reply.js';
 import type { RewardJson } from './rewards.js';
 import { consumerSchema, latencySchema } from './scenario.js';
-import { SandboxLookupError, type SandboxState } from './state.js';
-
-export interface ControlContext {
-  state: SandboxState;
-  faults: FaultController;
-  reset(): void;
-}
+import { SandboxLookupError } from './state.js';
 
 const addRewardsBody = z.union([
   z.strictObject({ count: z.int().min(0).max(1_000_000) }),
@@ -47,7 +41,7 @@ function parse<T>(schema: z.ZodType<T>, body: ParsedBody): T {
   return result.data;
 }
 
-export async function handleControl(ctx: ControlContext, url: URL, reply: Reply): Promise<void> {
+export async function handleControl(ctx: SandboxContext, url: URL, reply: Reply): Promise<void> {
   const { state } = ctx;
   const method = reply.req.method ?? 'GET';
   const path = url.pathname.slice('/_sandbox/'.length);
@@ -63,12 +57,9 @@ export async function handleControl(ctx: ControlContext, url: URL, reply: Reply)
         return reply.json(200, state.listConsumers());
       case 'POST consumers': {
         const input = parse(consumerSchema, body);
-        state.addConsumer(input.id, input);
-        return reply.json(201, {
-          id: input.id,
-          enrolled: state.isEnrolled(input.id),
-          rewards: input.rewards ?? 0,
-        });
+        const { id, rewards = 0 } = input;
+        state.addConsumer(id, input);
+        return reply.json(201, { id, enrolled: state.isEnrolled(id), rewards });
       }
       case 'GET consumers/3':
       case 'POST consumers/3': {
@@ -89,10 +80,8 @@ export async function handleControl(ctx: ControlContext, url: URL, reply: Reply)
           return reply.send(204, '');
         }
         const input = parse(statusBody, body);
-        return reply.json(
-          200,
-          state.setRewardStatus(id, rewardId, input.status, input.consumer_status),
-        );
+        const updated = state.setRewardStatus(id, rewardId, input.status, input.consumer_status);
+        return reply.json(200, updated);
       }
       case 'GET requests':
         return reply.json(200, { items: state.requestLog() });
@@ -139,7 +128,7 @@ export async function handleControl(ctx: ControlContext, url: URL, reply: Reply)
     } else if (error instanceof z.ZodError) {
       reply.json(400, { error: error.issues[0]?.message ?? 'invalid' });
     } else if (error instanceof SandboxLookupError) {
-      reply.json(error.reason === 'consumer-exists' ? 409 : 404, { error: error.message });
+      reply.json(error.status, { error: error.message });
     } else {
       throw error;
     }

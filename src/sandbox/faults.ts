@@ -30,8 +30,7 @@ export const faultSchema = z.strictObject({
 });
 
 export type Fault = z.infer<typeof faultSchema>;
-export type FaultRoute = Fault['route'];
-export type ApiRoute = Exclude<FaultRoute, '*'>;
+export type ApiRoute = Exclude<Fault['route'], '*'>;
 type ActiveFault = Fault & { remaining: number };
 
 export function validateFault(fault: Fault): Fault {
@@ -67,7 +66,6 @@ export class FaultController {
 
   /** Spends one of the matching fault's count; one consumer's never fires for the token call. */
   take(route: ApiRoute, consumerId: string | undefined): Fault | undefined {
-    if (this.active.length === 0) return undefined;
     const index = this.active.findIndex(
       (f) =>
         (f.route === '*' || f.route === route) &&
@@ -75,8 +73,7 @@ export class FaultController {
     );
     const fault = this.active[index];
     if (!fault) return undefined;
-    fault.remaining--;
-    if (fault.remaining <= 0) this.active.splice(index, 1);
+    if (--fault.remaining <= 0) this.active.splice(index, 1);
     return fault;
   }
 }
@@ -115,7 +112,7 @@ const answers: Record<Fault['kind'], (f: Fault, r: Reply, route: ApiRoute) => vo
   malformed: (f, r, route) => {
     const text = f.body === 'wrong-shape' ? wrongShapes[route] : truncated;
     if (route === 'enroll') r.successBodyOverride = text;
-    else r.jsonText(200, text);
+    else r.send(200, text, 'application/json');
   },
 };
 

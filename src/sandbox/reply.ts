@@ -37,10 +37,6 @@ export class Reply {
     this.send(status, JSON.stringify(value), 'application/json');
   }
 
-  jsonText(status: number, text: string | Buffer): void {
-    this.send(status, text, 'application/json');
-  }
-
   /** The spec's error envelope; errors and instance null unless given. */
   error(status: number, code: string, detail: ErrorDetail = {}): void {
     const { title = STATUS_CODES[status] ?? 'Error', errors = null, instance = null } = detail;
@@ -59,11 +55,8 @@ export class Reply {
       // Unless the client gave up; the log has what it would have received.
       if (!this.res.destroyed) {
         const length = Buffer.byteLength(body);
-        this.res.writeHead(status, {
-          ...headers,
-          'content-length': length,
-          ...(type && { 'content-type': type }),
-        });
+        const typed = type ? { 'content-type': type } : {};
+        this.res.writeHead(status, { ...headers, 'content-length': length, ...typed });
         this.res.end(body);
       }
       this.log(status);

@@ -1,4 +1,5 @@
 /** Starts the sandbox: /_sandbox/ goes to the control API, the rest to the Perks API. */
+import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
@@ -9,7 +10,7 @@ import { FaultController } from './faults.js';
 import { Reply } from './reply.js';
 import type { Scenario } from './scenario.js';
 import { SandboxState } from './state.js';
-import { knownScopes, TokenAuthority } from './tokens.js';
+import { knownScopes, type MintOverrides, TokenAuthority } from './tokens.js';
 
 const optionsSchema = z.object({
   host: z.string().default('127.0.0.1'),
@@ -48,14 +49,12 @@ export type SandboxOptions = z.input<typeof optionsSchema>;
 export type Sandbox = Awaited<ReturnType<typeof startSandbox>>;
 
 /** The variables that point a worker at this sandbox. */
-export function sandboxApiEnv(
-  sandbox: Pick<Sandbox, 'baseUrl' | 'clientId' | 'clientSecret'>,
-): Record<'PERKS_BASE_URL' | 'PERKS_CLIENT_ID' | 'PERKS_CLIENT_SECRET', string> {
-  return {
-    PERKS_BASE_URL: sandbox.baseUrl,
-    PERKS_CLIENT_ID: sandbox.clientId,
-    PERKS_CLIENT_SECRET: sandbox.clientSecret,
-  };
+export function sandboxApiEnv({
+  baseUrl,
+  clientId,
+  clientSecret,
+}: Pick<Sandbox, 'baseUrl' | 'clientId' | 'clientSecret'>) {
+  return { PERKS_BASE_URL: baseUrl, PERKS_CLIENT_ID: clientId, PERKS_CLIENT_SECRET: clientSecret };
 }
 
 export async function startSandbox(options: SandboxOptions = {}) {
@@ -69,9 +68,8 @@ export async function startSandbox(options: SandboxOptions = {}) {
 
   const seed = () => {
     for (let i = 1; i <= settings.consumers; i++) {
-      state.addConsumer(`sbx_${String(i).padStart(4, '0')}`, {
-        rewards: settings.rewardsPerConsumer,
-      });
+      const id = `sbx_${String(i).padStart(4, '0')}`;
+      state.addConsumer(id, { rewards: settings.rewardsPerConsumer });
     }
     const { scenario } = settings;
     for (const c of scenario?.consumers ?? []) state.addConsumer(c.id, c);
@@ -95,22 +93,14 @@ export async function startSandbox(options: SandboxOptions = {}) {
       : handleApi(ctx, url, new Reply(req, res, timers, state.latencyMs, (e) => state.log.add(e)));
     handled.catch((error: unknown) => {
       settings.logger?.error({ err: error, path: req.url }, 'sandbox request failed');
-      if (!res.headersSent && !res.destroyed) {
-        res.writeHead(500, { 'content-type': 'application/json' });
-        res.end(
-          JSON.stringify({ code: 'ERR-500-00', title: 'Internal Server Error', status: 500 }),
-        );
-      }
+      if (res.headersSent || res.destroyed) return;
+      res.writeHead(500, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ code: 'ERR-500-00', title: 'Internal Server Error', status: 500 }));
     });
   });
   server.keepAliveTimeout = 5_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(settings.port, settings.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
+  server.listen(settings.port, settings.host);
+  await once(server, 'listening');
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const baseUrl = `http://${host}:${address.port}`;
@@ -125,9 +115,7 @@ export async function startSandbox(options: SandboxOptions = {}) {
     /** Seeded data, no faults, empty counters and log, settings as started. */
     reset,
     /** Without credentials, e.g. for another program or scope (403 tests). */
-    mintToken: async (
-      opts: { scopes?: string[]; program?: string; environment?: string; ttlSeconds?: number } = {},
-    ): Promise<string> => {
+    mintToken: async (opts: MintOverrides & { scopes?: string[] } = {}): Promise<string> => {
       const minted = await state.mintToken('sandbox-control', opts.scopes ?? settings.scopes, opts);
       return minted.access_token;
     },

@@ -2,12 +2,7 @@
  * The sandbox's data: consumers, their enrollment and rewards, the settings (latency, rate
  * limit), counters and the request log.
  */
-import {
-  ConsumerRewards,
-  type RewardPage,
-  type RewardPageQuery,
-  rewardPageBody,
-} from './consumer-rewards.js';
+import { ConsumerRewards, type RewardPage, type RewardPageQuery } from './consumer-rewards.js';
 import { SeededRandom } from './random.js';
 import { generateReward, type RewardJson } from './rewards.js';
 import type { TokenAuthority } from './tokens.js';
@@ -53,11 +48,11 @@ export class RequestLog {
   }
 }
 
-/** Control answers 404, or 409 for consumer-exists. */
+/** An unknown consumer or reward (404), or a consumer that exists (409): the control answer. */
 export class SandboxLookupError extends Error {
   override readonly name = 'SandboxLookupError';
   constructor(
-    readonly reason: 'unknown-consumer' | 'unknown-reward' | 'consumer-exists',
+    readonly status: 404 | 409,
     message: string,
   ) {
     super(message);
@@ -67,16 +62,16 @@ export class SandboxLookupError extends Error {
 export type RewardsPerConsumer = number | { min: number; max: number };
 
 interface ConsumerRecord {
-  id: string;
   enrolled: boolean;
   rng: SeededRandom;
   rewards: ConsumerRewards;
 }
 
-const emptyPage: RewardPage = Object.freeze({ itemsJson: '[]', total: 0 });
+/** The rewards of an unknown consumer under autoEnroll. */
+const noRewards = new ConsumerRewards();
 
 function unknownReward(consumerId: string, rewardId: string): never {
-  throw new SandboxLookupError('unknown-reward', `no reward ${rewardId} for ${consumerId}`);
+  throw new SandboxLookupError(404, `no reward ${rewardId} for ${consumerId}`);
 }
 
 export class SandboxState {
@@ -98,17 +93,12 @@ export class SandboxState {
   /** `rewards`: a count, or a range to draw it from (with the consumer's own generator). */
   addConsumer(id: string, opts: { enrolled?: boolean; rewards?: RewardsPerConsumer } = {}): void {
     if (this.consumers.has(id)) {
-      throw new SandboxLookupError('consumer-exists', `consumer ${id} already exists`);
+      throw new SandboxLookupError(409, `consumer ${id} already exists`);
     }
     const rng = new SeededRandom(this.seed, id);
-    this.consumers.set(id, {
-      id,
-      enrolled: opts.enrolled ?? true,
-      rng,
-      rewards: new ConsumerRewards(),
-    });
-    const { rewards = 0 } = opts;
-    this.addRewards(id, typeof rewards === 'number' ? rewards : rng.int(rewards.min, rewards.max));
+    const { enrolled = true, rewards: count = 0 } = opts;
+    this.consumers.set(id, { enrolled, rng, rewards: new ConsumerRewards() });
+    this.addRewards(id, typeof count === 'number' ? count : rng.int(count.min, count.max));
   }
 
   isEnrolled(id: string): boolean {
@@ -117,12 +107,12 @@ export class SandboxState {
   }
 
   enrolledConsumerIds(): string[] {
-    return [...this.consumers.values()].filter((c) => c.enrolled).map((c) => c.id);
+    return [...this.consumers].filter(([, c]) => c.enrolled).map(([id]) => id);
   }
 
   listConsumers(): { id: string; enrolled: boolean; rewards: number }[] {
-    return [...this.consumers.values()].map((c) => ({
-      id: c.id,
+    return [...this.consumers].map(([id, c]) => ({
+      id,
       enrolled: c.enrolled,
       rewards: c.rewards.size,
     }));
@@ -142,9 +132,7 @@ export class SandboxState {
 
   addRewards(consumerId: string, count: number): RewardJson[] {
     const consumer = this.record(consumerId);
-    const added: RewardJson[] = [];
-    for (let i = 0; i < count; i++) added.push(consumer.rewards.add(generateReward(consumer.rng)));
-    return added;
+    return Array.from({ length: count }, () => consumer.rewards.add(generateReward(consumer.rng)));
   }
 
   /** Each given field overrides a generated reward's: `{amount: '+0012.50'}` is enough. */
@@ -174,15 +162,15 @@ export class SandboxState {
   }
 
   rewardPage(consumerId: string, query: RewardPageQuery): RewardPage {
-    return this.pagedRewards(consumerId)?.page(query) ?? { ...emptyPage };
+    return this.pagedRewards(consumerId).page(query);
   }
 
   rewardPageBody(consumerId: string, query: RewardPageQuery): Buffer {
-    return this.pagedRewards(consumerId)?.pageBody(query) ?? rewardPageBody(emptyPage, query);
+    return this.pagedRewards(consumerId).pageBody(query);
   }
 
-  private pagedRewards(consumerId: string): ConsumerRewards | undefined {
-    if (this.autoEnroll && !this.consumers.has(consumerId)) return undefined;
+  private pagedRewards(consumerId: string): ConsumerRewards {
+    if (this.autoEnroll && !this.consumers.has(consumerId)) return noRewards;
     return this.record(consumerId).rewards;
   }
 
@@ -242,7 +230,7 @@ export class SandboxState {
 
   private record(id: string): ConsumerRecord {
     const consumer = this.consumers.get(id);
-    if (!consumer) throw new SandboxLookupError('unknown-consumer', `no consumer ${id}`);
+    if (!consumer) throw new SandboxLookupError(404, `no consumer ${id}`);
     return consumer;
   }
 }

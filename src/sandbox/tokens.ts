@@ -7,20 +7,26 @@ import { type CryptoKey, generateKeyPair, jwtVerify, SignJWT } from 'jose';
 
 export const knownScopes = ['ALL', 'LOYALTIES', 'PERKS', 'TX_INJECTION'] as const;
 
-interface TokenGrant {
-  scopes: readonly string[];
+/** What the sandbox signs, and so trusts once the signature is verified. */
+interface Claims {
   program: string;
   environment: string;
-  expiresAtMs: number;
-  generation: number;
+  /** Space-separated. */
+  scope: string;
+  /** The generation: revocation bumps it. */
+  gen: number;
+  /** exp is whole seconds: short-TTL tests need the exact expiry. */
+  exp_ms: number;
 }
+
+export type MintOverrides = { program?: string; environment?: string; ttlSeconds?: number };
 
 const issuer = 'perks-sandbox';
 const cacheLimit = 10_000;
 
 export class TokenAuthority {
   private generation = 0;
-  private readonly verified = new Map<string, TokenGrant>();
+  private readonly verified = new Map<string, Claims>();
 
   private constructor(
     private readonly privateKey: CryptoKey,
@@ -35,72 +41,51 @@ export class TokenAuthority {
     return new TokenAuthority(privateKey, publicKey, program, ttlSeconds);
   }
 
-  async mint(
-    subject: string,
-    scopes: readonly string[],
-    overrides: { program?: string; environment?: string; ttlSeconds?: number } = {},
-  ) {
+  async mint(subject: string, scopes: readonly string[], overrides: MintOverrides = {}) {
     const ttl = overrides.ttlSeconds ?? this.ttlSeconds;
     const nowMs = Date.now();
-    const expiresAtMs = nowMs + ttl * 1000;
-    const scope = scopes.join(' ');
-    const token = await new SignJWT({
+    const claims: Claims = {
       program: overrides.program ?? this.program,
       environment: overrides.environment ?? 'sandbox',
-      scope,
+      scope: scopes.join(' '),
       gen: this.generation,
-      // exp is whole seconds: short-TTL tests need the exact expiry.
-      exp_ms: expiresAtMs,
-    })
+      exp_ms: nowMs + ttl * 1000,
+    };
+    const token = await new SignJWT({ ...claims })
       .setProtectedHeader({ alg: 'ES256', typ: 'JWT' })
       .setIssuer(issuer)
       .setSubject(subject)
       .setIssuedAt(Math.floor(nowMs / 1000))
-      .setExpirationTime(Math.ceil(expiresAtMs / 1000))
+      .setExpirationTime(Math.ceil(claims.exp_ms / 1000))
       .setJti(randomUUID())
       .sign(this.privateKey);
+    const { scope } = claims;
     return { access_token: token, token_type: 'Bearer' as const, expires_in: ttl, scope };
   }
 
-  async check(authorization: string | undefined): Promise<TokenGrant | undefined> {
+  async check(authorization: string | undefined): Promise<Claims | undefined> {
     const token = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '')?.[1];
     if (!token) return undefined;
-    let grant = this.verified.get(token);
-    if (!grant) {
-      grant = await this.verify(token);
-      if (!grant) return undefined;
+    let claims = this.verified.get(token);
+    if (!claims) {
+      try {
+        // Expiry is checked below, to the millisecond.
+        const options = { algorithms: ['ES256'], issuer, currentDate: new Date(0) };
+        claims = (await jwtVerify(token, this.publicKey, options)).payload as unknown as Claims;
+      } catch {
+        return undefined;
+      }
       // Full (a token per request): start over rather than grow.
       if (this.verified.size >= cacheLimit) this.verified.clear();
-      this.verified.set(token, grant);
+      this.verified.set(token, claims);
     }
-    const live = Date.now() < grant.expiresAtMs && grant.generation === this.generation;
-    return live ? grant : undefined;
+    const live = Date.now() < claims.exp_ms && claims.gen === this.generation;
+    return live ? claims : undefined;
   }
 
   revokeAll(): void {
     this.generation++;
     this.verified.clear();
-  }
-
-  private async verify(token: string): Promise<TokenGrant | undefined> {
-    try {
-      // Expiry is checked by the caller, to the millisecond (exp_ms).
-      const { payload } = await jwtVerify(token, this.publicKey, {
-        algorithms: ['ES256'],
-        issuer,
-        currentDate: new Date(0),
-      });
-      if (typeof payload.exp !== 'number') return undefined;
-      return {
-        scopes: typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [],
-        program: String(payload.program),
-        environment: String(payload.environment),
-        expiresAtMs: typeof payload.exp_ms === 'number' ? payload.exp_ms : payload.exp * 1000,
-        generation: typeof payload.gen === 'number' ? payload.gen : -1,
-      };
-    } catch {
-      return undefined;
-    }
   }
 }
 

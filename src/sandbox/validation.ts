@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { consentSchema, consumerIdSchema, perPageSchema, uuidSchema } from '../perks/schemas.js';
+import type { ParsedBody } from './api.js';
 import { defaultRewardSort, type RewardPageQuery, rewardSorts } from './consumer-rewards.js';
 import type { ErrorItem } from './reply.js';
 
@@ -37,8 +38,11 @@ const rewardListSchema = z.object({
   }),
 });
 
-export function validateEnrollment(body: unknown): Checked<string> {
-  const checked = check(enrollmentSchema, body, ['body']);
+export function validateEnrollment(body: ParsedBody): Checked<string> {
+  // The spec: an empty errors means the body was not valid JSON.
+  if (body.kind === 'malformed') return { ok: false, errors: [] };
+  const value = body.kind === 'json' ? body.value : body.kind === 'form' ? null : undefined;
+  const checked = check(enrollmentSchema, value, ['body']);
   return checked.ok ? { ok: true, value: checked.value.id } : checked;
 }
 
@@ -74,15 +78,13 @@ function check<T>(schema: z.ZodType<T>, value: unknown, loc: Loc): Checked<T> {
   return { ok: false, errors };
 }
 
+const pydanticTypeNames: Record<string, string> = { array: 'list', object: 'model' };
+
 function pydanticType(issue: z.core.$ZodIssue): string {
   switch (issue.code) {
     case 'invalid_type':
       if (issue.input === undefined) return 'missing';
-      return issue.expected === 'array'
-        ? 'list_type'
-        : issue.expected === 'object'
-          ? 'model_type'
-          : `${issue.expected}_type`;
+      return `${pydanticTypeNames[issue.expected] ?? issue.expected}_type`;
     case 'too_small':
       return issue.origin === 'string' ? 'string_too_short' : 'greater_than_equal';
     case 'too_big':
