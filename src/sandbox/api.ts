@@ -84,8 +84,7 @@ async function issueToken(ctx: SandboxContext, body: ParsedBody, reply: Reply): 
 function grantedScopes(allowed: readonly string[], requested: unknown): string[] {
   if (typeof requested !== 'string' || requested.trim() === '') return [...allowed];
   const wanted = requested.trim().split(/\s+/);
-  if (allowed.includes('ALL')) return wanted;
-  return wanted.filter((s) => allowed.includes(s));
+  return allowed.includes('ALL') ? wanted : wanted.filter((s) => allowed.includes(s));
 }
 
 /** Bearer token, scope and API version, in that order; false once answered with the error. */
@@ -176,8 +175,7 @@ export async function readBody(req: IncomingMessage): Promise<ParsedBody> {
   }
   const text = Buffer.concat(chunks).toString('utf8');
   if (text.trim() === '') return { kind: 'empty' };
-  const type = req.headers['content-type'] ?? '';
-  if (type.includes('application/x-www-form-urlencoded')) {
+  if (req.headers['content-type']?.includes('application/x-www-form-urlencoded')) {
     return { kind: 'form', value: new URLSearchParams(text) };
   }
   try {

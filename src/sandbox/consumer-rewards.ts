@@ -15,10 +15,7 @@ export interface RewardPageQuery {
   perPage: number;
 }
 
-export interface RewardPage {
-  itemsJson: string;
-  total: number;
-}
+export type RewardPage = { itemsJson: string; total: number };
 
 type CachedPage = RewardPage & { body?: Buffer };
 

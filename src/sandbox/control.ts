@@ -1,8 +1,7 @@
 /**
- * The control API under /_sandbox/ (JSON, no authentication), for tests, benchmarks and demos
- * driving the sandbox from another process: the routes are the cases of the switch, the bodies
- * the schemas below. 400 {error} for an invalid body, 404 for an unknown route, consumer or reward,
- * 409 for a consumer that already exists. POST reset keeps tokens valid.
+ * The control API under /_sandbox/ (JSON, no authentication) for tests, benchmarks and demos in
+ * another process. 400 {error} for an invalid body, 404 for an unknown route, consumer or
+ * reward, 409 for a consumer that already exists. POST reset keeps tokens valid.
  */
 import { z } from 'zod';
 import { decodeSegment, type ParsedBody, readBody, type SandboxContext } from './api.js';
@@ -110,12 +109,10 @@ export async function handleControl(ctx: SandboxContext, url: URL, reply: Reply)
         ctx.faults.clear();
         return reply.send(204, '');
       case 'PUT settings': {
-        const input = parse(settingsBody, body);
-        if (input.latencyMs !== undefined) state.setLatency(input.latencyMs);
-        if (input.rateLimitPerSecond !== undefined) {
-          state.setRateLimit(input.rateLimitPerSecond ?? undefined);
-        }
-        return reply.json(200, state.settings());
+        const { latencyMs, rateLimitPerSecond: limit } = parse(settingsBody, body);
+        if (latencyMs !== undefined) state.setLatency(latencyMs);
+        if (limit !== undefined) state.setRateLimit(limit ?? undefined);
+        return reply.json(200, state.settings);
       }
       case 'POST reset':
         ctx.reset();

@@ -67,9 +67,7 @@ export class FaultController {
   /** Spends one of the matching fault's count; one consumer's never fires for the token call. */
   take(route: ApiRoute, consumerId: string | undefined): Fault | undefined {
     const index = this.active.findIndex(
-      (f) =>
-        (f.route === '*' || f.route === route) &&
-        (f.consumerId === undefined || f.consumerId === consumerId),
+      (f) => (f.route === '*' || f.route === route) && (f.consumerId ?? consumerId) === consumerId,
     );
     const fault = this.active[index];
     if (!fault) return undefined;
@@ -93,8 +91,7 @@ const wrongShapes: Record<ApiRoute, string> = {
 
 const truncated = '{"items": [ {"id": "trunc';
 
-/** Each kind's answer. A `delay` with applyWrite and a `malformed` enrollment answer nothing yet:
- * the request is still handled, its reply held or mangled. */
+/** Each kind's answer; a held `delay` or a `malformed` enrollment still lets the API handle it. */
 const answers: Record<Fault['kind'], (f: Fault, r: Reply, route: ApiRoute) => void> = {
   status: (f, r) => r.error(f.status ?? 500, `ERR-${f.status ?? 500}-00`),
   html502: (_, r) => r.send(502, gatewayHtml, 'text/html'),

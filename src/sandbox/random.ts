@@ -37,9 +37,7 @@ export class SeededRandom {
   }
 
   pick<T>(values: readonly T[]): T {
-    const value = values[Math.floor(this.next() * values.length)];
-    if (value === undefined) throw new RangeError('pick from an empty list');
-    return value;
+    return values[Math.floor(this.next() * values.length)] as T;
   }
 
   hex(length: number): string {

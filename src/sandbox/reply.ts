@@ -1,12 +1,8 @@
 /** Writes one API response (envelope or raw gateway body) after the latency, and logs it. */
 import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
-import type { RequestLogEntry } from './state.js';
+import type { RequestLog, RequestLogEntry } from './state.js';
 
-export interface ErrorItem {
-  loc: (string | number)[];
-  msg: string;
-  type: string;
-}
+export type ErrorItem = { loc: (string | number)[]; msg: string; type: string };
 
 interface ErrorDetail {
   title?: string;
@@ -30,7 +26,7 @@ export class Reply {
     private readonly res: ServerResponse,
     private readonly timers: Set<NodeJS.Timeout>,
     private readonly latencyMs = 0,
-    private readonly record = (_entry: RequestLogEntry): void => {},
+    private readonly requestLog?: RequestLog,
   ) {}
 
   json(status: number, value: unknown): void {
@@ -81,6 +77,6 @@ export class Reply {
     const { method = 'GET', url: path = '/' } = this.req;
     const entry: RequestLogEntry = { method, path, status, at: new Date().toISOString() };
     if (this.consumerId !== undefined) entry.consumerId = this.consumerId;
-    this.record(entry);
+    this.requestLog?.add(entry);
   }
 }

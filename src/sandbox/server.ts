@@ -49,11 +49,8 @@ export type SandboxOptions = z.input<typeof optionsSchema>;
 export type Sandbox = Awaited<ReturnType<typeof startSandbox>>;
 
 /** The variables that point a worker at this sandbox. */
-export function sandboxApiEnv({
-  baseUrl,
-  clientId,
-  clientSecret,
-}: Pick<Sandbox, 'baseUrl' | 'clientId' | 'clientSecret'>) {
+export function sandboxApiEnv(sandbox: Pick<Sandbox, 'baseUrl' | 'clientId' | 'clientSecret'>) {
+  const { baseUrl, clientId, clientSecret } = sandbox;
   return { PERKS_BASE_URL: baseUrl, PERKS_CLIENT_ID: clientId, PERKS_CLIENT_SECRET: clientSecret };
 }
 
@@ -66,7 +63,10 @@ export async function startSandbox(options: SandboxOptions = {}) {
   const faults = new FaultController();
   const timers = new Set<NodeJS.Timeout>();
 
-  const seed = () => {
+  /** Seeded data, no faults, empty counters and log, settings as started. */
+  const reset = () => {
+    state.clear();
+    faults.clear();
     for (let i = 1; i <= settings.consumers; i++) {
       const id = `sbx_${String(i).padStart(4, '0')}`;
       state.addConsumer(id, { rewards: settings.rewardsPerConsumer });
@@ -78,19 +78,14 @@ export async function startSandbox(options: SandboxOptions = {}) {
     state.setLatency(settings.latencyMs ?? scenario?.latencyMs ?? 0);
     state.setRateLimit(settings.rateLimitPerSecond ?? scenario?.rateLimitPerSecond);
   };
-  const reset = () => {
-    state.clear();
-    faults.clear();
-    seed();
-  };
-  seed();
+  reset();
   const ctx = { ...settings, state, faults, tokens, reset };
 
   const server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://sandbox');
     const handled = url.pathname.startsWith('/_sandbox/')
       ? handleControl(ctx, url, new Reply(req, res, timers))
-      : handleApi(ctx, url, new Reply(req, res, timers, state.latencyMs, (e) => state.log.add(e)));
+      : handleApi(ctx, url, new Reply(req, res, timers, state.settings.latencyMs, state.log));
     handled.catch((error: unknown) => {
       settings.logger?.error({ err: error, path: req.url }, 'sandbox request failed');
       if (res.headersSent || res.destroyed) return;

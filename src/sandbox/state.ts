@@ -61,11 +61,7 @@ export class SandboxLookupError extends Error {
 
 export type RewardsPerConsumer = number | { min: number; max: number };
 
-interface ConsumerRecord {
-  enrolled: boolean;
-  rng: SeededRandom;
-  rewards: ConsumerRewards;
-}
+type ConsumerRecord = { enrolled: boolean; rng: SeededRandom; rewards: ConsumerRewards };
 
 /** The rewards of an unknown consumer under autoEnroll. */
 const noRewards = new ConsumerRewards();
@@ -78,10 +74,8 @@ export class SandboxState {
   private readonly consumers = new Map<string, ConsumerRecord>();
   readonly log = new RequestLog(1000);
   private stats = emptyCounters();
-  /** Added to every API response. */
-  latencyMs = 0;
-  /** Requests per second per token before text/plain 429s. */
-  rateLimitPerSecond: number | undefined;
+  /** Latency added to every API response; requests per second per token before text/plain 429s. */
+  readonly settings = { latencyMs: 0, rateLimitPerSecond: null as number | null };
   private readonly windows = new Map<string, { second: number; count: number }>();
 
   constructor(
@@ -102,8 +96,7 @@ export class SandboxState {
   }
 
   isEnrolled(id: string): boolean {
-    const consumer = this.consumers.get(id);
-    return consumer ? consumer.enrolled : this.autoEnroll;
+    return this.consumers.get(id)?.enrolled ?? this.autoEnroll;
   }
 
   enrolledConsumerIds(): string[] {
@@ -131,16 +124,14 @@ export class SandboxState {
   }
 
   addRewards(consumerId: string, count: number): RewardJson[] {
-    const consumer = this.record(consumerId);
-    return Array.from({ length: count }, () => consumer.rewards.add(generateReward(consumer.rng)));
+    const { rewards, rng } = this.record(consumerId);
+    return Array.from({ length: count }, () => rewards.add(generateReward(rng)));
   }
 
   /** Each given field overrides a generated reward's: `{amount: '+0012.50'}` is enough. */
   addRewardItems(consumerId: string, items: readonly Partial<RewardJson>[]): RewardJson[] {
-    const consumer = this.record(consumerId);
-    return items.map((item) =>
-      consumer.rewards.add({ ...generateReward(consumer.rng), ...item } as RewardJson),
-    );
+    const { rewards, rng } = this.record(consumerId);
+    return items.map((item) => rewards.add({ ...generateReward(rng), ...item } as RewardJson));
   }
 
   /** Any status is accepted; an unknown one keeps consumer_status unless `consumerStatus`. */
@@ -196,21 +187,18 @@ export class SandboxState {
   }
 
   setLatency(ms: number): void {
-    this.latencyMs = ms;
+    this.settings.latencyMs = ms;
   }
 
   setRateLimit(perSecond: number | undefined): void {
-    this.rateLimitPerSecond = perSecond;
+    this.settings.rateLimitPerSecond = perSecond ?? null;
     this.windows.clear();
-  }
-
-  settings() {
-    return { latencyMs: this.latencyMs, rateLimitPerSecond: this.rateLimitPerSecond ?? null };
   }
 
   /** The spec's "per-token request limits" in fixed one-second windows, keyed by Authorization. */
   overRateLimit(authorization: string): boolean {
-    if (this.rateLimitPerSecond === undefined) return false;
+    const limit = this.settings.rateLimitPerSecond;
+    if (limit === null) return false;
     const second = Math.floor(Date.now() / 1000);
     let window = this.windows.get(authorization);
     if (window?.second !== second) {
@@ -219,7 +207,7 @@ export class SandboxState {
       window = { second, count: 0 };
       this.windows.set(authorization, window);
     }
-    return ++window.count > this.rateLimitPerSecond;
+    return ++window.count > limit;
   }
 
   clear(): void {

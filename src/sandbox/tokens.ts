@@ -3,7 +3,7 @@
  * per request would cap a benchmark); revocation bumps a generation carried in each token.
  */
 import { randomUUID, timingSafeEqual } from 'node:crypto';
-import { type CryptoKey, generateKeyPair, jwtVerify, SignJWT } from 'jose';
+import { type GenerateKeyPairResult, generateKeyPair, jwtVerify, SignJWT } from 'jose';
 
 export const knownScopes = ['ALL', 'LOYALTIES', 'PERKS', 'TX_INJECTION'] as const;
 
@@ -29,16 +29,14 @@ export class TokenAuthority {
   private readonly verified = new Map<string, Claims>();
 
   private constructor(
-    private readonly privateKey: CryptoKey,
-    private readonly publicKey: CryptoKey,
+    private readonly keys: GenerateKeyPairResult,
     readonly program: string,
     private readonly ttlSeconds: number,
   ) {}
 
   /** A key pair per start: tokens never outlive their sandbox. */
   static async create(program: string, ttlSeconds: number): Promise<TokenAuthority> {
-    const { privateKey, publicKey } = await generateKeyPair('ES256');
-    return new TokenAuthority(privateKey, publicKey, program, ttlSeconds);
+    return new TokenAuthority(await generateKeyPair('ES256'), program, ttlSeconds);
   }
 
   async mint(subject: string, scopes: readonly string[], overrides: MintOverrides = {}) {
@@ -58,7 +56,7 @@ export class TokenAuthority {
       .setIssuedAt(Math.floor(nowMs / 1000))
       .setExpirationTime(Math.ceil(claims.exp_ms / 1000))
       .setJti(randomUUID())
-      .sign(this.privateKey);
+      .sign(this.keys.privateKey);
     const { scope } = claims;
     return { access_token: token, token_type: 'Bearer' as const, expires_in: ttl, scope };
   }
@@ -71,7 +69,8 @@ export class TokenAuthority {
       try {
         // Expiry is checked below, to the millisecond.
         const options = { algorithms: ['ES256'], issuer, currentDate: new Date(0) };
-        claims = (await jwtVerify(token, this.publicKey, options)).payload as unknown as Claims;
+        claims = (await jwtVerify(token, this.keys.publicKey, options))
+          .payload as unknown as Claims;
       } catch {
         return undefined;
       }

@@ -19,11 +19,8 @@ const enrollmentSchema = z.object({
 
 const integerParam = z.string().transform((raw, ctx) => {
   if (/^[+-]?\d+$/.test(raw.trim())) return Number(raw);
-  ctx.addIssue({
-    code: 'custom',
-    message: 'must be a whole number',
-    params: { type: 'int_parsing' },
-  });
+  const params = { type: 'int_parsing' };
+  ctx.addIssue({ code: 'custom', message: 'must be a whole number', params });
   return z.NEVER;
 });
 
