@@ -63,7 +63,6 @@ export async function startSandbox(options: SandboxOptions = {}) {
   const faults = new FaultController();
   const timers = new Set<NodeJS.Timeout>();
 
-  /** Seeded data, no faults, empty counters and log, settings as started. */
   const reset = () => {
     state.clear();
     faults.clear();
