@@ -1,28 +1,28 @@
 /**
- * The Perks API: what the server reads from a request (route, body, consumer), and the
- * operations, run after the server applied faults and the rate limit.
+ * The Perks API, behind what a gateway applies first (faults, per-token rate limit, latency),
+ * then token, scope and version checks.
  */
 import type { IncomingMessage } from 'node:http';
-import type { ApiRoute } from './faults.js';
+import { applyFault, type FaultController } from './faults.js';
 import type { Reply } from './reply.js';
 import type { SandboxState } from './state.js';
-import { parseBasic, secretMatches, type TokenAuthority } from './tokens.js';
-import {
-  consumerIdErrors,
-  parseRewardListQuery,
-  rewardIdErrors,
-  validateEnrollment,
-} from './validation.js';
+import { basicMatches, type TokenAuthority } from './tokens.js';
+import { rewardPathErrors, validateEnrollment, validateRewardList } from './validation.js';
 
 const supportedApiVersions: readonly string[] = ['2.0.0'];
+const maxBodyBytes = 1024 * 1024;
 
-export interface ApiContext {
+/** What a request handler, API or control, may use. */
+export interface SandboxContext {
   state: SandboxState;
+  faults: FaultController;
   tokens: TokenAuthority;
   clientId: string;
   clientSecret: string;
   scopes: readonly string[];
   rewardsOnEnroll: number;
+  /** Seeded data, no faults, empty counters and log, settings as started. */
+  reset(): void;
 }
 
 export type ParsedBody =
@@ -31,94 +31,88 @@ export type ParsedBody =
   | { kind: 'form'; value: URLSearchParams }
   | { kind: 'malformed' };
 
-export async function issueToken(
-  ctx: ApiContext,
-  req: IncomingMessage,
-  body: ParsedBody,
-  reply: Reply,
-): Promise<void> {
-  const credentials = parseBasic(req.headers.authorization);
-  if (
-    credentials?.clientId !== ctx.clientId ||
-    !secretMatches(credentials.clientSecret, ctx.clientSecret)
-  ) {
+/** A top-level field of a JSON or form body. */
+function field(body: ParsedBody, name: string): unknown {
+  if (body.kind === 'form') return body.value.get(name) ?? undefined;
+  return body.kind === 'json' ? (body.value as Record<string, unknown> | null)?.[name] : undefined;
+}
+
+export async function handleApi(ctx: SandboxContext, url: URL, reply: Reply): Promise<void> {
+  const method = reply.req.method ?? 'GET';
+  const target = matchRoute(method, url.pathname);
+  ctx.state.countRequest(target?.route ?? 'unknown');
+  if (!target) return reply.error(404, 'ERR-404-00', { instance: url.pathname });
+  const body = method === 'POST' ? await readBody(reply.req) : ({ kind: 'empty' } as const);
+  const enrolling =
+    target.route === 'enroll' && body.kind === 'json' ? field(body, 'id') : undefined;
+  reply.consumerId = target.consumerId ?? (typeof enrolling === 'string' ? enrolling : undefined);
+  const fault = ctx.faults.take(target.route, reply.consumerId);
+  if (fault && applyFault(fault, target.route, reply)) return;
+  if (target.route === 'token') return issueToken(ctx, body, reply);
+  if (ctx.state.overRateLimit(reply.req.headers.authorization ?? '')) {
+    return reply.send(429, 'Too Many Requests', 'text/plain', { 'retry-after': '1' });
+  }
+  if (!(await authorize(ctx, reply))) return;
+  if (target.route === 'enroll') enrollConsumer(ctx, body, reply);
+  else if (target.route === 'listRewards') listRewards(ctx, target.consumerId, url, reply);
+  else getReward(ctx, target.consumerId, target.rewardId, reply);
+}
+
+async function issueToken(ctx: SandboxContext, body: ParsedBody, reply: Reply): Promise<void> {
+  if (!basicMatches(reply.req.headers.authorization, ctx.clientId, ctx.clientSecret)) {
     return reply.error(401, 'ERR-401-00', {
       headers: { 'www-authenticate': 'Basic realm="perks"' },
     });
   }
   if (body.kind === 'malformed') return reply.error(400, 'ERR-400-00', { errors: [] });
-  const field = (name: string): unknown => {
-    if (body.kind === 'form') return body.value.get(name) ?? undefined;
-    if (body.kind === 'json' && typeof body.value === 'object' && body.value !== null) {
-      return (body.value as Record<string, unknown>)[name];
-    }
-    return undefined;
-  };
-  const grantType = field('grant_type');
+  const grantType = field(body, 'grant_type');
   if (grantType !== undefined && grantType !== 'client_credentials') {
     const msg = "Input should be 'client_credentials'";
     const errors = [{ loc: ['body', 'grant_type'], msg, type: 'literal_error' }];
     return reply.error(400, 'ERR-400-00', { errors });
   }
-  const scopes = grantedScopes(ctx.scopes, field('scope'));
+  const scopes = grantedScopes(ctx.scopes, field(body, 'scope'));
   if (scopes.length === 0) {
     const msg = 'No requested scope is allowed';
-    return reply.error(400, 'ERR-400-00', {
-      errors: [{ loc: ['body', 'scope'], msg, type: 'value_error' }],
-    });
+    const errors = [{ loc: ['body', 'scope'], msg, type: 'value_error' }];
+    return reply.error(400, 'ERR-400-00', { errors });
   }
-  const minted = await ctx.tokens.mint(ctx.clientId, scopes);
-  ctx.state.countTokenMinted();
+  const minted = await ctx.state.mintToken(ctx.clientId, scopes);
   reply.send(200, JSON.stringify(minted), 'application/json', { 'cache-control': 'no-store' });
 }
 
 function grantedScopes(allowed: readonly string[], requested: unknown): string[] {
   if (typeof requested !== 'string' || requested.trim() === '') return [...allowed];
   const wanted = requested.trim().split(/\s+/);
-  if (allowed.includes('ALL')) return wanted;
-  return wanted.filter((s) => allowed.includes(s));
+  return allowed.includes('ALL') ? wanted : wanted.filter((s) => allowed.includes(s));
 }
 
 /** Bearer token, scope and API version, in that order; false once answered with the error. */
-export async function authorize(
-  ctx: ApiContext,
-  req: IncomingMessage,
-  reply: Reply,
-): Promise<boolean> {
-  const grant = await ctx.tokens.check(req.headers.authorization);
+async function authorize(ctx: SandboxContext, reply: Reply): Promise<boolean> {
+  const grant = await ctx.tokens.check(reply.req.headers.authorization);
+  const scopes = grant?.scope.split(' ') ?? [];
+  const scoped = scopes.includes('PERKS') || scopes.includes('ALL');
+  const version = reply.req.headers['x-api-version'];
+  const loc = ['header', 'x-api-version'];
   if (!grant) {
     reply.error(401, 'ERR-401-00');
-    return false;
-  }
-  const scoped = grant.scopes.includes('PERKS') || grant.scopes.includes('ALL');
-  if (!scoped || grant.program !== ctx.tokens.program || grant.environment !== 'sandbox') {
+  } else if (!scoped || grant.program !== ctx.tokens.program || grant.environment !== 'sandbox') {
     reply.error(403, 'ERR-403-00');
-    return false;
-  }
-  const version = req.headers['x-api-version'];
-  const loc = ['header', 'x-api-version'];
-  if (version === undefined || version === '') {
+  } else if (version === undefined || version === '') {
     const errors = [{ loc, msg: 'Field required', type: 'missing' }];
     reply.error(400, 'ERR-400-01', { title: 'Missing API Version', errors });
-    return false;
-  }
-  if (typeof version !== 'string' || !supportedApiVersions.includes(version.trim())) {
+  } else if (typeof version !== 'string' || !supportedApiVersions.includes(version.trim())) {
     const msg = `Unsupported version; supported: ${supportedApiVersions.join(', ')}`;
     const errors = [{ loc, msg, type: 'value_error' }];
     reply.error(400, 'ERR-400-02', { title: 'Unsupported API Version', errors });
-    return false;
+  } else {
+    return true;
   }
-  return true;
+  return false;
 }
 
-export function enrollConsumer(ctx: ApiContext, body: ParsedBody, reply: Reply) {
-  // The spec: an empty errors means the body was not valid JSON.
-  const checked =
-    body.kind === 'malformed'
-      ? { ok: false as const, errors: [] }
-      : validateEnrollment(
-          body.kind === 'json' ? body.value : body.kind === 'form' ? null : undefined,
-        );
+function enrollConsumer(ctx: SandboxContext, body: ParsedBody, reply: Reply) {
+  const checked = validateEnrollment(body);
   if (!checked.ok) return reply.error(400, 'ERR-400-00', { errors: checked.errors });
   const id = checked.value;
   if (ctx.state.enroll(id, ctx.rewardsOnEnroll) === 'conflict') {
@@ -127,28 +121,16 @@ export function enrollConsumer(ctx: ApiContext, body: ParsedBody, reply: Reply) 
   reply.json(201, { id });
 }
 
-export function listRewards(
-  ctx: ApiContext,
-  consumerId: string,
-  params: URLSearchParams,
-  reply: Reply,
-) {
-  const query = parseRewardListQuery(params);
-  const errors = [
-    ...consumerIdErrors(consumerId, ['path', 'consumer_id']),
-    ...(query.ok ? [] : query.errors),
-  ];
-  if (errors.length > 0 || !query.ok) return reply.error(400, 'ERR-400-00', { errors });
+function listRewards(ctx: SandboxContext, consumerId: string, url: URL, reply: Reply) {
+  const query = validateRewardList(consumerId, url.searchParams);
+  if (!query.ok) return reply.error(400, 'ERR-400-00', { errors: query.errors });
   if (!ctx.state.isEnrolled(consumerId))
     return notEnrolled(reply, `/perks/consumers/${consumerId}`);
-  reply.jsonText(200, ctx.state.rewardPageBody(consumerId, query.value));
+  reply.send(200, ctx.state.rewardPageBody(consumerId, query.value), 'application/json');
 }
 
-export function getReward(ctx: ApiContext, consumerId: string, rewardId: string, reply: Reply) {
-  const errors = [
-    ...consumerIdErrors(consumerId, ['path', 'consumer_id']),
-    ...rewardIdErrors(rewardId),
-  ];
+function getReward(ctx: SandboxContext, consumerId: string, rewardId: string, reply: Reply) {
+  const errors = rewardPathErrors(consumerId, rewardId);
   if (errors.length > 0) return reply.error(400, 'ERR-400-00', { errors });
   const instance = `/perks/consumers/${consumerId}/rewards/${rewardId}`;
   if (!ctx.state.isEnrolled(consumerId)) return notEnrolled(reply, instance);
@@ -156,29 +138,21 @@ export function getReward(ctx: ApiContext, consumerId: string, rewardId: string,
     ctx.state.rewardText(consumerId, rewardId) ??
     ctx.state.rewardText(consumerId, rewardId.toLowerCase());
   if (text === undefined) reply.error(404, 'ERR-404-00', { instance });
-  else reply.jsonText(200, text);
+  else reply.send(200, text, 'application/json');
 }
 
 function notEnrolled(reply: Reply, instance: string): void {
   reply.error(404, 'ERR-404-02', { title: 'Consumer Not Enrolled', instance });
 }
 
-const maxBodyBytes = 1024 * 1024;
-
-type ApiTarget =
-  | { route: 'token' | 'enroll'; consumerId?: undefined }
-  | { route: 'listRewards'; id: string; consumerId: string }
-  | { route: 'getReward'; id: string; rewardId: string; consumerId: string };
-
-export function matchRoute(method: string, pathname: string): ApiTarget | undefined {
-  if (method === 'POST' && pathname === '/tokens') return { route: 'token' };
-  if (method === 'POST' && pathname === '/perks/consumers') return { route: 'enroll' };
-  if (method !== 'GET') return undefined;
+function matchRoute(method: string, pathname: string) {
+  if (method === 'POST' && pathname === '/tokens') return { route: 'token' } as const;
+  if (method === 'POST' && pathname === '/perks/consumers') return { route: 'enroll' } as const;
   const match = /^\/perks\/consumers\/([^/]*)\/rewards(?:\/([^/]+))?\/?$/.exec(pathname);
-  if (!match) return undefined;
-  const id = decodeSegment(match[1] ?? '');
-  if (match[2] === undefined) return { route: 'listRewards', id, consumerId: id };
-  return { route: 'getReward', id, rewardId: decodeSegment(match[2]), consumerId: id };
+  if (method !== 'GET' || !match) return undefined;
+  const consumerId = decodeSegment(match[1] ?? '');
+  if (match[2] === undefined) return { route: 'listRewards', consumerId } as const;
+  return { route: 'getReward', consumerId, rewardId: decodeSegment(match[2]) } as const;
 }
 
 /** As it came when it is not valid percent-encoding. */
@@ -188,14 +162,6 @@ export function decodeSegment(segment: string): string {
   } catch {
     return segment;
   }
-}
-
-export function enrollmentId(route: ApiRoute, body: ParsedBody): string | undefined {
-  if (route !== 'enroll' || body.kind !== 'json') return undefined;
-  const value = body.value;
-  if (typeof value !== 'object' || value === null) return undefined;
-  const id = (value as Record<string, unknown>).id;
-  return typeof id === 'string' ? id : undefined;
 }
 
 /** Over 1 MiB or unparsable is malformed. */
@@ -209,8 +175,7 @@ export async function readBody(req: IncomingMessage): Promise<ParsedBody> {
   }
   const text = Buffer.concat(chunks).toString('utf8');
   if (text.trim() === '') return { kind: 'empty' };
-  const type = req.headers['content-type'] ?? '';
-  if (type.includes('application/x-www-form-urlencoded')) {
+  if (req.headers['content-type']?.includes('application/x-www-form-urlencoded')) {
     return { kind: 'form', value: new URLSearchParams(text) };
   }
   try {

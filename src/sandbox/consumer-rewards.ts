@@ -15,14 +15,9 @@ export interface RewardPageQuery {
   perPage: number;
 }
 
-export interface RewardPage {
-  itemsJson: string;
-  total: number;
-}
+export type RewardPage = { itemsJson: string; total: number };
 
-interface CachedPage extends RewardPage {
-  body?: Buffer;
-}
+type CachedPage = RewardPage & { body?: Buffer };
 
 interface StoredReward {
   json: RewardJson;
@@ -90,7 +85,8 @@ export class ConsumerRewards {
 
   pageBody(query: RewardPageQuery): Buffer {
     const page = this.cachedPage(query);
-    page.body ??= rewardPageBody(page, query);
+    const meta = `{"page":${query.page},"per_page":${query.perPage},"total":${page.total}}`;
+    page.body ??= Buffer.from(`{"items":${page.itemsJson},"meta":${meta}}`);
     return page.body;
   }
 
@@ -112,34 +108,19 @@ export class ConsumerRewards {
   }
 
   private ordered(sort: RewardSort): StoredReward[] {
-    let ordered = this.sorted.get(sort);
-    if (!ordered) {
-      ordered = [...this.byId.values()].sort(comparator(sort));
-      this.sorted.set(sort, ordered);
-    }
+    const ordered = this.sorted.get(sort) ?? [...this.byId.values()].sort(comparator(sort));
+    this.sorted.set(sort, ordered);
     return ordered;
   }
 }
 
-export function rewardPageBody(page: RewardPage, query: RewardPageQuery): Buffer {
-  const meta = `{"page":${query.page},"per_page":${query.perPage},"total":${page.total}}`;
-  return Buffer.from(`{"items":${page.itemsJson},"meta":${meta}}`);
-}
-
 /** Rewards without the sort key (gifts have no executed_at) go last in both directions. */
 function comparator(sort: RewardSort): (a: StoredReward, b: StoredReward) => number {
-  const descending = sort.startsWith('-');
-  const key = sort.endsWith('executed_at')
-    ? (r: StoredReward) => r.executedMs
-    : (r: StoredReward) => r.createdMs;
+  const sign = sort.startsWith('-') ? -1 : 1;
+  const key = sort.endsWith('executed_at') ? 'executedMs' : 'createdMs';
   return (a, b) => {
-    const ka = key(a);
-    const kb = key(b);
-    if (ka !== kb) {
-      if (ka === null) return 1;
-      if (kb === null) return -1;
-      return descending ? kb - ka : ka - kb;
-    }
+    const [ka, kb] = [a[key], b[key]];
+    if (ka !== kb) return ka === null ? 1 : kb === null ? -1 : sign * (ka - kb);
     // Ties (and two missing keys) by id, so pages never overlap or skip.
     return a.json.id < b.json.id ? -1 : a.json.id > b.json.id ? 1 : 0;
   };

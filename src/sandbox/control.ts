@@ -1,25 +1,15 @@
 /**
- * The control API under /_sandbox/ (JSON, no authentication), for tests, benchmarks and demos
- * driving the sandbox from another process: the routes are the cases of `route`, the bodies the
- * schemas below. 400 {error} for an invalid body, 404 for an unknown route, consumer or reward,
- * 409 for a consumer that already exists. POST reset keeps tokens valid.
+ * The control API under /_sandbox/ (JSON, no authentication) for tests, benchmarks and demos in
+ * another process. 400 {error} for an invalid body, 404 for an unknown route, consumer or
+ * reward, 409 for a consumer that already exists. POST reset keeps tokens valid.
  */
 import { z } from 'zod';
-import type { ParsedBody } from './api.js';
-import { type FaultController, faultSchema, validateFault } from './faults.js';
+import { decodeSegment, type ParsedBody, readBody, type SandboxContext } from './api.js';
+import { faultSchema, validateFault } from './faults.js';
 import type { Reply } from './reply.js';
 import type { RewardJson } from './rewards.js';
 import { consumerSchema, latencySchema } from './scenario.js';
-import { SandboxLookupError, type SandboxState } from './state.js';
-import type { TokenAuthority } from './tokens.js';
-
-export interface ControlContext {
-  state: SandboxState;
-  faults: FaultController;
-  tokens: TokenAuthority;
-  settings(): { latencyMs: number; rateLimitPerSecond: number | null };
-  reset(): void;
-}
+import { SandboxLookupError } from './state.js';
 
 const addRewardsBody = z.union([
   z.strictObject({ count: z.int().min(0).max(1_000_000) }),
@@ -40,126 +30,104 @@ const settingsBody = z.strictObject({
   rateLimitPerSecond: z.number().positive().nullable().optional(),
 });
 
-class BadBody extends Error {}
-
 function parse<T>(schema: z.ZodType<T>, body: ParsedBody): T {
-  if (body.kind !== 'json') throw new BadBody('the body must be JSON');
+  if (body.kind !== 'json') throw new RangeError('the body must be JSON');
   const result = schema.safeParse(body.value);
   if (!result.success) {
     const issue = result.error.issues[0];
-    throw new BadBody(`${issue?.path.join('.') || 'body'}: ${issue?.message ?? 'invalid'}`);
+    throw new RangeError(`${issue?.path.join('.') || 'body'}: ${issue?.message ?? 'invalid'}`);
   }
   return result.data;
 }
 
-export async function handleControl(
-  ctx: ControlContext,
-  method: string,
-  segments: readonly string[],
-  body: ParsedBody,
-  reply: Reply,
-): Promise<void> {
+export async function handleControl(ctx: SandboxContext, url: URL, reply: Reply): Promise<void> {
+  const { state } = ctx;
+  const method = reply.req.method ?? 'GET';
+  const path = url.pathname.slice('/_sandbox/'.length);
+  const segments = path.split('/').filter(Boolean).map(decodeSegment);
+  const [resource, id, sub, rewardId] = segments;
+  const key = `${method} ${resource ?? ''}${segments.length > 1 ? `/${segments.length}` : ''}`;
+  const body = await readBody(reply.req);
   try {
-    await route(ctx, method, segments, body, reply);
+    switch (key) {
+      case 'GET health':
+        return reply.json(200, { status: 'ok' });
+      case 'GET consumers':
+        return reply.json(200, state.listConsumers());
+      case 'POST consumers': {
+        const input = parse(consumerSchema, body);
+        const { id, rewards = 0 } = input;
+        state.addConsumer(id, input);
+        return reply.json(201, { id, enrolled: state.isEnrolled(id), rewards });
+      }
+      case 'GET consumers/3':
+      case 'POST consumers/3': {
+        if (sub !== 'rewards' || id === undefined) break;
+        if (method === 'GET') return reply.json(200, { items: state.rewardsOf(id) });
+        const input = parse(addRewardsBody, body);
+        const items =
+          'count' in input
+            ? state.addRewards(id, input.count)
+            : state.addRewardItems(id, input.items as Partial<RewardJson>[]);
+        return reply.json(201, { items });
+      }
+      case 'PATCH consumers/4':
+      case 'DELETE consumers/4': {
+        if (sub !== 'rewards' || id === undefined || rewardId === undefined) break;
+        if (method === 'DELETE') {
+          state.removeReward(id, rewardId);
+          return reply.send(204, '');
+        }
+        const input = parse(statusBody, body);
+        const updated = state.setRewardStatus(id, rewardId, input.status, input.consumer_status);
+        return reply.json(200, updated);
+      }
+      case 'GET requests':
+        return reply.json(200, { items: state.requestLog() });
+      case 'GET counters':
+        return reply.json(200, state.counters());
+      case 'POST tokens': {
+        const input = parse(mintBody, body.kind === 'empty' ? { kind: 'json', value: {} } : body);
+        const minted = await state.mintToken('sandbox-control', input.scopes ?? ['PERKS'], input);
+        return reply.json(200, minted);
+      }
+      case 'POST tokens/2':
+        if (id !== 'revoke') break;
+        state.revokeTokens();
+        return reply.send(204, '');
+      case 'GET faults':
+        return reply.json(200, ctx.faults.list());
+      case 'POST faults': {
+        const input = parse(z.union([faultSchema, z.array(faultSchema)]), body);
+        const faults = Array.isArray(input) ? input : [input];
+        // All checked before any is injected.
+        for (const fault of faults) validateFault(fault);
+        for (const fault of faults) ctx.faults.inject(fault);
+        return reply.send(204, '');
+      }
+      case 'DELETE faults':
+        ctx.faults.clear();
+        return reply.send(204, '');
+      case 'PUT settings': {
+        const { latencyMs, rateLimitPerSecond: limit } = parse(settingsBody, body);
+        if (latencyMs !== undefined) state.setLatency(latencyMs);
+        if (limit !== undefined) state.setRateLimit(limit ?? undefined);
+        return reply.json(200, state.settings);
+      }
+      case 'POST reset':
+        ctx.reset();
+        return reply.send(204, '');
+    }
+    reply.json(404, { error: `no control route ${method} /_sandbox/${segments.join('/')}` });
   } catch (error) {
-    if (error instanceof BadBody || error instanceof RangeError) {
+    if (error instanceof RangeError) {
       reply.json(400, { error: error.message });
     } else if (error instanceof z.ZodError) {
       reply.json(400, { error: error.issues[0]?.message ?? 'invalid' });
     } else if (error instanceof SandboxLookupError) {
-      reply.json(error.reason === 'consumer-exists' ? 409 : 404, { error: error.message });
+      reply.json(error.status, { error: error.message });
     } else {
       throw error;
     }
   }
-}
-
-async function route(
-  ctx: ControlContext,
-  method: string,
-  segments: readonly string[],
-  body: ParsedBody,
-  reply: Reply,
-): Promise<void> {
-  const { state } = ctx;
-  const [resource, id, sub, rewardId] = segments;
-  const key = `${method} ${resource ?? ''}${segments.length > 1 ? `/${segments.length}` : ''}`;
-  switch (key) {
-    case 'GET health':
-      return reply.json(200, { status: 'ok' });
-    case 'GET consumers':
-      return reply.json(200, state.listConsumers());
-    case 'POST consumers': {
-      const input = parse(consumerSchema, body);
-      state.addConsumer(input.id, input);
-      return reply.json(201, {
-        id: input.id,
-        enrolled: state.isEnrolled(input.id),
-        rewards: input.rewards ?? 0,
-      });
-    }
-    case 'GET consumers/3':
-    case 'POST consumers/3': {
-      if (sub !== 'rewards' || id === undefined) break;
-      if (method === 'GET') return reply.json(200, { items: state.rewardsOf(id) });
-      const input = parse(addRewardsBody, body);
-      const items =
-        'count' in input
-          ? state.addRewards(id, input.count)
-          : state.addRewardItems(id, input.items as Partial<RewardJson>[]);
-      return reply.json(201, { items });
-    }
-    case 'PATCH consumers/4':
-    case 'DELETE consumers/4': {
-      if (sub !== 'rewards' || id === undefined || rewardId === undefined) break;
-      if (method === 'DELETE') {
-        state.removeReward(id, rewardId);
-        return reply.send(204, '');
-      }
-      const input = parse(statusBody, body);
-      return reply.json(
-        200,
-        state.setRewardStatus(id, rewardId, input.status, input.consumer_status),
-      );
-    }
-    case 'GET requests':
-      return reply.json(200, { items: state.requestLog() });
-    case 'GET counters':
-      return reply.json(200, state.counters());
-    case 'POST tokens': {
-      const input = parse(mintBody, body.kind === 'empty' ? { kind: 'json', value: {} } : body);
-      const minted = await ctx.tokens.mint('sandbox-control', input.scopes ?? ['PERKS'], input);
-      state.countTokenMinted();
-      return reply.json(200, minted);
-    }
-    case 'POST tokens/2':
-      if (id !== 'revoke') break;
-      state.revokeTokens();
-      return reply.send(204, '');
-    case 'GET faults':
-      return reply.json(200, ctx.faults.list());
-    case 'POST faults': {
-      const input = parse(z.union([faultSchema, z.array(faultSchema)]), body);
-      const faults = Array.isArray(input) ? input : [input];
-      // All checked before any is injected.
-      for (const fault of faults) validateFault(fault);
-      for (const fault of faults) ctx.faults.inject(fault);
-      return reply.send(204, '');
-    }
-    case 'DELETE faults':
-      ctx.faults.clear();
-      return reply.send(204, '');
-    case 'PUT settings': {
-      const input = parse(settingsBody, body);
-      if (input.latencyMs !== undefined) state.setLatency(input.latencyMs);
-      if (input.rateLimitPerSecond !== undefined) {
-        state.setRateLimit(input.rateLimitPerSecond ?? undefined);
-      }
-      return reply.json(200, ctx.settings());
-    }
-    case 'POST reset':
-      ctx.reset();
-      return reply.send(204, '');
-  }
-  reply.json(404, { error: `no control route ${method} /_sandbox/${segments.join('/')}` });
 }

@@ -10,7 +10,7 @@ export const faultSchema = z.strictObject({
   /**
    * delay: the response waits `delayMs`; the request is processed at once unless applyWrite
    * is false (then a 504 with an empty body). malformed: a 200 whose body is truncated JSON or
-   * (`body: 'wrong-shape'`) the wrong shape. The others: see applyFault.
+   * (`body: 'wrong-shape'`) the wrong shape. The others: see `answers`.
    */
   kind: z.enum([
     'status',
@@ -30,8 +30,7 @@ export const faultSchema = z.strictObject({
 });
 
 export type Fault = z.infer<typeof faultSchema>;
-export type FaultRoute = Fault['route'];
-export type ApiRoute = Exclude<FaultRoute, '*'>;
+export type ApiRoute = Exclude<Fault['route'], '*'>;
 type ActiveFault = Fault & { remaining: number };
 
 export function validateFault(fault: Fault): Fault {
@@ -67,16 +66,12 @@ export class FaultController {
 
   /** Spends one of the matching fault's count; one consumer's never fires for the token call. */
   take(route: ApiRoute, consumerId: string | undefined): Fault | undefined {
-    if (this.active.length === 0) return undefined;
     const index = this.active.findIndex(
-      (f) =>
-        (f.route === '*' || f.route === route) &&
-        (f.consumerId === undefined || f.consumerId === consumerId),
+      (f) => (f.route === '*' || f.route === route) && (f.consumerId ?? consumerId) === consumerId,
     );
     const fault = this.active[index];
     if (!fault) return undefined;
-    fault.remaining--;
-    if (fault.remaining <= 0) this.active.splice(index, 1);
+    if (--fault.remaining <= 0) this.active.splice(index, 1);
     return fault;
   }
 }
@@ -96,11 +91,8 @@ const wrongShapes: Record<ApiRoute, string> = {
 
 const truncated = '{"items": [ {"id": "trunc';
 
-/** The faults that replace the whole response. */
-const answers: Record<
-  Exclude<Fault['kind'], 'delay' | 'malformed'>,
-  (f: Fault, r: Reply) => void
-> = {
+/** Each kind's answer; a held `delay` or a `malformed` enrollment still lets the API handle it. */
+const answers: Record<Fault['kind'], (f: Fault, r: Reply, route: ApiRoute) => void> = {
   status: (f, r) => r.error(f.status ?? 500, `ERR-${f.status ?? 500}-00`),
   html502: (_, r) => r.send(502, gatewayHtml, 'text/html'),
   throttle429: (f, r) =>
@@ -110,26 +102,19 @@ const answers: Record<
   empty401: (_, r) => r.send(401, ''),
   empty: (f, r) => r.send(f.status ?? 503, ''),
   reset: (_, r) => r.reset(),
+  delay: (f, r) => {
+    r.holdMs = f.delayMs ?? 0;
+    if (f.applyWrite === false) r.send(504, '');
+  },
+  malformed: (f, r, route) => {
+    const text = f.body === 'wrong-shape' ? wrongShapes[route] : truncated;
+    if (route === 'enroll') r.successBodyOverride = text;
+    else r.send(200, text, 'application/json');
+  },
 };
 
-/** 'process' when the request must still be handled (its reply held or mangled). */
-export function applyFault(fault: Fault, route: ApiRoute, reply: Reply): 'answered' | 'process' {
-  if (fault.kind === 'delay') {
-    const delayMs = fault.delayMs ?? 0;
-    if (fault.applyWrite !== false) {
-      reply.holdMs = delayMs;
-      return 'process';
-    }
-    reply.send(504, '', undefined, {}, delayMs);
-  } else if (fault.kind === 'malformed') {
-    const text = fault.body === 'wrong-shape' ? wrongShapes[route] : truncated;
-    if (route === 'enroll') {
-      reply.successBodyOverride = { text, contentType: 'application/json' };
-      return 'process';
-    }
-    reply.jsonText(200, text);
-  } else {
-    answers[fault.kind](fault, reply);
-  }
-  return 'answered';
+/** True when the fault answered the request. */
+export function applyFault(fault: Fault, route: ApiRoute, reply: Reply): boolean {
+  answers[fault.kind](fault, reply, route);
+  return reply.done;
 }

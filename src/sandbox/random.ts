@@ -15,11 +15,8 @@ export class SeededRandom {
     for (let i = 0; i < 15; i++) this.next();
   }
 
+  /** Each step is taken mod 2^32 (`| 0`, `>>>`), so the fields need no normalising. */
   next(): number {
-    this.a >>>= 0;
-    this.b >>>= 0;
-    this.c >>>= 0;
-    this.d >>>= 0;
     let t = (this.a + this.b) | 0;
     this.a = this.b ^ (this.b >>> 9);
     this.b = (this.c + (this.c << 3)) | 0;
@@ -40,9 +37,7 @@ export class SeededRandom {
   }
 
   pick<T>(values: readonly T[]): T {
-    const value = values[Math.floor(this.next() * values.length)];
-    if (value === undefined) throw new RangeError('pick from an empty list');
-    return value;
+    return values[Math.floor(this.next() * values.length)] as T;
   }
 
   hex(length: number): string {

@@ -1,12 +1,8 @@
 /** Writes one API response (envelope or raw gateway body) after the latency, and logs it. */
 import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
-import type { RequestLogEntry } from './state.js';
+import type { RequestLog, RequestLogEntry } from './state.js';
 
-export interface ErrorItem {
-  loc: (string | number)[];
-  msg: string;
-  type: string;
-}
+export type ErrorItem = { loc: (string | number)[]; msg: string; type: string };
 
 interface ErrorDetail {
   title?: string;
@@ -15,31 +11,26 @@ interface ErrorDetail {
   headers?: Record<string, string>;
 }
 
-export type TimerSet = Set<NodeJS.Timeout>;
-
 export class Reply {
   /** For the request log and per-consumer faults. */
   consumerId: string | undefined;
-  /** A `delay` fault that still processes. */
+  /** A `delay` fault. */
   holdMs = 0;
-  /** A `malformed` fault on a write: the write happens, its 2xx body is mangled. */
-  successBodyOverride: { text: string; contentType: string } | undefined;
-  private done = false;
+  /** A `malformed` fault on a write: the write happens, its 2xx JSON body is this. */
+  successBodyOverride: string | undefined;
+  /** Sent or reset. */
+  done = false;
 
   constructor(
-    private readonly req: IncomingMessage,
+    readonly req: IncomingMessage,
     private readonly res: ServerResponse,
-    private readonly latencyMs: number,
-    private readonly timers: TimerSet,
-    private readonly record: (entry: RequestLogEntry) => void,
+    private readonly timers: Set<NodeJS.Timeout>,
+    private readonly latencyMs = 0,
+    private readonly requestLog?: RequestLog,
   ) {}
 
   json(status: number, value: unknown): void {
     this.send(status, JSON.stringify(value), 'application/json');
-  }
-
-  jsonText(status: number, text: string | Buffer): void {
-    this.send(status, text, 'application/json');
   }
 
   /** The spec's error envelope; errors and instance null unless given. */
@@ -49,35 +40,30 @@ export class Reply {
     this.send(status, body, 'application/json', detail.headers);
   }
 
-  /** After `extraDelayMs` plus the latency. An empty body has no type. */
-  send(
-    status: number,
-    body: string | Buffer,
-    contentType?: string,
-    headers: Record<string, string> = {},
-    extraDelayMs = 0,
-  ): void {
+  /** After the hold and the latency. An empty body has no type. */
+  send(status: number, body: string | Buffer, type?: string, headers: Record<string, string> = {}) {
     if (this.done) return;
     this.done = true;
-    if (this.successBodyOverride && status >= 200 && status < 300) {
-      ({ text: body, contentType } = this.successBodyOverride);
+    if (this.successBodyOverride !== undefined && status >= 200 && status < 300) {
+      [body, type] = [this.successBodyOverride, 'application/json'];
     }
     const write = () => {
-      // The client gave up: log what it would have received.
-      if (this.res.destroyed) {
-        this.log(status);
-        return;
+      // Unless the client gave up; the log has what it would have received.
+      if (!this.res.destroyed) {
+        const length = Buffer.byteLength(body);
+        const typed = type ? { 'content-type': type } : {};
+        this.res.writeHead(status, { ...headers, 'content-length': length, ...typed });
+        this.res.end(body);
       }
-      const all: Record<string, string | number> = {
-        ...headers,
-        'content-length': Buffer.byteLength(body),
-      };
-      if (contentType) all['content-type'] = contentType;
-      this.res.writeHead(status, all);
-      this.res.end(body);
       this.log(status);
     };
-    this.later(extraDelayMs + this.holdMs + this.latencyMs, write);
+    const ms = this.holdMs + this.latencyMs;
+    if (ms <= 0) return write();
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      write();
+    }, ms);
+    this.timers.add(timer);
   }
 
   reset(): void {
@@ -87,26 +73,10 @@ export class Reply {
     this.req.socket.destroy();
   }
 
-  later(ms: number, fn: () => void): void {
-    if (ms <= 0) {
-      fn();
-      return;
-    }
-    const timer = setTimeout(() => {
-      this.timers.delete(timer);
-      fn();
-    }, ms);
-    this.timers.add(timer);
-  }
-
   private log(status: number): void {
-    const entry: RequestLogEntry = {
-      method: this.req.method ?? 'GET',
-      path: this.req.url ?? '/',
-      status,
-      at: new Date().toISOString(),
-    };
+    const { method = 'GET', url: path = '/' } = this.req;
+    const entry: RequestLogEntry = { method, path, status, at: new Date().toISOString() };
     if (this.consumerId !== undefined) entry.consumerId = this.consumerId;
-    this.record(entry);
+    this.requestLog?.add(entry);
   }
 }

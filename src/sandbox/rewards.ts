@@ -58,20 +58,15 @@ function generateAmount(rng: SeededRandom): string {
   const cents = rng.int(1, 5000);
   const canonical = `${Math.floor(cents / 100)}.${String(cents % 100).padStart(2, '0')}`;
   if (rng.chance(0.7)) return canonical;
-  switch (rng.int(0, 5)) {
-    case 0:
-      return `+00${canonical}`;
-    case 1:
-      return `.${rng.int(1, 9)}`;
-    case 2:
-      return `${rng.int(1, 99)}.`;
-    case 3:
-      return `-${rng.int(1, 20)}`;
-    case 4:
-      return '0';
-    default:
-      return `-${canonical}`;
-  }
+  const oddForms = [
+    () => `+00${canonical}`,
+    () => `.${rng.int(1, 9)}`,
+    () => `${rng.int(1, 99)}.`,
+    () => `-${rng.int(1, 20)}`,
+    () => '0',
+    () => `-${canonical}`,
+  ];
+  return rng.pick(oddForms)();
 }
 
 function generateBrand(rng: SeededRandom): RewardJson['brand'] {

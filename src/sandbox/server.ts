@@ -1,29 +1,16 @@
-/**
- * Routes a request to the control API or the Perks API, applying in front of the API what a
- * gateway would (faults, per-token rate limit, latency) before token, scope and version checks.
- */
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+/** Starts the sandbox: /_sandbox/ goes to the control API, the rest to the Perks API. */
+import { once } from 'node:events';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import {
-  type ApiContext,
-  authorize,
-  decodeSegment,
-  enrollConsumer,
-  enrollmentId,
-  getReward,
-  issueToken,
-  listRewards,
-  matchRoute,
-  readBody,
-} from './api.js';
-import { type ControlContext, handleControl } from './control.js';
-import { applyFault, FaultController } from './faults.js';
-import { Reply, type TimerSet } from './reply.js';
+import { handleApi } from './api.js';
+import { handleControl } from './control.js';
+import { FaultController } from './faults.js';
+import { Reply } from './reply.js';
 import type { Scenario } from './scenario.js';
 import { SandboxState } from './state.js';
-import { knownScopes, TokenAuthority } from './tokens.js';
+import { knownScopes, type MintOverrides, TokenAuthority } from './tokens.js';
 
 const optionsSchema = z.object({
   host: z.string().default('127.0.0.1'),
@@ -62,115 +49,52 @@ export type SandboxOptions = z.input<typeof optionsSchema>;
 export type Sandbox = Awaited<ReturnType<typeof startSandbox>>;
 
 /** The variables that point a worker at this sandbox. */
-export function sandboxApiEnv(
-  sandbox: Pick<Sandbox, 'baseUrl' | 'clientId' | 'clientSecret'>,
-): Record<'PERKS_BASE_URL' | 'PERKS_CLIENT_ID' | 'PERKS_CLIENT_SECRET', string> {
-  return {
-    PERKS_BASE_URL: sandbox.baseUrl,
-    PERKS_CLIENT_ID: sandbox.clientId,
-    PERKS_CLIENT_SECRET: sandbox.clientSecret,
-  };
+export function sandboxApiEnv(sandbox: Pick<Sandbox, 'baseUrl' | 'clientId' | 'clientSecret'>) {
+  const { baseUrl, clientId, clientSecret } = sandbox;
+  return { PERKS_BASE_URL: baseUrl, PERKS_CLIENT_ID: clientId, PERKS_CLIENT_SECRET: clientSecret };
 }
 
 export async function startSandbox(options: SandboxOptions = {}) {
   const parsed = optionsSchema.safeParse(options);
   if (!parsed.success) throw new RangeError(`sandbox options: ${z.prettifyError(parsed.error)}`);
   const settings = parsed.data;
-  const state = new SandboxState(settings.seed, settings.autoEnroll);
-  const faults = new FaultController();
   const tokens = await TokenAuthority.create(settings.program, settings.tokenTtlSeconds);
-  const limiter = new RateLimiter(undefined);
-  const timers: TimerSet = new Set();
-  let latencyMs = 0;
+  const state = new SandboxState(settings.seed, settings.autoEnroll, tokens);
+  const faults = new FaultController();
+  const timers = new Set<NodeJS.Timeout>();
 
-  state.revokeTokens = () => tokens.revokeAll();
-  state.setLatency = (ms) => {
-    latencyMs = ms;
-  };
-  state.setRateLimit = (perSecond) => limiter.set(perSecond);
-
-  const seed = () => {
+  const reset = () => {
+    state.clear();
+    faults.clear();
     for (let i = 1; i <= settings.consumers; i++) {
       const id = `sbx_${String(i).padStart(4, '0')}`;
-      state.addConsumerWithDistribution(id, settings.rewardsPerConsumer);
+      state.addConsumer(id, { rewards: settings.rewardsPerConsumer });
     }
     const { scenario } = settings;
     for (const c of scenario?.consumers ?? []) state.addConsumer(c.id, c);
     for (const fault of scenario?.faults ?? []) faults.inject(fault);
     // An option wins over the scenario's setting.
-    latencyMs = settings.latencyMs ?? scenario?.latencyMs ?? 0;
-    limiter.set(settings.rateLimitPerSecond ?? scenario?.rateLimitPerSecond);
+    state.setLatency(settings.latencyMs ?? scenario?.latencyMs ?? 0);
+    state.setRateLimit(settings.rateLimitPerSecond ?? scenario?.rateLimitPerSecond);
   };
-  const reset = () => {
-    state.clear();
-    faults.clear();
-    seed();
-  };
-  seed();
-
-  const api: ApiContext = {
-    state,
-    tokens,
-    clientId: settings.clientId,
-    clientSecret: settings.clientSecret,
-    scopes: settings.scopes,
-    rewardsOnEnroll: settings.rewardsOnEnroll,
-  };
-  const control: ControlContext = {
-    state,
-    faults,
-    tokens,
-    settings: () => ({ latencyMs, rateLimitPerSecond: limiter.limit ?? null }),
-    reset,
-  };
-
-  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const url = new URL(req.url ?? '/', 'http://sandbox');
-    const method = req.method ?? 'GET';
-    if (url.pathname.startsWith('/_sandbox/')) {
-      const reply = new Reply(req, res, 0, timers, () => {});
-      const segments = url.pathname.slice('/_sandbox/'.length).split('/').filter(Boolean);
-      const body = await readBody(req);
-      return handleControl(control, method, segments.map(decodeSegment), body, reply);
-    }
-    const reply = new Reply(req, res, latencyMs, timers, (e) => state.recordRequest(e));
-    const target = matchRoute(method, url.pathname);
-    state.countRequest(target?.route ?? 'unknown');
-    if (!target) return reply.error(404, 'ERR-404-00', { instance: url.pathname });
-    const body = method === 'POST' ? await readBody(req) : ({ kind: 'empty' } as const);
-    reply.consumerId = target.consumerId ?? enrollmentId(target.route, body);
-    const fault = faults.take(target.route, reply.consumerId);
-    if (fault && applyFault(fault, target.route, reply) === 'answered') return;
-    if (target.route === 'token') return issueToken(api, req, body, reply);
-    const wait = limiter.hit(req.headers.authorization ?? '');
-    if (wait !== undefined) {
-      return reply.send(429, 'Too Many Requests', 'text/plain', { 'retry-after': String(wait) });
-    }
-    if (!(await authorize(api, req, reply))) return;
-    if (target.route === 'enroll') enrollConsumer(api, body, reply);
-    else if (target.route === 'listRewards') listRewards(api, target.id, url.searchParams, reply);
-    else if (target.route === 'getReward') getReward(api, target.id, target.rewardId, reply);
-  };
+  reset();
+  const ctx = { ...settings, state, faults, tokens, reset };
 
   const server = createServer((req, res) => {
-    handle(req, res).catch((error: unknown) => {
+    const url = new URL(req.url ?? '/', 'http://sandbox');
+    const handled = url.pathname.startsWith('/_sandbox/')
+      ? handleControl(ctx, url, new Reply(req, res, timers))
+      : handleApi(ctx, url, new Reply(req, res, timers, state.settings.latencyMs, state.log));
+    handled.catch((error: unknown) => {
       settings.logger?.error({ err: error, path: req.url }, 'sandbox request failed');
-      if (!res.headersSent && !res.destroyed) {
-        res.writeHead(500, { 'content-type': 'application/json' });
-        res.end(
-          JSON.stringify({ code: 'ERR-500-00', title: 'Internal Server Error', status: 500 }),
-        );
-      }
+      if (res.headersSent || res.destroyed) return;
+      res.writeHead(500, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ code: 'ERR-500-00', title: 'Internal Server Error', status: 500 }));
     });
   });
   server.keepAliveTimeout = 5_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(settings.port, settings.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
+  server.listen(settings.port, settings.host);
+  await once(server, 'listening');
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const baseUrl = `http://${host}:${address.port}`;
@@ -185,11 +109,8 @@ export async function startSandbox(options: SandboxOptions = {}) {
     /** Seeded data, no faults, empty counters and log, settings as started. */
     reset,
     /** Without credentials, e.g. for another program or scope (403 tests). */
-    mintToken: async (
-      opts: { scopes?: string[]; program?: string; environment?: string; ttlSeconds?: number } = {},
-    ): Promise<string> => {
-      const minted = await tokens.mint('sandbox-control', opts.scopes ?? settings.scopes, opts);
-      state.countTokenMinted();
+    mintToken: async (opts: MintOverrides & { scopes?: string[] } = {}): Promise<string> => {
+      const minted = await state.mintToken('sandbox-control', opts.scopes ?? settings.scopes, opts);
       return minted.access_token;
     },
     close: async (): Promise<void> => {
@@ -200,35 +121,4 @@ export async function startSandbox(options: SandboxOptions = {}) {
       await closed;
     },
   };
-}
-
-/** The spec's "per-token request limits", in fixed one-second windows. */
-class RateLimiter {
-  private windows = new Map<string, { second: number; count: number }>();
-
-  constructor(private perSecond: number | undefined) {}
-
-  get limit(): number | undefined {
-    return this.perSecond;
-  }
-
-  set(perSecond: number | undefined): void {
-    this.perSecond = perSecond;
-    this.windows.clear();
-  }
-
-  /** `key`: the Authorization header. The seconds to wait when over. */
-  hit(key: string): number | undefined {
-    if (this.perSecond === undefined) return undefined;
-    const second = Math.floor(Date.now() / 1000);
-    let window = this.windows.get(key);
-    if (!window || window.second !== second) {
-      // A token per request must not grow the map.
-      if (this.windows.size > 10_000) this.windows.clear();
-      window = { second, count: 0 };
-      this.windows.set(key, window);
-    }
-    window.count++;
-    return window.count > this.perSecond ? 1 : undefined;
-  }
 }

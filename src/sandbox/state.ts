@@ -1,12 +1,11 @@
-/** The sandbox's data: consumers, their enrollment and rewards, counters and the request log. */
-import {
-  ConsumerRewards,
-  type RewardPage,
-  type RewardPageQuery,
-  rewardPageBody,
-} from './consumer-rewards.js';
+/**
+ * The sandbox's data: consumers, their enrollment and rewards, the settings (latency, rate
+ * limit), counters and the request log.
+ */
+import { ConsumerRewards, type RewardPage, type RewardPageQuery } from './consumer-rewards.js';
 import { SeededRandom } from './random.js';
 import { generateReward, type RewardJson } from './rewards.js';
+import type { TokenAuthority } from './tokens.js';
 
 /** What the sandbox saw: never headers or bodies, so no secret. */
 export interface RequestLogEntry {
@@ -19,13 +18,15 @@ export interface RequestLogEntry {
   at: string;
 }
 
-export interface SandboxCounters {
+const emptyCounters = () => ({
   /** Per route: token, enroll, listRewards, getReward, unknown. */
-  requests: Record<string, number>;
-  tokensMinted: number;
-  enrollmentsCreated: number;
-  enrollmentsConflicted: number;
-}
+  requests: {} as Record<string, number>,
+  tokensMinted: 0,
+  enrollmentsCreated: 0,
+  enrollmentsConflicted: 0,
+});
+
+export type SandboxCounters = ReturnType<typeof emptyCounters>;
 
 /** The last `capacity` entries. */
 export class RequestLog {
@@ -47,15 +48,11 @@ export class RequestLog {
   }
 }
 
-export function emptyCounters(): SandboxCounters {
-  return { requests: {}, tokensMinted: 0, enrollmentsCreated: 0, enrollmentsConflicted: 0 };
-}
-
-/** Control answers 404, or 409 for consumer-exists. */
+/** An unknown consumer or reward (404), or a consumer that exists (409): the control answer. */
 export class SandboxLookupError extends Error {
   override readonly name = 'SandboxLookupError';
   constructor(
-    readonly reason: 'unknown-consumer' | 'unknown-reward' | 'consumer-exists',
+    readonly status: 404 | 409,
     message: string,
   ) {
     super(message);
@@ -64,62 +61,51 @@ export class SandboxLookupError extends Error {
 
 export type RewardsPerConsumer = number | { min: number; max: number };
 
-interface ConsumerRecord {
-  id: string;
-  enrolled: boolean;
-  rng: SeededRandom;
-  rewards: ConsumerRewards;
-}
+type ConsumerRecord = { enrolled: boolean; rng: SeededRandom; rewards: ConsumerRewards };
 
-const emptyPage: RewardPage = Object.freeze({ itemsJson: '[]', total: 0 });
+/** The rewards of an unknown consumer under autoEnroll. */
+const noRewards = new ConsumerRewards();
+
+function unknownReward(consumerId: string, rewardId: string): never {
+  throw new SandboxLookupError(404, `no reward ${rewardId} for ${consumerId}`);
+}
 
 export class SandboxState {
   private readonly consumers = new Map<string, ConsumerRecord>();
-  private readonly log = new RequestLog(1000);
-  private stats: SandboxCounters = emptyCounters();
-  /** Wired by the server. */
-  revokeTokens: () => void = () => {};
-  setLatency: (ms: number) => void = () => {};
-  setRateLimit: (perSecond: number | undefined) => void = () => {};
+  readonly log = new RequestLog(1000);
+  private stats = emptyCounters();
+  /** Latency added to every API response; requests per second per token before text/plain 429s. */
+  readonly settings = { latencyMs: 0, rateLimitPerSecond: null as number | null };
+  private readonly windows = new Map<string, { second: number; count: number }>();
 
   constructor(
     private readonly seed: number,
-    readonly autoEnroll = false,
+    readonly autoEnroll: boolean,
+    private readonly tokens: TokenAuthority,
   ) {}
 
-  addConsumer(id: string, opts: { enrolled?: boolean; rewards?: number } = {}): void {
+  /** `rewards`: a count, or a range to draw it from (with the consumer's own generator). */
+  addConsumer(id: string, opts: { enrolled?: boolean; rewards?: RewardsPerConsumer } = {}): void {
     if (this.consumers.has(id)) {
-      throw new SandboxLookupError('consumer-exists', `consumer ${id} already exists`);
+      throw new SandboxLookupError(409, `consumer ${id} already exists`);
     }
-    this.consumers.set(id, {
-      id,
-      enrolled: opts.enrolled ?? true,
-      rng: new SeededRandom(this.seed, id),
-      rewards: new ConsumerRewards(),
-    });
-    if (opts.rewards) this.addRewards(id, opts.rewards);
-  }
-
-  addConsumerWithDistribution(id: string, distribution: RewardsPerConsumer, enrolled = true) {
-    this.addConsumer(id, { enrolled });
-    const rng = this.record(id).rng;
-    const count =
-      typeof distribution === 'number' ? distribution : rng.int(distribution.min, distribution.max);
-    this.addRewards(id, count);
+    const rng = new SeededRandom(this.seed, id);
+    const { enrolled = true, rewards: count = 0 } = opts;
+    this.consumers.set(id, { enrolled, rng, rewards: new ConsumerRewards() });
+    this.addRewards(id, typeof count === 'number' ? count : rng.int(count.min, count.max));
   }
 
   isEnrolled(id: string): boolean {
-    const consumer = this.consumers.get(id);
-    return consumer ? consumer.enrolled : this.autoEnroll;
+    return this.consumers.get(id)?.enrolled ?? this.autoEnroll;
   }
 
   enrolledConsumerIds(): string[] {
-    return [...this.consumers.values()].filter((c) => c.enrolled).map((c) => c.id);
+    return [...this.consumers].filter(([, c]) => c.enrolled).map(([id]) => id);
   }
 
   listConsumers(): { id: string; enrolled: boolean; rewards: number }[] {
-    return [...this.consumers.values()].map((c) => ({
-      id: c.id,
+    return [...this.consumers].map(([id, c]) => ({
+      id,
       enrolled: c.enrolled,
       rewards: c.rewards.size,
     }));
@@ -138,38 +124,24 @@ export class SandboxState {
   }
 
   addRewards(consumerId: string, count: number): RewardJson[] {
-    const consumer = this.record(consumerId);
-    const added: RewardJson[] = [];
-    for (let i = 0; i < count; i++) added.push(consumer.rewards.add(generateReward(consumer.rng)));
-    return added;
+    const { rewards, rng } = this.record(consumerId);
+    return Array.from({ length: count }, () => rewards.add(generateReward(rng)));
   }
 
   /** Each given field overrides a generated reward's: `{amount: '+0012.50'}` is enough. */
   addRewardItems(consumerId: string, items: readonly Partial<RewardJson>[]): RewardJson[] {
-    const consumer = this.record(consumerId);
-    return items.map((item) =>
-      consumer.rewards.add({ ...generateReward(consumer.rng), ...item } as RewardJson),
-    );
+    const { rewards, rng } = this.record(consumerId);
+    return items.map((item) => rewards.add({ ...generateReward(rng), ...item } as RewardJson));
   }
 
   /** Any status is accepted; an unknown one keeps consumer_status unless `consumerStatus`. */
-  setRewardStatus(
-    consumerId: string,
-    rewardId: string,
-    status: string,
-    consumerStatus?: string,
-  ): RewardJson {
+  setRewardStatus(consumerId: string, rewardId: string, status: string, consumerStatus?: string) {
     const updated = this.record(consumerId).rewards.setStatus(rewardId, status, consumerStatus);
-    if (!updated) {
-      throw new SandboxLookupError('unknown-reward', `no reward ${rewardId} for ${consumerId}`);
-    }
-    return updated;
+    return updated ?? unknownReward(consumerId, rewardId);
   }
 
   removeReward(consumerId: string, rewardId: string): void {
-    if (!this.record(consumerId).rewards.remove(rewardId)) {
-      throw new SandboxLookupError('unknown-reward', `no reward ${rewardId} for ${consumerId}`);
-    }
+    if (!this.record(consumerId).rewards.remove(rewardId)) unknownReward(consumerId, rewardId);
   }
 
   rewardsOf(consumerId: string): RewardJson[] {
@@ -181,15 +153,15 @@ export class SandboxState {
   }
 
   rewardPage(consumerId: string, query: RewardPageQuery): RewardPage {
-    return this.pagedRewards(consumerId)?.page(query) ?? { ...emptyPage };
+    return this.pagedRewards(consumerId).page(query);
   }
 
   rewardPageBody(consumerId: string, query: RewardPageQuery): Buffer {
-    return this.pagedRewards(consumerId)?.pageBody(query) ?? rewardPageBody(emptyPage, query);
+    return this.pagedRewards(consumerId).pageBody(query);
   }
 
-  private pagedRewards(consumerId: string): ConsumerRewards | undefined {
-    if (this.autoEnroll && !this.consumers.has(consumerId)) return undefined;
+  private pagedRewards(consumerId: string): ConsumerRewards {
+    if (this.autoEnroll && !this.consumers.has(consumerId)) return noRewards;
     return this.record(consumerId).rewards;
   }
 
@@ -201,16 +173,41 @@ export class SandboxState {
     this.stats.requests[route] = (this.stats.requests[route] ?? 0) + 1;
   }
 
-  countTokenMinted(): void {
+  async mintToken(...args: Parameters<TokenAuthority['mint']>) {
     this.stats.tokensMinted++;
+    return this.tokens.mint(...args);
   }
 
-  recordRequest(entry: RequestLogEntry): void {
-    this.log.add(entry);
+  revokeTokens(): void {
+    this.tokens.revokeAll();
   }
 
   requestLog(): RequestLogEntry[] {
     return this.log.list();
+  }
+
+  setLatency(ms: number): void {
+    this.settings.latencyMs = ms;
+  }
+
+  setRateLimit(perSecond: number | undefined): void {
+    this.settings.rateLimitPerSecond = perSecond ?? null;
+    this.windows.clear();
+  }
+
+  /** The spec's "per-token request limits" in fixed one-second windows, keyed by Authorization. */
+  overRateLimit(authorization: string): boolean {
+    const limit = this.settings.rateLimitPerSecond;
+    if (limit === null) return false;
+    const second = Math.floor(Date.now() / 1000);
+    let window = this.windows.get(authorization);
+    if (window?.second !== second) {
+      // A token per request must not grow the map.
+      if (this.windows.size > 10_000) this.windows.clear();
+      window = { second, count: 0 };
+      this.windows.set(authorization, window);
+    }
+    return ++window.count > limit;
   }
 
   clear(): void {
@@ -221,7 +218,7 @@ export class SandboxState {
 
   private record(id: string): ConsumerRecord {
     const consumer = this.consumers.get(id);
-    if (!consumer) throw new SandboxLookupError('unknown-consumer', `no consumer ${id}`);
+    if (!consumer) throw new SandboxLookupError(404, `no consumer ${id}`);
     return consumer;
   }
 }

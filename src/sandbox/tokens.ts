@@ -3,151 +3,107 @@
  * per request would cap a benchmark); revocation bumps a generation carried in each token.
  */
 import { randomUUID, timingSafeEqual } from 'node:crypto';
-import { type CryptoKey, generateKeyPair, jwtVerify, SignJWT } from 'jose';
+import { type GenerateKeyPairResult, generateKeyPair, jwtVerify, SignJWT } from 'jose';
 
 export const knownScopes = ['ALL', 'LOYALTIES', 'PERKS', 'TX_INJECTION'] as const;
 
-export interface MintedToken {
-  access_token: string;
-  token_type: 'Bearer';
-  expires_in: number;
-  scope: string;
-}
-
-interface TokenGrant {
-  scopes: readonly string[];
+/** What the sandbox signs, and so trusts once the signature is verified. */
+interface Claims {
   program: string;
   environment: string;
-  expiresAtMs: number;
-  generation: number;
+  /** Space-separated. */
+  scope: string;
+  /** The generation: revocation bumps it. */
+  gen: number;
+  /** exp is whole seconds: short-TTL tests need the exact expiry. */
+  exp_ms: number;
 }
+
+export type MintOverrides = { program?: string; environment?: string; ttlSeconds?: number };
 
 const issuer = 'perks-sandbox';
 const cacheLimit = 10_000;
 
 export class TokenAuthority {
   private generation = 0;
-  private readonly verified = new Map<string, TokenGrant>();
+  private readonly verified = new Map<string, Claims>();
 
   private constructor(
-    private readonly privateKey: CryptoKey,
-    private readonly publicKey: CryptoKey,
+    private readonly keys: GenerateKeyPairResult,
     readonly program: string,
     private readonly ttlSeconds: number,
   ) {}
 
   /** A key pair per start: tokens never outlive their sandbox. */
   static async create(program: string, ttlSeconds: number): Promise<TokenAuthority> {
-    const { privateKey, publicKey } = await generateKeyPair('ES256');
-    return new TokenAuthority(privateKey, publicKey, program, ttlSeconds);
+    return new TokenAuthority(await generateKeyPair('ES256'), program, ttlSeconds);
   }
 
-  async mint(
-    subject: string,
-    scopes: readonly string[],
-    overrides: { program?: string; environment?: string; ttlSeconds?: number } = {},
-  ): Promise<MintedToken> {
+  async mint(subject: string, scopes: readonly string[], overrides: MintOverrides = {}) {
     const ttl = overrides.ttlSeconds ?? this.ttlSeconds;
     const nowMs = Date.now();
-    const expiresAtMs = nowMs + ttl * 1000;
-    const token = await new SignJWT({
+    const claims: Claims = {
       program: overrides.program ?? this.program,
       environment: overrides.environment ?? 'sandbox',
       scope: scopes.join(' '),
       gen: this.generation,
-      // exp is whole seconds: short-TTL tests need the exact expiry.
-      exp_ms: expiresAtMs,
-    })
+      exp_ms: nowMs + ttl * 1000,
+    };
+    const token = await new SignJWT({ ...claims })
       .setProtectedHeader({ alg: 'ES256', typ: 'JWT' })
       .setIssuer(issuer)
       .setSubject(subject)
       .setIssuedAt(Math.floor(nowMs / 1000))
-      .setExpirationTime(Math.ceil(expiresAtMs / 1000))
+      .setExpirationTime(Math.ceil(claims.exp_ms / 1000))
       .setJti(randomUUID())
-      .sign(this.privateKey);
-    return { access_token: token, token_type: 'Bearer', expires_in: ttl, scope: scopes.join(' ') };
+      .sign(this.keys.privateKey);
+    const { scope } = claims;
+    return { access_token: token, token_type: 'Bearer' as const, expires_in: ttl, scope };
   }
 
-  async check(authorization: string | undefined): Promise<TokenGrant | undefined> {
+  async check(authorization: string | undefined): Promise<Claims | undefined> {
     const token = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '')?.[1];
     if (!token) return undefined;
-    let grant = this.verified.get(token);
-    if (!grant) {
-      grant = await this.verify(token);
-      if (!grant) return undefined;
-      if (this.verified.size >= cacheLimit) this.evictExpired();
-      this.verified.set(token, grant);
+    let claims = this.verified.get(token);
+    if (!claims) {
+      try {
+        // Expiry is checked below, to the millisecond.
+        const options = { algorithms: ['ES256'], issuer, currentDate: new Date(0) };
+        claims = (await jwtVerify(token, this.keys.publicKey, options))
+          .payload as unknown as Claims;
+      } catch {
+        return undefined;
+      }
+      // Full (a token per request): start over rather than grow.
+      if (this.verified.size >= cacheLimit) this.verified.clear();
+      this.verified.set(token, claims);
     }
-    if (Date.now() >= grant.expiresAtMs) {
-      this.verified.delete(token);
-      return undefined;
-    }
-    return grant.generation === this.generation ? grant : undefined;
+    const live = Date.now() < claims.exp_ms && claims.gen === this.generation;
+    return live ? claims : undefined;
   }
 
   revokeAll(): void {
     this.generation++;
     this.verified.clear();
   }
-
-  private async verify(token: string): Promise<TokenGrant | undefined> {
-    try {
-      // Expiry is checked by the caller, to the millisecond (exp_ms).
-      const { payload } = await jwtVerify(token, this.publicKey, {
-        algorithms: ['ES256'],
-        issuer,
-        currentDate: new Date(0),
-      });
-      if (typeof payload.exp !== 'number') return undefined;
-      return {
-        scopes: typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [],
-        program: String(payload.program),
-        environment: String(payload.environment),
-        expiresAtMs: typeof payload.exp_ms === 'number' ? payload.exp_ms : payload.exp * 1000,
-        generation: typeof payload.gen === 'number' ? payload.gen : -1,
-      };
-    } catch {
-      return undefined;
-    }
-  }
-
-  private evictExpired(): void {
-    const now = Date.now();
-    for (const [token, grant] of this.verified) {
-      if (now >= grant.expiresAtMs || grant.generation !== this.generation) {
-        this.verified.delete(token);
-      }
-    }
-    // Still full of live tokens: start over rather than grow.
-    if (this.verified.size >= cacheLimit) this.verified.clear();
-  }
-}
-
-export function secretMatches(presented: string, expected: string): boolean {
-  const a = Buffer.from(presented);
-  const b = Buffer.from(expected);
-  return a.length === b.length && timingSafeEqual(a, b);
 }
 
 /** `Basic base64(id:secret)`, each part form-urlencoded (RFC 6749 §2.3.1). */
-export function parseBasic(
-  authorization: string | undefined,
-): { clientId: string; clientSecret: string } | undefined {
+export function basicMatches(authorization: string | undefined, id: string, secret: string) {
   const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(authorization ?? '');
-  if (!match?.[1]) return undefined;
-  const decoded = Buffer.from(match[1], 'base64').toString('utf8');
+  const decoded = Buffer.from(match?.[1] ?? '', 'base64').toString('utf8');
   const colon = decoded.indexOf(':');
-  if (colon <= 0) return undefined;
-  const clientId = formDecode(decoded.slice(0, colon));
-  const clientSecret = formDecode(decoded.slice(colon + 1));
-  if (clientId === undefined || clientSecret === undefined) return undefined;
-  return { clientId, clientSecret };
-}
-
-function formDecode(part: string): string | undefined {
+  if (colon <= 0) return false;
+  const formDecode = (part: string) => decodeURIComponent(part.replaceAll('+', ' '));
   try {
-    return decodeURIComponent(part.replaceAll('+', ' '));
+    const presented = Buffer.from(formDecode(decoded.slice(colon + 1)));
+    const expected = Buffer.from(secret);
+    return (
+      formDecode(decoded.slice(0, colon)) === id &&
+      presented.length === expected.length &&
+      timingSafeEqual(presented, expected)
+    );
   } catch {
-    return undefined;
+    return false; // not percent-encoding
   }
 }

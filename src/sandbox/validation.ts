@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { consentSchema, consumerIdSchema, perPageSchema, uuidSchema } from '../perks/schemas.js';
+import type { ParsedBody } from './api.js';
 import { defaultRewardSort, type RewardPageQuery, rewardSorts } from './consumer-rewards.js';
 import type { ErrorItem } from './reply.js';
 
@@ -18,52 +19,50 @@ const enrollmentSchema = z.object({
 
 const integerParam = z.string().transform((raw, ctx) => {
   if (/^[+-]?\d+$/.test(raw.trim())) return Number(raw);
-  ctx.addIssue({
-    code: 'custom',
-    message: 'must be a whole number',
-    params: { type: 'int_parsing' },
-  });
+  const params = { type: 'int_parsing' };
+  ctx.addIssue({ code: 'custom', message: 'must be a whole number', params });
   return z.NEVER;
 });
 
-const rewardListQuerySchema = z.object({
-  page: integerParam.pipe(z.number().min(1)).default(1),
-  per_page: integerParam.pipe(perPageSchema).default(50),
-  sort: z.enum(rewardSorts).default(defaultRewardSort),
+const pathSchema = z.object({ consumer_id: consumerIdSchema, reward_id: uuidSchema.optional() });
+
+const rewardListSchema = z.object({
+  path: pathSchema,
+  query: z.object({
+    page: integerParam.pipe(z.number().min(1)).default(1),
+    per_page: integerParam.pipe(perPageSchema).default(50),
+    sort: z.enum(rewardSorts).default(defaultRewardSort),
+  }),
 });
 
-export function consumerIdErrors(value: unknown, loc: Loc): ErrorItem[] {
-  return check(consumerIdSchema, value, loc).errors ?? [];
-}
-
-export function rewardIdErrors(value: string): ErrorItem[] {
-  return check(uuidSchema, value, ['path', 'reward_id']).errors ?? [];
-}
-
-export function validateEnrollment(body: unknown): Checked<string> {
-  const checked = check(enrollmentSchema, body, ['body']);
+export function validateEnrollment(body: ParsedBody): Checked<string> {
+  // The spec: an empty errors means the body was not valid JSON.
+  if (body.kind === 'malformed') return { ok: false, errors: [] };
+  const value = body.kind === 'json' ? body.value : body.kind === 'form' ? null : undefined;
+  const checked = check(enrollmentSchema, value, ['body']);
   return checked.ok ? { ok: true, value: checked.value.id } : checked;
 }
 
-/** Unknown parameters are ignored. */
-export function parseRewardListQuery(params: URLSearchParams): Checked<RewardPageQuery> {
+export function rewardPathErrors(consumerId: string, rewardId: string): ErrorItem[] {
+  const checked = check(pathSchema, { consumer_id: consumerId, reward_id: rewardId }, ['path']);
+  return checked.ok ? [] : checked.errors;
+}
+
+/** Unknown query parameters are ignored. */
+export function validateRewardList(
+  consumerId: string,
+  params: URLSearchParams,
+): Checked<RewardPageQuery> {
   const named = (name: string) => params.get(name) ?? undefined;
-  const checked = check(
-    rewardListQuerySchema,
-    { page: named('page'), per_page: named('per_page'), sort: named('sort') },
-    ['query'],
-  );
+  const query = { page: named('page'), per_page: named('per_page'), sort: named('sort') };
+  const checked = check(rewardListSchema, { path: { consumer_id: consumerId }, query }, []);
   if (!checked.ok) return checked;
-  const { page, per_page: perPage, sort } = checked.value;
+  const { page, per_page: perPage, sort } = checked.value.query;
   const types = params.getAll('type').filter((t) => t !== '');
   return { ok: true, value: { page, perPage, sort, types } };
 }
 
-function check<T>(
-  schema: z.ZodType<T>,
-  value: unknown,
-  loc: Loc,
-): { ok: true; value: T; errors?: undefined } | { ok: false; errors: ErrorItem[] } {
+function check<T>(schema: z.ZodType<T>, value: unknown, loc: Loc): Checked<T> {
   const result = schema.safeParse(value, { reportInput: true });
   if (result.success) return { ok: true, value: result.data };
   const errors: ErrorItem[] = [];
@@ -76,15 +75,13 @@ function check<T>(
   return { ok: false, errors };
 }
 
+const pydanticTypeNames: Record<string, string> = { array: 'list', object: 'model' };
+
 function pydanticType(issue: z.core.$ZodIssue): string {
   switch (issue.code) {
     case 'invalid_type':
       if (issue.input === undefined) return 'missing';
-      return issue.expected === 'array'
-        ? 'list_type'
-        : issue.expected === 'object'
-          ? 'model_type'
-          : `${issue.expected}_type`;
+      return `${pydanticTypeNames[issue.expected] ?? issue.expected}_type`;
     case 'too_small':
       return issue.origin === 'string' ? 'string_too_short' : 'greater_than_equal';
     case 'too_big':
