@@ -5,7 +5,8 @@
  */
 import { setMaxListeners } from 'node:events';
 import { AbortError } from 'p-retry';
-import { Pool } from 'undici';
+import type { Logger } from 'pino';
+import { type Dispatcher, Pool } from 'undici';
 import { linkSignals } from '../signals.js';
 import {
   AuthError,
@@ -23,25 +24,66 @@ import {
   type TransportOptions,
 } from './http.js';
 import {
-  checkEnrollInput,
-  checkListInput,
-  checkRewardIds,
+  checkInput,
   type EnrollInput,
+  enrollInputSchema,
   type ListRewardPagesOptions,
+  listInputSchema,
+  rewardIdsSchema,
 } from './inputs.js';
-import type { CallOptions, PerksClientOptions } from './options.js';
 import { parseRewardPage, type RewardPage, shapeError, walkRewardPages } from './paging.js';
-import { defaultRetry, type RetryOptions, sleep, withRetry } from './retry.js';
+import { defaultRetry, type RetryEvent, type RetryOptions, sleep, withRetry } from './retry.js';
 import {
   enrollResponseSchema,
   type Reward,
   safeParseReward,
   tokenResponseSchema,
 } from './schemas.js';
-import { type MintedToken, TokenProvider } from './tokens.js';
+import { type MintedToken, type TokenCache, TokenProvider } from './tokens.js';
 
-export type { PerksClientOptions } from './options.js';
 export type { RewardPage } from './paging.js';
+
+interface PerksClientHooks {
+  /** After every HTTP exchange, token requests included. `error` is the error's class name. */
+  onRequest?(event: {
+    operation: string;
+    status: number | undefined;
+    durationMs: number;
+    error?: string;
+  }): void;
+  onTokenMinted?(): void;
+  /** Before every wait followed by another try: backoff, or a short inline 429 wait. */
+  onRetry?(event: RetryEvent): void;
+}
+
+export interface PerksClientOptions {
+  /** Base URL of the program, e.g. https://api.perks.example/programs/acme. */
+  baseUrl: string;
+  clientId: string;
+  /** Sent only to POST /tokens; never logged, never in an error message. */
+  clientSecret: string;
+  /** The `x-api-version` header. Default '2.0.0'. */
+  apiVersion?: string;
+  /** Deadline of one HTTP exchange (headers and body). Default 10000. */
+  timeoutMs?: number;
+  /** Keep-alive connections of the pool. Default 16. Ignored when `dispatcher` is given. */
+  connections?: number;
+  /** Larger response bodies are destroyed and fail the call. Default 8 MiB. */
+  maxResponseBytes?: number;
+  retry?: RetryOptions;
+  /** A 429 asking for at most this wait is sat out once inside the call. Default 1000. */
+  maxInlineThrottleWaitMs?: number;
+  /** Where tokens are shared (Redis: between replicas). Default: this client only. */
+  tokenCache?: TokenCache;
+  /** Replaces the client's own Pool (tests pass undici's MockAgent). Not closed by close(). */
+  dispatcher?: Dispatcher;
+  logger?: Logger;
+  hooks?: PerksClientHooks;
+  /** Clock for token expiry (epoch ms). Default Date.now. */
+  now?: () => number;
+}
+
+type CallOptions = { signal?: AbortSignal };
 
 /**
  * The spec leaves the token request's encoding unsaid, and OAuth 2.0 token endpoints commonly
@@ -54,7 +96,7 @@ export class PerksClient {
   readonly #transport: TransportOptions;
   readonly #ownPool: Pool | undefined;
   readonly #options: PerksClientOptions;
-  readonly #retry: Required<RetryOptions>;
+  readonly #retry: typeof defaultRetry;
   readonly #tokens: TokenProvider;
   readonly #closing = new AbortController();
 
@@ -91,7 +133,7 @@ export class PerksClient {
     opts: CallOptions = {},
   ): Promise<{ outcome: 'created' | 'already_enrolled' }> {
     const operation = 'enrollConsumer';
-    const body = checkEnrollInput(operation, input);
+    const body = checkInput(operation, enrollInputSchema, input);
     try {
       const spec = { operation, method: 'POST', path: '/perks/consumers', body } as const;
       const response = await this.#call(spec, opts.signal);
@@ -111,7 +153,7 @@ export class PerksClient {
 
   async getReward(consumerId: string, rewardId: string, opts: CallOptions = {}): Promise<Reward> {
     const operation = 'getReward';
-    checkRewardIds(operation, consumerId, rewardId);
+    checkInput(operation, rewardIdsSchema, { consumerId, rewardId });
     const path = `/perks/consumers/${encodeURIComponent(consumerId)}/rewards/${encodeURIComponent(rewardId)}`;
     const response = await this.#call({ operation, method: 'GET', path }, opts.signal);
     const parsed = safeParseReward(parseJsonBody(operation, response));
@@ -128,7 +170,10 @@ export class PerksClient {
     opts: ListRewardPagesOptions = {},
   ): AsyncGenerator<RewardPage, void, undefined> {
     const operation = 'listRewardPages';
-    const { perPage, sort, types } = checkListInput(operation, consumerId, opts);
+    const { perPage, sort, types } = checkInput(operation, listInputSchema, {
+      ...opts,
+      consumerId,
+    });
     const path = `/perks/consumers/${encodeURIComponent(consumerId)}/rewards`;
     yield* walkRewardPages(operation, perPage, async (page) => {
       const query = new URLSearchParams({ page: String(page), per_page: String(perPage), sort });

@@ -6,6 +6,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { type Dispatcher, request } from 'undici';
 import { linkSignals } from '../signals.js';
+import type { PerksClientOptions } from './client.js';
 import {
   errorFromResponse,
   PerksError,
@@ -14,7 +15,6 @@ import {
   TransportError,
   tryJson,
 } from './errors.js';
-import type { PerksClientOptions } from './options.js';
 import { redactSecrets } from './redact.js';
 
 export interface RequestSpec {
@@ -47,39 +47,11 @@ export async function send(
   options: TransportOptions,
   spec: RequestSpec,
   authorization: string,
-  signal: AbortSignal,
-): Promise<HttpResponse> {
-  const { operation } = spec;
-  const secrets = [options.clientSecret, options.basicAuth, authorization.replace(/^\S+ /, '')];
-  const startedAt = performance.now();
-  let status: number | undefined;
-  let errorName: string | undefined;
-  try {
-    const response = await exchange(options, spec, authorization, signal, secrets);
-    status = response.status;
-    if (status < 200 || status > 299) {
-      throw errorFromResponse({ operation, ...response, secrets });
-    }
-    return response;
-  } catch (error) {
-    errorName = error instanceof Error ? error.name : 'Error';
-    throw error;
-  } finally {
-    const durationMs = Math.round(performance.now() - startedAt);
-    const event = { operation, status, durationMs };
-    options.hooks?.onRequest?.(errorName === undefined ? event : { ...event, error: errorName });
-    options.logger?.debug({ ...event, error: errorName }, 'perks: request');
-  }
-}
-
-async function exchange(
-  options: TransportOptions,
-  spec: RequestSpec,
-  authorization: string,
   callSignal: AbortSignal,
-  secrets: readonly string[],
 ): Promise<HttpResponse> {
   const { operation, method } = spec;
+  const { timeoutMs, maxResponseBytes } = options;
+  const secrets = [options.clientSecret, options.basicAuth, authorization.replace(/^\S+ /, '')];
   const headers: Record<string, string> = {
     authorization,
     'x-api-version': options.apiVersion ?? '2.0.0',
@@ -92,8 +64,10 @@ async function exchange(
   }
   const query = spec.query?.toString();
   const url = `${options.baseUrl}${spec.path}${query ? `?${query}` : ''}`;
-  const { timeoutMs, maxResponseBytes } = options;
+  const startedAt = performance.now();
   const linked = linkSignals([callSignal], timeoutMs);
+  let status: number | undefined;
+  let errorName: string | undefined;
   try {
     const response = await request(url, {
       dispatcher: options.dispatcher,
@@ -105,24 +79,32 @@ async function exchange(
       bodyTimeout: timeoutMs,
     });
     const text = await readBody(response.body, response.headers, maxResponseBytes, operation);
-    return { status: response.statusCode, headers: response.headers, body: text };
+    status = response.statusCode;
+    const result = { status, headers: response.headers, body: text };
+    if (status < 200 || status > 299) throw errorFromResponse({ operation, ...result, secrets });
+    return result;
   } catch (error) {
+    let failure = error;
     // The caller's own cancellation is not a transport failure: it must not be retried.
-    if (callSignal.aborted) throw callSignal.reason;
-    if (error instanceof PerksError) throw error;
-    const transportCode = linked.timedOut() ? 'ETIMEDOUT' : transportCodeOf(error);
-    const reason = linked.timedOut()
-      ? `no complete response within ${timeoutMs} ms`
-      : error instanceof Error
-        ? error.message
-        : String(error);
-    throw new TransportError(redactSecrets(`${operation}: ${transportCode} ${reason}`, secrets), {
-      operation,
-      transportCode,
-      cause: error,
-    });
+    if (callSignal.aborted) failure = callSignal.reason;
+    else if (!(error instanceof PerksError)) {
+      const transportCode = linked.timedOut() ? 'ETIMEDOUT' : transportCodeOf(error);
+      const reason = linked.timedOut()
+        ? `no complete response within ${timeoutMs} ms`
+        : error instanceof Error
+          ? error.message
+          : String(error);
+      const message = redactSecrets(`${operation}: ${transportCode} ${reason}`, secrets);
+      failure = new TransportError(message, { operation, transportCode, cause: error });
+    }
+    errorName = failure instanceof Error ? failure.name : 'Error';
+    throw failure;
   } finally {
     linked.dispose();
+    const durationMs = Math.round(performance.now() - startedAt);
+    const event = { operation, status, durationMs };
+    options.hooks?.onRequest?.(errorName === undefined ? event : { ...event, error: errorName });
+    options.logger?.debug({ ...event, error: errorName }, 'perks: request');
   }
 }
 

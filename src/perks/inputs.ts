@@ -12,44 +12,49 @@ import {
   uuidSchema,
 } from './schemas.js';
 
-export interface ListRewardPagesOptions {
-  /** 1..1000. Default 1000: fewer requests per sync. */
-  perPage?: number;
-  /** Default '-executed_at' (newest transaction first). */
-  sort?: string;
-  /** Reward types to keep; sent as repeated `type` parameters. Default: all. */
-  types?: string[];
-  signal?: AbortSignal;
-}
+const consentsSchema = z
+  .array(consentSchema, { error: 'must be an array of consents' })
+  .transform((consents) => [...new Set(consents)])
+  .optional();
 
-const enrollInputSchema = z
-  .object({
-    id: consumerIdSchema,
-    extraConsents: z.array(consentSchema, { error: 'must be an array of consents' }).optional(),
-    removedConsents: z.array(consentSchema, { error: 'must be an array of consents' }).optional(),
-  })
+/** Checks an enrollment and turns it into the POST /perks/consumers body. */
+export const enrollInputSchema = z
+  .object({ id: consumerIdSchema, extraConsents: consentsSchema, removedConsents: consentsSchema })
   .refine(
     ({ extraConsents, removedConsents }) =>
       !removedConsents?.some((consent) => extraConsents?.includes(consent)),
     { path: ['removedConsents'], error: 'must not repeat a consent of extraConsents' },
-  );
+  )
+  .transform(({ id, extraConsents, removedConsents }) => ({
+    id,
+    ...(extraConsents && { extra_consents: extraConsents }),
+    ...(removedConsents && { removed_consents: removedConsents }),
+  }));
 export type EnrollInput = z.input<typeof enrollInputSchema>;
 
-const rewardIdsSchema = z.object({ consumerId: consumerIdSchema, rewardId: uuidSchema });
+export const rewardIdsSchema = z.object({ consumerId: consumerIdSchema, rewardId: uuidSchema });
 
-const listInputSchema = z.object({
+export const listInputSchema = z.object({
   consumerId: consumerIdSchema,
+  /** 1..1000. Default 1000: fewer requests per sync. */
   perPage: perPageSchema.default(MAX_PER_PAGE),
+  /** Default '-executed_at' (newest transaction first). */
   sort: z
     .string()
     .regex(/^-?[a-z][a-z0-9_]*$/, { error: 'must be a field name, optionally prefixed -' })
     .default('-executed_at'),
+  /** Reward types to keep; sent as repeated `type` parameters. Default: all. */
   types: z
     .array(z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, { error: 'must be a reward type name' }))
+    .transform((types) => [...new Set(types)])
     .default([]),
 });
+export type ListRewardPagesOptions = Omit<z.input<typeof listInputSchema>, 'consumerId'> & {
+  signal?: AbortSignal;
+};
 
-function check<T>(operation: string, schema: z.ZodType<T>, value: unknown): T {
+/** `value` parsed by `schema`, or an InvalidInputError naming the first bad field. */
+export function checkInput<T>(operation: string, schema: z.ZodType<T>, value: unknown): T {
   const parsed = schema.safeParse(value, { reportInput: true });
   if (parsed.success) return parsed.data;
   const issue = parsed.error.issues[0];
@@ -60,27 +65,4 @@ function check<T>(operation: string, schema: z.ZodType<T>, value: unknown): T {
     operation,
     field,
   });
-}
-
-/** The POST /perks/consumers body. */
-export function checkEnrollInput(operation: string, input: EnrollInput) {
-  const { id, extraConsents, removedConsents } = check(operation, enrollInputSchema, input);
-  return {
-    id,
-    ...(extraConsents && { extra_consents: [...new Set(extraConsents)] }),
-    ...(removedConsents && { removed_consents: [...new Set(removedConsents)] }),
-  };
-}
-
-export function checkRewardIds(operation: string, consumerId: string, rewardId: string): void {
-  check(operation, rewardIdsSchema, { consumerId, rewardId });
-}
-
-export function checkListInput(
-  operation: string,
-  consumerId: string,
-  opts: ListRewardPagesOptions,
-): { perPage: number; sort: string; types: string[] } {
-  const { perPage, sort, types } = check(operation, listInputSchema, { ...opts, consumerId });
-  return { perPage, sort, types: [...new Set(types)] };
 }

@@ -7,23 +7,17 @@ import pRetry from 'p-retry';
 import type { Logger } from 'pino';
 import { isRetryable } from './errors.js';
 
-export interface RetryOptions {
-  /** Attempts in all, the first included. Default 4. */
-  attempts?: number;
-  /** No retry starts after this much time since the first attempt. Default 30000. */
-  maxRetryTimeMs?: number;
-  /** Base of the exponential backoff. Default 200. */
-  minDelayMs?: number;
-  /** Cap of one backoff wait. Default 5000. */
-  maxDelayMs?: number;
-}
-
-export const defaultRetry: Required<RetryOptions> = {
+export const defaultRetry = {
+  /** Attempts in all, the first included. */
   attempts: 4,
+  /** No retry starts after this much time since the first attempt. */
   maxRetryTimeMs: 30_000,
+  /** Base of the exponential backoff. */
   minDelayMs: 200,
+  /** Cap of one backoff wait. */
   maxDelayMs: 5_000,
 };
+export type RetryOptions = Partial<typeof defaultRetry>;
 
 export interface RetryEvent {
   operation: string;
@@ -43,7 +37,7 @@ export async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 /** "Equal jitter": half the exponential step fixed, half random, so replicas do not retry together. */
 export function backoffDelayMs(
   failedAttempt: number,
-  retry: Pick<Required<RetryOptions>, 'minDelayMs' | 'maxDelayMs'>,
+  retry: Pick<typeof defaultRetry, 'minDelayMs' | 'maxDelayMs'>,
   random: () => number = Math.random,
 ): number {
   const step = Math.min(retry.maxDelayMs, retry.minDelayMs * 2 ** (failedAttempt - 1));
@@ -52,7 +46,7 @@ export function backoffDelayMs(
 
 interface RetryContext {
   operation: string;
-  retry: Required<RetryOptions>;
+  retry: typeof defaultRetry;
   signal: AbortSignal;
   onRetry?: ((event: RetryEvent) => void) | undefined;
   logger?: Logger | undefined;

@@ -16,12 +16,11 @@ export const CONSENTS = [
 export type Consent = (typeof CONSENTS)[number];
 export const consentSchema = z.enum(CONSENTS);
 
-const CONSUMER_ID_PATTERN = /^[a-zA-Z0-9_-]+$/;
 export const consumerIdSchema = z
   .string()
   .min(2, { error: 'must be 2 to 100 characters' })
   .max(100, { error: 'must be 2 to 100 characters' })
-  .regex(CONSUMER_ID_PATTERN, { error: 'must match ^[a-zA-Z0-9_-]+$' });
+  .regex(/^[a-zA-Z0-9_-]+$/, { error: 'must match ^[a-zA-Z0-9_-]+$' });
 
 export function isConsumerId(value: string): boolean {
   return consumerIdSchema.safeParse(value).success;
@@ -60,8 +59,6 @@ const amountPatternSchema = z.string().regex(AMOUNT_PATTERN, {
 
 export const amountSchema = amountPatternSchema.transform(canonicalDecimal);
 
-type RewardType = 'CASHBACK' | 'GIFT' | (string & {});
-type RewardStatus = 'VALIDATED' | 'PAID_IN' | 'PAID_OUT' | (string & {});
 const CONSUMER_STATUSES = ['VALIDATION', 'POOLED', 'PAID'] as const;
 export type ConsumerStatus = (typeof CONSUMER_STATUSES)[number];
 
@@ -110,8 +107,9 @@ export interface Reward {
   id: string;
   amount: string;
   createdAt: string;
-  type: RewardType;
-  status: RewardStatus;
+  /** Open sets: the spec lists known values, not all of them. */
+  type: 'CASHBACK' | 'GIFT' | (string & {});
+  status: 'VALIDATED' | 'PAID_IN' | 'PAID_OUT' | (string & {});
   consumerStatus: ConsumerStatus;
   transaction: { externalId: string; executedAt: string } | null;
   brand: { name: string | null; logo?: string | null };
@@ -129,8 +127,7 @@ export function safeParseReward(
   const parsed = wireRewardSchema.safeParse(item);
   if (!parsed.success) return { success: false, error: parsed.error };
   const wire = parsed.data;
-  const brand: Reward['brand'] = { name: wire.brand.name };
-  if (wire.brand.logo !== undefined) brand.logo = wire.brand.logo;
+  const { name, logo } = wire.brand;
   const data: Reward = {
     id: wire.id.toLowerCase(),
     amount: canonicalDecimal(wire.amount),
@@ -142,28 +139,22 @@ export function safeParseReward(
       externalId: wire.transaction.external_id,
       executedAt: wire.transaction.executed_at,
     },
-    brand,
+    brand: logo === undefined ? { name } : { name, logo },
     raw: wire,
   };
   return { success: true, data };
 }
 
-const pageMetaSchema = z
-  .object({
-    page: z.number().int().min(1),
-    per_page: z.number().int().min(1),
-    total: z.number().int().min(0),
-  })
-  .loose();
-
 /** Items are parsed one by one, to name the index of a bad one. */
 export const collectionSchema = z.compile(
-  z
-    .object({
-      items: z.array(z.unknown()),
-      meta: pageMetaSchema,
-    })
-    .loose(),
+  z.object({
+    items: z.array(z.unknown()),
+    meta: z.object({
+      page: z.number().int().min(1),
+      per_page: z.number().int().min(1),
+      total: z.number().int().min(0),
+    }),
+  }),
 );
 
 export const enrollResponseSchema = z.object({ id: z.string().min(1) }).loose();
