@@ -1,7 +1,6 @@
 /**
- * The Perks API client (HTTP and the API's shapes, no queues, no SQL). Every call: input
- * checked first, a token (re-minted once on 401), retries on retryable failures, one short
- * inline wait on a brief 429, then the typed error or the parsed body.
+ * The Perks API client (no queues, no SQL). Every call: input checked first, a token (re-minted
+ * once on 401), retries, one short inline wait on a brief 429, then a typed error or the body.
  */
 import { setMaxListeners } from 'node:events';
 import { AbortError } from 'p-retry';
@@ -23,23 +22,21 @@ import {
   send,
   type TransportOptions,
 } from './http.js';
+import { parseRewardPage, type RewardPage, shapeError, walkRewardPages } from './paging.js';
+import { defaultRetry, type RetryEvent, type RetryOptions, sleep, withRetry } from './retry.js';
 import {
   checkInput,
   type EnrollInput,
   enrollInputSchema,
+  enrollResponseSchema,
   type ListRewardPagesOptions,
   listInputSchema,
-  rewardIdsSchema,
-} from './inputs.js';
-import { parseRewardPage, type RewardPage, shapeError, walkRewardPages } from './paging.js';
-import { defaultRetry, type RetryEvent, type RetryOptions, sleep, withRetry } from './retry.js';
-import {
-  enrollResponseSchema,
   type Reward,
+  rewardIdsSchema,
   safeParseReward,
   tokenResponseSchema,
 } from './schemas.js';
-import { type MintedToken, type TokenCache, TokenProvider } from './tokens.js';
+import { type TokenCache, TokenProvider } from './tokens.js';
 
 export type { RewardPage } from './paging.js';
 
@@ -85,14 +82,12 @@ export interface PerksClientOptions {
 
 type CallOptions = { signal?: AbortSignal };
 
-/**
- * The spec leaves the token request's encoding unsaid, and OAuth 2.0 token endpoints commonly
- * take a form body: JSON first, a 400 or 415 switches to the other once, and what worked is kept.
- */
-type TokenEncoding = 'json' | 'form';
-
 export class PerksClient {
-  #tokenEncoding: TokenEncoding = 'json';
+  /**
+   * The spec leaves the token request's encoding unsaid, and OAuth 2.0 token endpoints commonly
+   * take a form: JSON first, a 400 or 415 switches to the other once, and what worked is kept.
+   */
+  #formTokenBody = false;
   readonly #transport: TransportOptions;
   readonly #ownPool: Pool | undefined;
   readonly #options: PerksClientOptions;
@@ -170,12 +165,10 @@ export class PerksClient {
     opts: ListRewardPagesOptions = {},
   ): AsyncGenerator<RewardPage, void, undefined> {
     const operation = 'listRewardPages';
-    const { perPage, sort, types } = checkInput(operation, listInputSchema, {
-      ...opts,
-      consumerId,
-    });
+    const input = checkInput(operation, listInputSchema, { ...opts, consumerId });
     const path = `/perks/consumers/${encodeURIComponent(consumerId)}/rewards`;
-    yield* walkRewardPages(operation, perPage, async (page) => {
+    yield* walkRewardPages(operation, input.perPage, async (page) => {
+      const { perPage, sort, types } = input;
       const query = new URLSearchParams({ page: String(page), per_page: String(perPage), sort });
       for (const type of types) query.append('type', type);
       const response = await this.#call({ operation, method: 'GET', path, query }, opts.signal);
@@ -245,26 +238,25 @@ export class PerksClient {
     return call.finally(() => linked.dispose());
   }
 
-  async #mintToken(): Promise<MintedToken> {
+  async #mintToken() {
     const operation = 'mintToken';
     const signal = this.#closing.signal;
     return withRetry(this.#retryContext(operation, signal), async () => {
-      const post = (encoding: TokenEncoding) => {
+      const post = (form: boolean) => {
         const grant = { grant_type: 'client_credentials' };
-        const body = encoding === 'form' ? new URLSearchParams(grant) : grant;
+        const body = form ? new URLSearchParams(grant) : grant;
         const spec = { operation, method: 'POST', path: '/tokens', body } as const;
         return send(this.#transport, spec, `Basic ${this.#transport.basicAuth}`, signal);
       };
       let response: HttpResponse;
       try {
-        response = await post(this.#tokenEncoding);
+        response = await post(this.#formTokenBody);
       } catch (error) {
         if (!(error instanceof PerksError && (error.status === 400 || error.status === 415))) {
           throw error;
         }
-        const other: TokenEncoding = this.#tokenEncoding === 'json' ? 'form' : 'json';
-        response = await post(other);
-        this.#tokenEncoding = other;
+        response = await post(!this.#formTokenBody);
+        this.#formTokenBody = !this.#formTokenBody;
       }
       const parsed = tokenResponseSchema.safeParse(parseJsonBody(operation, response));
       if (!parsed.success) throw shapeError(operation, parsed.error);
@@ -279,9 +271,8 @@ export class PerksClient {
 }
 
 /**
- * HTTP Basic credentials of POST /tokens. RFC 6749 §2.3.1: the id and the secret are each
- * form-urlencoded before they are joined by `:` and base64-encoded, so a secret holding `:`
- * or `%` reaches the server intact.
+ * HTTP Basic credentials of POST /tokens. RFC 6749 §2.3.1: id and secret are each form-encoded
+ * before the `:` join and base64, so a secret holding `:` or `%` reaches the server intact.
  */
 export function basicCredentials(clientId: string, clientSecret: string): string {
   const formEncode = (part: string) => new URLSearchParams({ p: part }).toString().slice(2);

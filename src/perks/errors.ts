@@ -131,10 +131,8 @@ export class TokenMintError extends PerksError {
   }
 }
 
-const retryableUpstream = new Set([500, 502, 503, 504]);
-
 export function isRetryable(error: unknown): boolean {
-  if (error instanceof UpstreamError) return retryableUpstream.has(error.status ?? 0);
+  if (error instanceof UpstreamError) return [500, 502, 503, 504].includes(error.status ?? 0);
   if (error instanceof TransportError) return !error.transportCode.startsWith('UND_ERR_INVALID');
   return false;
 }

@@ -18,17 +18,11 @@ export interface RewardPage {
   lastPage: boolean;
   /** This page's total differs from page 1's: records came or went mid-walk; rescan later. */
   totalChanged: boolean;
-  /**
-   * Taken before the page's request (and its retries) was sent: what it shows was true then or
-   * later, so a write stamped with it never passes for newer than it is.
-   */
+  /** Taken before the request (and retries): a write stamped with it never passes for newer. */
   requestedAt: Date;
 }
 
 type ParsedPage = Pick<RewardPage, 'page' | 'perPage' | 'total' | 'items'>;
-
-/** Compatibility for queues/payloads.ts: `['items', 3, 'brand']` -> `items[3].brand`. */
-export const formatPath = z.core.toDotPath;
 
 /** A failed parse -> one ResponseShapeError naming the first failing field. */
 export function shapeError(

@@ -1,9 +1,11 @@
 /**
  * The Perks API's shapes, parsed at the boundary. Strict where the spec is explicit (patterns,
  * lengths, formats, required keys), tolerant where it is silent: reward `type` and `status`
- * are open sets, and extra fields are accepted and kept in `raw`.
+ * are open sets, and extra fields are accepted and kept in `raw`. Our own inputs are checked
+ * before any request: a bad one is our bug, and must not cost a request, a retry or a token.
  */
 import { z } from 'zod';
+import { InvalidInputError } from './errors.js';
 
 export const CONSENTS = [
   'BASIC',
@@ -62,9 +64,6 @@ export const amountSchema = amountPatternSchema.transform(canonicalDecimal);
 const CONSUMER_STATUSES = ['VALIDATION', 'POOLED', 'PAID'] as const;
 export type ConsumerStatus = (typeof CONSUMER_STATUSES)[number];
 
-/** RFC 3339 in UTC with the Z suffix, as the spec's conventions require. */
-const utcDateTime = z.iso.datetime({ error: 'must be an RFC 3339 date-time in UTC (Z)' });
-
 const transactionSchema = z
   .object({
     external_id: z.string().min(1),
@@ -92,7 +91,8 @@ const wireRewardSchema = z.compile(
     .object({
       id: uuidSchema,
       amount: amountPatternSchema,
-      created_at: utcDateTime,
+      // RFC 3339 in UTC with the Z suffix, as the spec's conventions require.
+      created_at: z.iso.datetime({ error: 'must be an RFC 3339 date-time in UTC (Z)' }),
       type: z.string().min(1),
       status: z.string().min(1),
       consumer_status: z.enum(CONSUMER_STATUSES),
@@ -128,7 +128,7 @@ export function safeParseReward(
   if (!parsed.success) return { success: false, error: parsed.error };
   const wire = parsed.data;
   const { name, logo } = wire.brand;
-  const data: Reward = {
+  const data = {
     id: wire.id.toLowerCase(),
     amount: canonicalDecimal(wire.amount),
     createdAt: wire.created_at,
@@ -160,17 +160,15 @@ export const collectionSchema = z.compile(
 export const enrollResponseSchema = z.object({ id: z.string().min(1) }).loose();
 
 /** POST /tokens. Only expires_in is named by the spec; the others are OAuth 2.0's names. */
-export const tokenResponseSchema = z
-  .object({
-    access_token: z.string().min(1),
-    token_type: z
-      .string()
-      .refine((type) => type.toLowerCase() === 'bearer', { error: 'must be Bearer' })
-      .optional(),
-    // A number by the spec; some servers send it as a numeric string.
-    expires_in: z.coerce.number().positive(),
-  })
-  .loose();
+export const tokenResponseSchema = z.object({
+  access_token: z.string().min(1),
+  token_type: z
+    .string()
+    .refine((type) => type.toLowerCase() === 'bearer', { error: 'must be Bearer' })
+    .optional(),
+  // A number by the spec; some servers send it as a numeric string.
+  expires_in: z.coerce.number().positive(),
+});
 
 export const MAX_PER_PAGE = 1000;
 export const perPageSchema = z
@@ -178,3 +176,58 @@ export const perPageSchema = z
   .int({ error: 'must be a whole number' })
   .min(1, { error: 'must be 1 to 1000' })
   .max(MAX_PER_PAGE, { error: 'must be 1 to 1000' });
+
+const consentsSchema = z
+  .array(consentSchema, { error: 'must be an array of consents' })
+  .transform((consents) => [...new Set(consents)])
+  .optional();
+
+/** Checks an enrollment and turns it into the POST /perks/consumers body. */
+export const enrollInputSchema = z
+  .object({ id: consumerIdSchema, extraConsents: consentsSchema, removedConsents: consentsSchema })
+  .refine(
+    ({ extraConsents, removedConsents }) =>
+      !removedConsents?.some((consent) => extraConsents?.includes(consent)),
+    { path: ['removedConsents'], error: 'must not repeat a consent of extraConsents' },
+  )
+  .transform(({ id, extraConsents, removedConsents }) => ({
+    id,
+    ...(extraConsents && { extra_consents: extraConsents }),
+    ...(removedConsents && { removed_consents: removedConsents }),
+  }));
+export type EnrollInput = z.input<typeof enrollInputSchema>;
+
+export const rewardIdsSchema = z.object({ consumerId: consumerIdSchema, rewardId: uuidSchema });
+
+export const listInputSchema = z.object({
+  consumerId: consumerIdSchema,
+  /** 1..1000. Default 1000: fewer requests per sync. */
+  perPage: perPageSchema.default(MAX_PER_PAGE),
+  /** Default '-executed_at' (newest transaction first). */
+  sort: z
+    .string()
+    .regex(/^-?[a-z][a-z0-9_]*$/, { error: 'must be a field name, optionally prefixed -' })
+    .default('-executed_at'),
+  /** Reward types to keep; sent as repeated `type` parameters. Default: all. */
+  types: z
+    .array(z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, { error: 'must be a reward type name' }))
+    .transform((types) => [...new Set(types)])
+    .default([]),
+});
+export type ListRewardPagesOptions = Omit<z.input<typeof listInputSchema>, 'consumerId'> & {
+  signal?: AbortSignal;
+};
+
+/** `value` parsed by `schema`, or an InvalidInputError naming the first bad field. */
+export function checkInput<T>(operation: string, schema: z.ZodType<T>, value: unknown): T {
+  const parsed = schema.safeParse(value, { reportInput: true });
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  const field = z.core.toDotPath(issue?.path ?? []);
+  const input = issue?.input;
+  const shown = typeof input === 'string' ? ` (got ${JSON.stringify(input.slice(0, 120))})` : '';
+  throw new InvalidInputError(`${operation}: ${field} ${issue?.message ?? 'is invalid'}${shown}`, {
+    operation,
+    field,
+  });
+}

@@ -1,8 +1,7 @@
 /**
- * Access tokens: minted on demand, kept in memory and in a TokenCache, refreshed before they
- * expire. Concurrent callers share one refresh; with a lock-capable cache (Redis), replicas
- * share one mint. A failing cache degrades to minting locally: tokens are cheap, a stalled
- * sync is not. Caches store the token value but never log it.
+ * Access tokens, refreshed before they expire. Concurrent callers share one refresh; with a
+ * lock-capable cache (Redis), replicas share one mint. A failing cache degrades to minting
+ * locally: tokens are cheap, a stalled sync is not. Caches never log the token value.
  */
 import { setTimeout } from 'node:timers/promises';
 import type { Logger } from 'pino';
@@ -28,15 +27,10 @@ export interface TokenCache {
   lock?(ttlMs: number): Promise<TokenLock | undefined>;
 }
 
-export interface MintedToken {
-  accessToken: string;
-  lifetimeMs: number;
-}
-
 interface TokenProviderOptions {
   /** Where replicas share tokens; without one, tokens live in this provider only. */
   cache?: TokenCache | undefined;
-  mint: () => Promise<MintedToken>;
+  mint: () => Promise<{ accessToken: string; lifetimeMs: number }>;
   now: () => number;
   onMinted?: () => void;
   logger?: Logger | undefined;
