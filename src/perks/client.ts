@@ -40,19 +40,6 @@ import { type TokenCache, TokenProvider } from './tokens.js';
 
 export type { RewardPage } from './paging.js';
 
-interface PerksClientHooks {
-  /** After every HTTP exchange, token requests included. `error` is the error's class name. */
-  onRequest?(event: {
-    operation: string;
-    status: number | undefined;
-    durationMs: number;
-    error?: string;
-  }): void;
-  onTokenMinted?(): void;
-  /** Before every wait followed by another try: backoff, or a short inline 429 wait. */
-  onRetry?(event: RetryEvent): void;
-}
-
 export interface PerksClientOptions {
   /** Base URL of the program, e.g. https://api.perks.example/programs/acme. */
   baseUrl: string;
@@ -75,12 +62,19 @@ export interface PerksClientOptions {
   /** Replaces the client's own Pool (tests pass undici's MockAgent). Not closed by close(). */
   dispatcher?: Dispatcher;
   logger?: Logger;
-  hooks?: PerksClientHooks;
+  hooks?: {
+    /** After every HTTP exchange, token requests included. `error` is the error's class name. */
+    onRequest?(event: RequestEvent): void;
+    onTokenMinted?(): void;
+    /** Before every wait followed by another try: backoff, or a short inline 429 wait. */
+    onRetry?(event: RetryEvent): void;
+  };
   /** Clock for token expiry (epoch ms). Default Date.now. */
   now?: () => number;
 }
 
 type CallOptions = { signal?: AbortSignal };
+type RequestEvent = { operation: string; status?: number; durationMs: number; error?: string };
 
 export class PerksClient {
   /**
@@ -156,10 +150,7 @@ export class PerksClient {
     return parsed.data;
   }
 
-  /**
-   * The consumer's rewards, one page at a time (default 1000 a page, newest transaction
-   * first). Our input is checked on the first iteration, before any request.
-   */
+  /** The consumer's rewards, a page at a time; input checked on the first iteration. */
   async *listRewardPages(
     consumerId: string,
     opts: ListRewardPagesOptions = {},
@@ -183,11 +174,7 @@ export class PerksClient {
 
   /** Mints a token now and shares it: proves the credentials work. Throws TokenMintError. */
   async checkCredentials(): Promise<void> {
-    try {
-      await this.#tokens.mint();
-    } catch (error) {
-      throw TokenMintError.from(error);
-    }
+    await this.#tokens.mint().catch((error: unknown) => Promise.reject(TokenMintError.from(error)));
   }
 
   /** Stops token refreshes and closes the client's own pool (an injected dispatcher is left open). */

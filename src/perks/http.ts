@@ -1,7 +1,6 @@
 /**
  * One exchange, no retries, no tokens: a deadline over headers and body, a bounded read that
- * consumes or destroys the body on every path (no connection left hanging in the pool), a
- * non-2xx turned into its typed error, each exchange reported to the hooks and the debug log.
+ * consumes or destroys the body on every path (no connection left hanging in the pool).
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { type Dispatcher, request } from 'undici';
@@ -32,15 +31,11 @@ export interface HttpResponse {
   body: string;
 }
 
-export interface TransportOptions
-  extends Pick<PerksClientOptions, 'apiVersion' | 'clientSecret' | 'hooks' | 'logger'> {
-  baseUrl: string;
-  dispatcher: Dispatcher;
-  timeoutMs: number;
-  maxResponseBytes: number;
-  /** The Basic credentials of POST /tokens, redacted like the secret. */
-  basicAuth: string;
-}
+/** The client's options, defaults filled in, and the Basic credentials of POST /tokens. */
+export type TransportOptions = PerksClientOptions &
+  Required<Pick<PerksClientOptions, 'dispatcher' | 'timeoutMs' | 'maxResponseBytes'>> & {
+    basicAuth: string;
+  };
 
 /** One exchange; a non-2xx becomes its typed error. */
 export async function send(
@@ -78,7 +73,7 @@ export async function send(
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
     });
-    const text = await readBody(response.body, response.headers, maxResponseBytes, operation);
+    const text = await readBody(response, maxResponseBytes, operation);
     status = response.statusCode;
     const result = { status, headers: response.headers, body: text };
     if (status < 200 || status > 299) throw errorFromResponse({ operation, ...result, secrets });
@@ -109,8 +104,7 @@ export async function send(
 }
 
 async function readBody(
-  body: Dispatcher.ResponseData['body'],
-  headers: IncomingHttpHeaders,
+  { body, headers }: Dispatcher.ResponseData,
   maxBytes: number,
   operation: string,
 ): Promise<string> {

@@ -1,7 +1,6 @@
 /**
- * Reward pages, accepted whole or not at all: one bad item fails the page, naming its index
- * and field. The walk stops at ceil(total / per_page) and refuses a server that repeats a page
- * or over-delivers, so a buggy or hostile server cannot keep a sync looping.
+ * Reward pages, accepted whole or not at all (one bad item fails the page). The walk stops at
+ * ceil(total / per_page) and refuses a server that repeats a page or over-delivers.
  */
 import { z } from 'zod';
 import { ResponseShapeError } from './errors.js';
@@ -35,10 +34,9 @@ export function shapeError(
   const path = z.core.toDotPath(fullPath) || '(root)';
   const index =
     fullPath[0] === 'items' && typeof fullPath[1] === 'number' ? fullPath[1] : undefined;
-  return new ResponseShapeError(
-    `${operation}: response does not match the schema at ${path}: ${issue?.message ?? 'invalid'}`,
-    { operation, path, ...(index === undefined ? {} : { index }) },
-  );
+  const why = issue?.message ?? 'invalid';
+  const message = `${operation}: response does not match the schema at ${path}: ${why}`;
+  return new ResponseShapeError(message, { operation, path, index });
 }
 
 export function parseRewardPage(operation: string, json: unknown): ParsedPage {
@@ -73,10 +71,10 @@ export async function* walkRewardPages(
     // A server may cap per_page below what we asked, never raise it nor change it mid-walk.
     if (parsed.perPage > perPage)
       throw fail(`per_page ${parsed.perPage} exceeds the ${perPage} asked`);
-    if (servedPerPage !== undefined && parsed.perPage !== servedPerPage) {
+    servedPerPage ??= parsed.perPage;
+    if (parsed.perPage !== servedPerPage) {
       throw fail(`per_page changed from ${servedPerPage} to ${parsed.perPage}`);
     }
-    servedPerPage = parsed.perPage;
     if (parsed.items.length > parsed.perPage) {
       throw fail(`${parsed.items.length} items exceed per_page ${parsed.perPage}`);
     }
@@ -85,7 +83,7 @@ export async function* walkRewardPages(
       throw fail(`${parsed.items.length} items where total ${parsed.total} leaves ${announced}`);
     }
     const firstId = parsed.items[0]?.id;
-    if (page > 1 && firstId !== undefined && firstId === previousFirstId) {
+    if (firstId !== undefined && firstId === previousFirstId) {
       throw fail('the server repeated the previous page');
     }
 

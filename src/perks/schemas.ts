@@ -46,13 +46,11 @@ export function canonicalDecimal(value: string): string {
   if (!AMOUNT_PATTERN.test(value)) {
     throw new RangeError(`not a decimal amount: ${JSON.stringify(value.slice(0, 40))}`);
   }
-  const negative = value.startsWith('-');
-  const unsigned = value.replace(/^[+-]/, '');
-  const [whole = '', fraction = ''] = unsigned.split('.');
+  const [whole = '', fraction = ''] = value.replace(/^[+-]/, '').split('.');
   const integer = whole.replace(/^0+/, '') || '0';
   const digits = fraction === '' ? integer : `${integer}.${fraction}`;
   const isZero = /^[0.]*$/.test(digits);
-  return negative && !isZero ? `-${digits}` : digits;
+  return value.startsWith('-') && !isZero ? `-${digits}` : digits;
 }
 
 const amountPatternSchema = z.string().regex(AMOUNT_PATTERN, {
@@ -117,9 +115,8 @@ export interface Reward {
 }
 
 /**
- * One reward item -> Reward, or the error naming the failing field. The wire schema transforms
- * nothing, so its output is the item as received (`raw`); mapped after the parse, since a zod
- * pipe about doubles the cost.
+ * One reward item -> Reward, or the error naming the failing field. Mapped after the parse (a
+ * zod pipe about doubles the cost), so the wire schema's output is the item as received (`raw`).
  */
 export function safeParseReward(
   item: unknown,
@@ -226,8 +223,6 @@ export function checkInput<T>(operation: string, schema: z.ZodType<T>, value: un
   const field = z.core.toDotPath(issue?.path ?? []);
   const input = issue?.input;
   const shown = typeof input === 'string' ? ` (got ${JSON.stringify(input.slice(0, 120))})` : '';
-  throw new InvalidInputError(`${operation}: ${field} ${issue?.message ?? 'is invalid'}${shown}`, {
-    operation,
-    field,
-  });
+  const message = `${operation}: ${field} ${issue?.message ?? 'is invalid'}${shown}`;
+  throw new InvalidInputError(message, { operation, field });
 }

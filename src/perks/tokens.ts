@@ -48,13 +48,10 @@ const LOCK_TTL_MS = 15_000;
 const LOCK_POLL_MS = 50;
 
 export class TokenProvider {
-  readonly #options: TokenProviderOptions;
   #memo: CachedToken | undefined;
   #inflight: Promise<CachedToken> | undefined;
 
-  constructor(options: TokenProviderOptions) {
-    this.#options = options;
-  }
+  constructor(private readonly options: TokenProviderOptions) {}
 
   /** A token valid now. The caller's signal stops its wait, not the shared refresh. */
   async accessToken(signal: AbortSignal): Promise<string> {
@@ -79,19 +76,19 @@ export class TokenProvider {
   /** After a 401: forget this token here and in the shared cache. */
   async invalidate(accessToken: string): Promise<void> {
     if (this.#memo?.accessToken === accessToken) this.#memo = undefined;
-    await this.#cacheOp('invalidate', async () => this.#options.cache?.invalidate(accessToken));
+    await this.#cacheOp('invalidate', async () => this.options.cache?.invalidate(accessToken));
   }
 
   #isFresh(token: CachedToken | undefined): token is CachedToken {
-    return token !== undefined && this.#options.now() < token.refreshAt;
+    return token !== undefined && this.options.now() < token.refreshAt;
   }
 
   #isUsable(token: CachedToken | undefined): token is CachedToken {
-    return token !== undefined && this.#options.now() < token.expiresAt - MIN_REMAINING_MS;
+    return token !== undefined && this.options.now() < token.expiresAt - MIN_REMAINING_MS;
   }
 
   async #findOrMint(): Promise<CachedToken> {
-    const { cache } = this.#options;
+    const { cache } = this.options;
     const cached = await this.#cacheOp('get', async () => cache?.get());
     if (this.#isFresh(cached)) return cached;
     if (!cache?.lock) return this.#mintAndStore();
@@ -121,7 +118,7 @@ export class TokenProvider {
   }
 
   async #mintAndStore(): Promise<CachedToken> {
-    const { now, mint, cache } = this.#options;
+    const { now, mint, cache } = this.options;
     const requestedAt = now();
     const minted = await mint();
     // Lifetimes count from the request, not the response: never later than the server's.
@@ -131,26 +128,22 @@ export class TokenProvider {
       expiresAt,
       refreshAt: expiresAt - refreshMarginMs(minted.lifetimeMs),
     };
-    this.#options.onMinted?.();
-    this.#options.logger?.info({ expiresInMs: minted.lifetimeMs }, 'perks: minted an access token');
+    this.options.onMinted?.();
+    this.options.logger?.info({ expiresInMs: minted.lifetimeMs }, 'perks: minted an access token');
     await this.#cacheOp('set', async () => cache?.set(token, now()));
     return token;
   }
 
-  /** Runs a cache operation; a failure is logged and answered with `fallback`. */
-  async #cacheOp<T, F = undefined>(
-    name: string,
-    op: () => Promise<T>,
-    fallback?: F,
-  ): Promise<T | F> {
+  /** Runs a cache operation; a failure is logged and answered with `orElse`. */
+  async #cacheOp<T, F = undefined>(name: string, op: () => Promise<T>, orElse?: F): Promise<T | F> {
     try {
       return await op();
     } catch (error) {
-      this.#options.logger?.warn(
+      this.options.logger?.warn(
         { op: name, err: error instanceof Error ? error.message : String(error) },
         'perks: token cache unavailable, continuing without it',
       );
-      return fallback as F;
+      return orElse as F;
     }
   }
 }
