@@ -193,15 +193,12 @@ export class PerksClient {
     let waitedOnThrottle = false;
     const call = withRetry(this.#retryContext(operation, signal), async (attempt) => {
       for (;;) {
-        let token: string;
-        try {
-          token = await this.#tokens.accessToken(signal);
-        } catch (error) {
+        const token = await this.#tokens.accessToken(signal).catch((error: unknown) => {
           // The mint retried already: retrying it here would multiply its tries. A 429 stays a
           // ThrottledError (the queues pause for it), and a cancel stays a cancel.
           const passOn = signal.aborted || error instanceof ThrottledError;
           throw new AbortError(passOn ? (error as Error) : TokenMintError.from(error));
-        }
+        });
         try {
           return await send(this.#transport, spec, `Bearer ${token}`, signal);
         } catch (error) {

@@ -6,13 +6,11 @@ import { z } from 'zod';
 import type { HttpResponse } from './http.js';
 import { redactSecrets } from './redact.js';
 
-const errorItemSchema = z
-  .object({
-    loc: z.array(z.union([z.string(), z.number().int()])).optional(),
-    msg: z.string().optional(),
-    type: z.string().optional(),
-  })
-  .loose();
+const errorItemSchema = z.looseObject({
+  loc: z.array(z.union([z.string(), z.number().int()])).optional(),
+  msg: z.string().optional(),
+  type: z.string().optional(),
+});
 
 /** The error envelope; a malformed member degrades rather than hiding the code. */
 const errorEnvelopeSchema = z.object({
@@ -180,16 +178,13 @@ function describe(response: FailedResponse, envelope: ErrorEnvelope | undefined)
     return snippet ? `${head}, body: "${snippet}"` : `${head}, empty body`;
   }
   const errors = envelope.errors ?? [];
-  const items = errors
-    .slice(0, 3)
-    .map(({ loc, msg, type }) => {
-      const text = msg ?? type ?? 'invalid';
-      return loc?.length ? `${loc.join('.')}: ${text}` : text;
-    })
-    .join('; ');
+  const items = errors.slice(0, 3).map(describeItem).join('; ');
   const more = errors.length > 3 ? ` (+${errors.length - 3} more)` : '';
   return `${head} ${envelope.code} ${envelope.title}${items ? `: ${items}${more}` : ''}`;
 }
+
+const describeItem = ({ loc, msg, type }: z.infer<typeof errorItemSchema>) =>
+  [loc?.join('.'), msg ?? type ?? 'invalid'].filter(Boolean).join(': ');
 
 /** A printable excerpt: tags and control characters removed, whitespace collapsed. */
 function bodySnippet(body: string): string {
@@ -205,14 +200,12 @@ function bodySnippet(body: string): string {
 /** Retry-After in delta-seconds or as an HTTP date -> ms: default if unusable, capped. */
 export function parseRetryAfter(value: string | undefined, now: () => number = Date.now): number {
   const text = value?.trim() ?? '';
-  let ms: number;
-  if (/^\d+(\.\d+)?$/.test(text)) {
-    ms = Math.ceil(Number(text) * 1000);
-  } else {
-    // Date.parse reads "-5" as a year: an HTTP date always names its day and month.
-    const date = /[A-Za-z]/.test(text) ? Date.parse(text) : Number.NaN;
-    if (Number.isNaN(date)) return DEFAULT_THROTTLE_DELAY_MS;
-    ms = date - now();
-  }
+  // Date.parse reads "-5" as a year: an HTTP date always names its day and month.
+  const ms = /^\d+(\.\d+)?$/.test(text)
+    ? Math.ceil(Number(text) * 1000)
+    : /[A-Za-z]/.test(text)
+      ? Date.parse(text) - now()
+      : Number.NaN;
+  if (Number.isNaN(ms)) return DEFAULT_THROTTLE_DELAY_MS;
   return Math.min(Math.max(ms, 0), MAX_THROTTLE_DELAY_MS);
 }

@@ -121,8 +121,7 @@ async function readBody(
   const chunks: Buffer[] = [];
   let size = 0;
   // Leaving the loop early (throw) destroys the stream, releasing the socket.
-  for await (const chunk of body) {
-    const buffer = typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer);
+  for await (const buffer of body as AsyncIterable<Buffer>) {
     size += buffer.length;
     if (size > maxBytes) {
       body.destroy();

@@ -62,42 +62,35 @@ export const amountSchema = amountPatternSchema.transform(canonicalDecimal);
 const CONSUMER_STATUSES = ['VALIDATION', 'POOLED', 'PAID'] as const;
 export type ConsumerStatus = (typeof CONSUMER_STATUSES)[number];
 
-const transactionSchema = z
-  .object({
-    external_id: z.string().min(1),
-    // The transaction table says only "date-time": an explicit offset is tolerated here.
-    executed_at: z.iso.datetime({ offset: true, error: 'must be an RFC 3339 date-time' }),
-  })
-  .loose();
+const transactionSchema = z.looseObject({
+  external_id: z.string().min(1),
+  // The transaction table says only "date-time": an explicit offset is tolerated here.
+  executed_at: z.iso.datetime({ offset: true, error: 'must be an RFC 3339 date-time' }),
+});
 
-const brandSchema = z
-  .object({
-    name: z.string().nullable(),
-    // http(s) only: a logo is rendered to consumers, a javascript: or data: URL must not pass.
-    logo: z
-      .url({ protocol: /^https?$/, error: 'must be an absolute http(s) URL' })
-      .min(1)
-      .max(2083, { error: 'must be at most 2083 characters' })
-      .nullable()
-      .optional(),
-  })
-  .loose();
+const brandSchema = z.looseObject({
+  name: z.string().nullable(),
+  // http(s) only: a logo is rendered to consumers, a javascript: or data: URL must not pass.
+  logo: z
+    .url({ protocol: /^https?$/, error: 'must be an absolute http(s) URL' })
+    .max(2083, { error: 'must be at most 2083 characters' })
+    .nullable()
+    .optional(),
+});
 
 /** A reward on the wire, compiled (twice as fast): it parses every reward of every page. */
 const wireRewardSchema = z.compile(
-  z
-    .object({
-      id: uuidSchema,
-      amount: amountPatternSchema,
-      // RFC 3339 in UTC with the Z suffix, as the spec's conventions require.
-      created_at: z.iso.datetime({ error: 'must be an RFC 3339 date-time in UTC (Z)' }),
-      type: z.string().min(1),
-      status: z.string().min(1),
-      consumer_status: z.enum(CONSUMER_STATUSES),
-      transaction: transactionSchema.nullable(),
-      brand: brandSchema,
-    })
-    .loose(),
+  z.looseObject({
+    id: uuidSchema,
+    amount: amountPatternSchema,
+    // RFC 3339 in UTC with the Z suffix, as the spec's conventions require.
+    created_at: z.iso.datetime({ error: 'must be an RFC 3339 date-time in UTC (Z)' }),
+    type: z.string().min(1),
+    status: z.string().min(1),
+    consumer_status: z.enum(CONSUMER_STATUSES),
+    transaction: transactionSchema.nullable(),
+    brand: brandSchema,
+  }),
 );
 
 /** Structurally the store's `RewardRecord`; `raw` is the item as received, extras included. */
@@ -154,7 +147,7 @@ export const collectionSchema = z.compile(
   }),
 );
 
-export const enrollResponseSchema = z.object({ id: z.string().min(1) }).loose();
+export const enrollResponseSchema = z.looseObject({ id: z.string().min(1) });
 
 /** POST /tokens. Only expires_in is named by the spec; the others are OAuth 2.0's names. */
 export const tokenResponseSchema = z.object({
