@@ -74,6 +74,7 @@ export interface PerksClientOptions {
 }
 
 type CallOptions = { signal?: AbortSignal };
+type EnrollOutcome = { outcome: 'created' | 'already_enrolled' };
 type RequestEvent = { operation: string; status?: number; durationMs: number; error?: string };
 
 export class PerksClient {
@@ -117,10 +118,7 @@ export class PerksClient {
   }
 
   /** Enrolls a consumer. 409 means it was enrolled before: ids are deterministic. */
-  async enrollConsumer(
-    input: EnrollInput,
-    opts: CallOptions = {},
-  ): Promise<{ outcome: 'created' | 'already_enrolled' }> {
+  async enrollConsumer(input: EnrollInput, opts: CallOptions = {}): Promise<EnrollOutcome> {
     const operation = 'enrollConsumer';
     const body = checkInput(operation, enrollInputSchema, input);
     try {
@@ -232,16 +230,12 @@ export class PerksClient {
         const spec = { operation, method: 'POST', path: '/tokens', body } as const;
         return send(this.#transport, spec, `Basic ${this.#transport.basicAuth}`, signal);
       };
-      let response: HttpResponse;
-      try {
-        response = await post(this.#formTokenBody);
-      } catch (error) {
-        if (!(error instanceof PerksError && (error.status === 400 || error.status === 415))) {
-          throw error;
-        }
-        response = await post(!this.#formTokenBody);
+      const response = await post(this.#formTokenBody).catch(async (error: unknown) => {
+        if (!(error instanceof PerksError) || ![400, 415].includes(error.status ?? 0)) throw error;
+        const answer = await post(!this.#formTokenBody);
         this.#formTokenBody = !this.#formTokenBody;
-      }
+        return answer;
+      });
       const parsed = tokenResponseSchema.safeParse(parseJsonBody(operation, response));
       if (!parsed.success) throw shapeError(operation, parsed.error);
       return { accessToken: parsed.data.access_token, lifetimeMs: parsed.data.expires_in * 1000 };

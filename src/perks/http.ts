@@ -145,11 +145,9 @@ function transportCodeOf(error: unknown): string {
 
 /** A 2xx body -> JSON, or a ResponseShapeError saying it is not JSON. */
 export function parseJsonBody(operation: string, response: HttpResponse): unknown {
-  const json = tryJson(response.body);
+  const { status, body } = response;
+  const json = tryJson(body);
   if (json !== undefined) return json;
-  const kind = response.body.trim() === '' ? 'an empty body' : 'a body that is not JSON';
-  throw new ResponseShapeError(`${operation}: HTTP ${response.status} with ${kind}`, {
-    operation,
-    status: response.status,
-  });
+  const kind = body.trim() === '' ? 'an empty body' : 'a body that is not JSON';
+  throw new ResponseShapeError(`${operation}: HTTP ${status} with ${kind}`, { operation, status });
 }

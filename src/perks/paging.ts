@@ -42,12 +42,11 @@ export function shapeError(
 export function parseRewardPage(operation: string, json: unknown): ParsedPage {
   const envelope = collectionSchema.safeParse(json);
   if (!envelope.success) throw shapeError(operation, envelope.error);
-  const items: Reward[] = [];
-  for (const [index, item] of envelope.data.items.entries()) {
+  const items = envelope.data.items.map((item, index) => {
     const parsed = safeParseReward(item);
     if (!parsed.success) throw shapeError(operation, parsed.error, ['items', index]);
-    items.push(parsed.data);
-  }
+    return parsed.data;
+  });
   const { page, per_page: perPage, total } = envelope.data.meta;
   return { page, perPage, total, items };
 }

@@ -19,13 +19,8 @@ export const defaultRetry = {
 };
 export type RetryOptions = Partial<typeof defaultRetry>;
 
-export interface RetryEvent {
-  operation: string;
-  /** The attempt that failed (1 = the first). */
-  attempt: number;
-  delayMs: number;
-  reason: string;
-}
+/** `attempt` is the attempt that failed (1 = the first). */
+export type RetryEvent = { operation: string; attempt: number; delayMs: number; reason: string };
 
 /** Waits `ms`, or rejects with the signal's own reason once it aborts. */
 export async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
