@@ -109,11 +109,9 @@ export class PerksClient {
       basicAuth: basicCredentials(options.clientId, options.clientSecret),
     };
     this.#tokens = new TokenProvider({
-      cache: options.tokenCache,
+      ...options,
       mint: () => this.#mintToken(),
       now: options.now ?? Date.now,
-      logger: options.logger,
-      onMinted: () => options.hooks?.onTokenMinted?.(),
     });
   }
 
@@ -185,11 +183,11 @@ export class PerksClient {
   async #call(spec: RequestSpec, callerSignal?: AbortSignal): Promise<HttpResponse> {
     const { operation } = spec;
     const maxInlineWaitMs = this.#options.maxInlineThrottleWaitMs ?? 1_000;
-    const linked = linkSignals([callerSignal, this.#closing.signal]);
-    const { signal } = linked;
+    const { signal, dispose } = linkSignals([callerSignal, this.#closing.signal]);
     let reminted = false;
     let waitedOnThrottle = false;
-    const call = withRetry(this.#retryContext(operation, signal), async (attempt) => {
+    const context = { ...this.#options, operation, signal, retry: this.#retry };
+    return withRetry(context, async (attempt) => {
       for (;;) {
         const token = await this.#tokens.accessToken(signal).catch((error: unknown) => {
           // The mint retried already: retrying it here would multiply its tries. A 429 stays a
@@ -216,14 +214,13 @@ export class PerksClient {
           throw error;
         }
       }
-    });
-    return call.finally(() => linked.dispose());
+    }).finally(dispose);
   }
 
   async #mintToken() {
     const operation = 'mintToken';
     const signal = this.#closing.signal;
-    return withRetry(this.#retryContext(operation, signal), async () => {
+    return withRetry({ ...this.#options, operation, signal, retry: this.#retry }, async () => {
       const post = (form: boolean) => {
         const grant = { grant_type: 'client_credentials' };
         const body = form ? new URLSearchParams(grant) : grant;
@@ -240,11 +237,6 @@ export class PerksClient {
       if (!parsed.success) throw shapeError(operation, parsed.error);
       return { accessToken: parsed.data.access_token, lifetimeMs: parsed.data.expires_in * 1000 };
     });
-  }
-
-  #retryContext(operation: string, signal: AbortSignal) {
-    const { hooks, logger } = this.#options;
-    return { operation, retry: this.#retry, signal, onRetry: hooks?.onRetry?.bind(hooks), logger };
   }
 }
 

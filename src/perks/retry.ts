@@ -4,7 +4,7 @@
  */
 import { setTimeout } from 'node:timers/promises';
 import pRetry from 'p-retry';
-import type { Logger } from 'pino';
+import type { PerksClientOptions } from './client.js';
 import { isRetryable } from './errors.js';
 
 export const defaultRetry = {
@@ -39,13 +39,11 @@ export function backoffDelayMs(
   return Math.round(step / 2 + random() * (step / 2));
 }
 
-interface RetryContext {
+type RetryContext = Pick<PerksClientOptions, 'hooks' | 'logger'> & {
   operation: string;
   retry: typeof defaultRetry;
   signal: AbortSignal;
-  onRetry?: ((event: RetryEvent) => void) | undefined;
-  logger?: Logger | undefined;
-}
+};
 
 /** Runs `attempt` (given its number, 1 = first) under the policy. */
 export function withRetry<T>(
@@ -66,7 +64,7 @@ export function withRetry<T>(
       // A retry that would start past the budget is not worth the wait.
       if (delayMs >= retry.maxRetryTimeMs - (performance.now() - startedAt)) return false;
       const event = { operation, attempt: attemptNumber, delayMs, reason: error.message };
-      context.onRetry?.(event);
+      context.hooks?.onRetry?.(event);
       context.logger?.warn(event, 'perks: retrying after a failure');
       await sleep(delayMs, signal);
       return true;

@@ -4,7 +4,7 @@
  * locally: tokens are cheap, a stalled sync is not. Caches never log the token value.
  */
 import { setTimeout } from 'node:timers/promises';
-import type { Logger } from 'pino';
+import type { PerksClientOptions } from './client.js';
 
 /** Epoch ms: `expiresAt` when the API stops accepting it, `refreshAt` when to mint the next. */
 export interface CachedToken {
@@ -13,9 +13,7 @@ export interface CachedToken {
   refreshAt: number;
 }
 
-export interface TokenLock {
-  release(): Promise<void>;
-}
+export type TokenLock = { release(): Promise<void> };
 
 export interface TokenCache {
   get(): Promise<CachedToken | undefined>;
@@ -27,14 +25,10 @@ export interface TokenCache {
   lock?(ttlMs: number): Promise<TokenLock | undefined>;
 }
 
-interface TokenProviderOptions {
-  /** Where replicas share tokens; without one, tokens live in this provider only. */
-  cache?: TokenCache | undefined;
+type TokenProviderOptions = Pick<PerksClientOptions, 'tokenCache' | 'logger' | 'hooks'> & {
   mint: () => Promise<{ accessToken: string; lifetimeMs: number }>;
   now: () => number;
-  onMinted?: () => void;
-  logger?: Logger | undefined;
-}
+};
 
 /** Refresh ahead of expiry by 10% of the lifetime or 60 s, whichever is smaller. */
 export function refreshMarginMs(lifetimeMs: number): number {
@@ -76,7 +70,7 @@ export class TokenProvider {
   /** After a 401: forget this token here and in the shared cache. */
   async invalidate(accessToken: string): Promise<void> {
     if (this.#memo?.accessToken === accessToken) this.#memo = undefined;
-    await this.#cacheOp('invalidate', async () => this.options.cache?.invalidate(accessToken));
+    await this.#cacheOp('invalidate', async () => this.options.tokenCache?.invalidate(accessToken));
   }
 
   #isFresh(token: CachedToken | undefined): token is CachedToken {
@@ -88,7 +82,7 @@ export class TokenProvider {
   }
 
   async #findOrMint(): Promise<CachedToken> {
-    const { cache } = this.options;
+    const { tokenCache: cache } = this.options;
     const cached = await this.#cacheOp('get', async () => cache?.get());
     if (this.#isFresh(cached)) return cached;
     if (!cache?.lock) return this.#mintAndStore();
@@ -118,7 +112,7 @@ export class TokenProvider {
   }
 
   async #mintAndStore(): Promise<CachedToken> {
-    const { now, mint, cache } = this.options;
+    const { now, mint, tokenCache: cache } = this.options;
     const requestedAt = now();
     const minted = await mint();
     // Lifetimes count from the request, not the response: never later than the server's.
@@ -128,7 +122,7 @@ export class TokenProvider {
       expiresAt,
       refreshAt: expiresAt - refreshMarginMs(minted.lifetimeMs),
     };
-    this.options.onMinted?.();
+    this.options.hooks?.onTokenMinted?.();
     this.options.logger?.info({ expiresInMs: minted.lifetimeMs }, 'perks: minted an access token');
     await this.#cacheOp('set', async () => cache?.set(token, now()));
     return token;
