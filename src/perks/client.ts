@@ -1,11 +1,11 @@
 /**
- * The Perks API client (HTTP and the API's shapes, no queues, no SQL). Every call: input
- * checked first, a token (re-minted once on 401), retries on retryable failures, one short
- * inline wait on a brief 429, then the typed error or the parsed body.
+ * The Perks API client (no queues, no SQL). Every call: input checked first, a token (re-minted
+ * once on 401), retries, one short inline wait on a brief 429, then a typed error or the body.
  */
 import { setMaxListeners } from 'node:events';
 import { AbortError } from 'p-retry';
-import { Pool } from 'undici';
+import type { Logger } from 'pino';
+import { type Dispatcher, Pool } from 'undici';
 import { linkSignals } from '../signals.js';
 import {
   AuthError,
@@ -22,39 +22,71 @@ import {
   send,
   type TransportOptions,
 } from './http.js';
-import {
-  checkEnrollInput,
-  checkListInput,
-  checkRewardIds,
-  type EnrollInput,
-  type ListRewardPagesOptions,
-} from './inputs.js';
-import type { CallOptions, PerksClientOptions } from './options.js';
 import { parseRewardPage, type RewardPage, shapeError, walkRewardPages } from './paging.js';
-import { defaultRetry, type RetryOptions, sleep, withRetry } from './retry.js';
+import { defaultRetry, type RetryEvent, type RetryOptions, sleep, withRetry } from './retry.js';
 import {
+  checkInput,
+  type EnrollInput,
+  enrollInputSchema,
   enrollResponseSchema,
+  type ListRewardPagesOptions,
+  listInputSchema,
   type Reward,
+  rewardIdsSchema,
   safeParseReward,
   tokenResponseSchema,
 } from './schemas.js';
-import { type MintedToken, TokenProvider } from './tokens.js';
+import { type TokenCache, TokenProvider } from './tokens.js';
 
-export type { PerksClientOptions } from './options.js';
 export type { RewardPage } from './paging.js';
 
-/**
- * The spec leaves the token request's encoding unsaid, and OAuth 2.0 token endpoints commonly
- * take a form body: JSON first, a 400 or 415 switches to the other once, and what worked is kept.
- */
-type TokenEncoding = 'json' | 'form';
+export interface PerksClientOptions {
+  /** Base URL of the program, e.g. https://api.perks.example/programs/acme. */
+  baseUrl: string;
+  clientId: string;
+  /** Sent only to POST /tokens; never logged, never in an error message. */
+  clientSecret: string;
+  /** The `x-api-version` header. Default '2.0.0'. */
+  apiVersion?: string;
+  /** Deadline of one HTTP exchange (headers and body). Default 10000. */
+  timeoutMs?: number;
+  /** Keep-alive connections of the pool. Default 16. Ignored when `dispatcher` is given. */
+  connections?: number;
+  /** Larger response bodies are destroyed and fail the call. Default 8 MiB. */
+  maxResponseBytes?: number;
+  retry?: RetryOptions;
+  /** A 429 asking for at most this wait is sat out once inside the call. Default 1000. */
+  maxInlineThrottleWaitMs?: number;
+  /** Where tokens are shared (Redis: between replicas). Default: this client only. */
+  tokenCache?: TokenCache;
+  /** Replaces the client's own Pool (tests pass undici's MockAgent). Not closed by close(). */
+  dispatcher?: Dispatcher;
+  logger?: Logger;
+  hooks?: {
+    /** After every HTTP exchange, token requests included. `error` is the error's class name. */
+    onRequest?(event: RequestEvent): void;
+    onTokenMinted?(): void;
+    /** Before every wait followed by another try: backoff, or a short inline 429 wait. */
+    onRetry?(event: RetryEvent): void;
+  };
+  /** Clock for token expiry (epoch ms). Default Date.now. */
+  now?: () => number;
+}
+
+type CallOptions = { signal?: AbortSignal };
+type EnrollOutcome = { outcome: 'created' | 'already_enrolled' };
+type RequestEvent = { operation: string; status?: number; durationMs: number; error?: string };
 
 export class PerksClient {
-  #tokenEncoding: TokenEncoding = 'json';
+  /**
+   * The spec leaves the token request's encoding unsaid, and OAuth 2.0 token endpoints commonly
+   * take a form: JSON first, a 400 or 415 switches to the other once, and what worked is kept.
+   */
+  #formTokenBody = false;
   readonly #transport: TransportOptions;
   readonly #ownPool: Pool | undefined;
   readonly #options: PerksClientOptions;
-  readonly #retry: Required<RetryOptions>;
+  readonly #retry: typeof defaultRetry;
   readonly #tokens: TokenProvider;
   readonly #closing = new AbortController();
 
@@ -77,21 +109,16 @@ export class PerksClient {
       basicAuth: basicCredentials(options.clientId, options.clientSecret),
     };
     this.#tokens = new TokenProvider({
-      cache: options.tokenCache,
+      ...options,
       mint: () => this.#mintToken(),
       now: options.now ?? Date.now,
-      logger: options.logger,
-      onMinted: () => options.hooks?.onTokenMinted?.(),
     });
   }
 
   /** Enrolls a consumer. 409 means it was enrolled before: ids are deterministic. */
-  async enrollConsumer(
-    input: EnrollInput,
-    opts: CallOptions = {},
-  ): Promise<{ outcome: 'created' | 'already_enrolled' }> {
+  async enrollConsumer(input: EnrollInput, opts: CallOptions = {}): Promise<EnrollOutcome> {
     const operation = 'enrollConsumer';
-    const body = checkEnrollInput(operation, input);
+    const body = checkInput(operation, enrollInputSchema, input);
     try {
       const spec = { operation, method: 'POST', path: '/perks/consumers', body } as const;
       const response = await this.#call(spec, opts.signal);
@@ -111,7 +138,7 @@ export class PerksClient {
 
   async getReward(consumerId: string, rewardId: string, opts: CallOptions = {}): Promise<Reward> {
     const operation = 'getReward';
-    checkRewardIds(operation, consumerId, rewardId);
+    checkInput(operation, rewardIdsSchema, { consumerId, rewardId });
     const path = `/perks/consumers/${encodeURIComponent(consumerId)}/rewards/${encodeURIComponent(rewardId)}`;
     const response = await this.#call({ operation, method: 'GET', path }, opts.signal);
     const parsed = safeParseReward(parseJsonBody(operation, response));
@@ -119,18 +146,16 @@ export class PerksClient {
     return parsed.data;
   }
 
-  /**
-   * The consumer's rewards, one page at a time (default 1000 a page, newest transaction
-   * first). Our input is checked on the first iteration, before any request.
-   */
+  /** The consumer's rewards, a page at a time; input checked on the first iteration. */
   async *listRewardPages(
     consumerId: string,
     opts: ListRewardPagesOptions = {},
   ): AsyncGenerator<RewardPage, void, undefined> {
     const operation = 'listRewardPages';
-    const { perPage, sort, types } = checkListInput(operation, consumerId, opts);
+    const input = checkInput(operation, listInputSchema, { ...opts, consumerId });
     const path = `/perks/consumers/${encodeURIComponent(consumerId)}/rewards`;
-    yield* walkRewardPages(operation, perPage, async (page) => {
+    yield* walkRewardPages(operation, input.perPage, async (page) => {
+      const { perPage, sort, types } = input;
       const query = new URLSearchParams({ page: String(page), per_page: String(perPage), sort });
       for (const type of types) query.append('type', type);
       const response = await this.#call({ operation, method: 'GET', path, query }, opts.signal);
@@ -145,11 +170,7 @@ export class PerksClient {
 
   /** Mints a token now and shares it: proves the credentials work. Throws TokenMintError. */
   async checkCredentials(): Promise<void> {
-    try {
-      await this.#tokens.mint();
-    } catch (error) {
-      throw TokenMintError.from(error);
-    }
+    await this.#tokens.mint().catch((error: unknown) => Promise.reject(TokenMintError.from(error)));
   }
 
   /** Stops token refreshes and closes the client's own pool (an injected dispatcher is left open). */
@@ -162,21 +183,18 @@ export class PerksClient {
   async #call(spec: RequestSpec, callerSignal?: AbortSignal): Promise<HttpResponse> {
     const { operation } = spec;
     const maxInlineWaitMs = this.#options.maxInlineThrottleWaitMs ?? 1_000;
-    const linked = linkSignals([callerSignal, this.#closing.signal]);
-    const { signal } = linked;
+    const { signal, dispose } = linkSignals([callerSignal, this.#closing.signal]);
     let reminted = false;
     let waitedOnThrottle = false;
-    const call = withRetry(this.#retryContext(operation, signal), async (attempt) => {
+    const context = { ...this.#options, operation, signal, retry: this.#retry };
+    return withRetry(context, async (attempt) => {
       for (;;) {
-        let token: string;
-        try {
-          token = await this.#tokens.accessToken(signal);
-        } catch (error) {
+        const token = await this.#tokens.accessToken(signal).catch((error: unknown) => {
           // The mint retried already: retrying it here would multiply its tries. A 429 stays a
           // ThrottledError (the queues pause for it), and a cancel stays a cancel.
           const passOn = signal.aborted || error instanceof ThrottledError;
           throw new AbortError(passOn ? (error as Error) : TokenMintError.from(error));
-        }
+        });
         try {
           return await send(this.#transport, spec, `Bearer ${token}`, signal);
         } catch (error) {
@@ -196,47 +214,35 @@ export class PerksClient {
           throw error;
         }
       }
-    });
-    return call.finally(() => linked.dispose());
+    }).finally(dispose);
   }
 
-  async #mintToken(): Promise<MintedToken> {
+  async #mintToken() {
     const operation = 'mintToken';
     const signal = this.#closing.signal;
-    return withRetry(this.#retryContext(operation, signal), async () => {
-      const post = (encoding: TokenEncoding) => {
+    return withRetry({ ...this.#options, operation, signal, retry: this.#retry }, async () => {
+      const post = (form: boolean) => {
         const grant = { grant_type: 'client_credentials' };
-        const body = encoding === 'form' ? new URLSearchParams(grant) : grant;
+        const body = form ? new URLSearchParams(grant) : grant;
         const spec = { operation, method: 'POST', path: '/tokens', body } as const;
         return send(this.#transport, spec, `Basic ${this.#transport.basicAuth}`, signal);
       };
-      let response: HttpResponse;
-      try {
-        response = await post(this.#tokenEncoding);
-      } catch (error) {
-        if (!(error instanceof PerksError && (error.status === 400 || error.status === 415))) {
-          throw error;
-        }
-        const other: TokenEncoding = this.#tokenEncoding === 'json' ? 'form' : 'json';
-        response = await post(other);
-        this.#tokenEncoding = other;
-      }
+      const response = await post(this.#formTokenBody).catch(async (error: unknown) => {
+        if (!(error instanceof PerksError) || ![400, 415].includes(error.status ?? 0)) throw error;
+        const answer = await post(!this.#formTokenBody);
+        this.#formTokenBody = !this.#formTokenBody;
+        return answer;
+      });
       const parsed = tokenResponseSchema.safeParse(parseJsonBody(operation, response));
       if (!parsed.success) throw shapeError(operation, parsed.error);
       return { accessToken: parsed.data.access_token, lifetimeMs: parsed.data.expires_in * 1000 };
     });
   }
-
-  #retryContext(operation: string, signal: AbortSignal) {
-    const { hooks, logger } = this.#options;
-    return { operation, retry: this.#retry, signal, onRetry: hooks?.onRetry?.bind(hooks), logger };
-  }
 }
 
 /**
- * HTTP Basic credentials of POST /tokens. RFC 6749 §2.3.1: the id and the secret are each
- * form-urlencoded before they are joined by `:` and base64-encoded, so a secret holding `:`
- * or `%` reaches the server intact.
+ * HTTP Basic credentials of POST /tokens. RFC 6749 §2.3.1: id and secret are each form-encoded
+ * before the `:` join and base64, so a secret holding `:` or `%` reaches the server intact.
  */
 export function basicCredentials(clientId: string, clientSecret: string): string {
   const formEncode = (part: string) => new URLSearchParams({ p: part }).toString().slice(2);

@@ -6,52 +6,43 @@ import { z } from 'zod';
 import type { HttpResponse } from './http.js';
 import { redactSecrets } from './redact.js';
 
-const errorItemSchema = z
-  .object({
-    loc: z.array(z.union([z.string(), z.number().int()])).optional(),
-    msg: z.string().optional(),
-    type: z.string().optional(),
-  })
-  .loose();
-
-type PerksErrorItem = z.infer<typeof errorItemSchema>;
+const errorItemSchema = z.looseObject({
+  loc: z.array(z.union([z.string(), z.number().int()])).optional(),
+  msg: z.string().optional(),
+  type: z.string().optional(),
+});
 
 /** The error envelope; a malformed member degrades rather than hiding the code. */
-const errorEnvelopeSchema = z
-  .object({
-    code: z.string().min(1),
-    title: z.string().optional().catch(undefined),
-    status: z.number().int().optional().catch(undefined),
-    errors: z.array(errorItemSchema).nullable().optional().catch(null),
-    instance: z.string().nullable().optional().catch(null),
-  })
-  .loose();
+const errorEnvelopeSchema = z.object({
+  code: z.string().min(1),
+  title: z.string().optional().catch(undefined),
+  status: z.number().int().optional().catch(undefined),
+  errors: z.array(errorItemSchema).nullable().optional().catch(null),
+  instance: z.string().nullable().optional().catch(null),
+});
 
 type ErrorEnvelope = z.infer<typeof errorEnvelopeSchema>;
 
-/** What the API said about a failure (gateways may say none of it). */
-export interface PerksErrorDetails {
+/** What the API said about a failure (gateways may say none of it); `status` is the HTTP one. */
+export type PerksErrorDetails = Partial<ErrorEnvelope> & {
   /** The API operation that failed, e.g. `getReward`, `mintToken`. */
   operation: string;
-  status?: number | undefined;
-  code?: string | undefined;
-  title?: string | undefined;
-  errors?: PerksErrorItem[] | null | undefined;
-  instance?: string | null | undefined;
   cause?: unknown;
-}
+};
 
+/** The base class; `name` is the subclass's own name. */
 export class PerksError extends Error {
-  override readonly name: string = 'PerksError';
+  override readonly name: string;
   readonly operation: string;
   readonly status: number | undefined;
   readonly code: string | undefined;
   readonly title: string | undefined;
-  readonly errors: PerksErrorItem[] | null;
+  readonly errors: z.infer<typeof errorItemSchema>[] | null;
   readonly instance: string | null;
 
   constructor(message: string, details: PerksErrorDetails) {
     super(message, details.cause === undefined ? undefined : { cause: details.cause });
+    this.name = new.target.name;
     this.operation = details.operation;
     this.status = details.status;
     this.code = details.code;
@@ -61,47 +52,32 @@ export class PerksError extends Error {
   }
 }
 
-/** 404 with `<PFX>-404-02`: the consumer must be enrolled first. */
-export class ConsumerNotEnrolledError extends PerksError {
-  override readonly name = 'ConsumerNotEnrolledError';
-}
-
-export class NotFoundError extends PerksError {
-  override readonly name = 'NotFoundError';
-}
-
 /** 400: the API rejected our request; `errors[].loc` points at the field. Never retried. */
-export class ValidationError extends PerksError {
-  override readonly name = 'ValidationError';
-}
-
+export class ValidationError extends PerksError {}
 /** 401 (credentials or token refused) or 403 (token not allowed here); a 401 was re-minted once. */
-export class AuthError extends PerksError {
-  override readonly name = 'AuthError';
-}
-
+export class AuthError extends PerksError {}
+export class NotFoundError extends PerksError {}
+/** 404 with `<PFX>-404-02`: the consumer must be enrolled first. */
+export class ConsumerNotEnrolledError extends PerksError {}
 /** 409: the resource exists already, or the state transition is illegal. Never retried. */
-export class ConflictError extends PerksError {
-  override readonly name = 'ConflictError';
-}
+export class ConflictError extends PerksError {}
+/** 5xx; the spec retries 500 and 502, and 503/504 are gateways saying so. */
+export class UpstreamError extends PerksError {}
+
+const classByStatus: Record<number, typeof PerksError> = {
+  400: ValidationError,
+  401: AuthError,
+  403: AuthError,
+  404: NotFoundError,
+  409: ConflictError,
+};
 
 /** 429 whose wait is too long to sit out inside the call: the queue pauses `retryAfterMs`. */
 export class ThrottledError extends PerksError {
-  override readonly name = 'ThrottledError';
   readonly retryAfterMs: number;
   constructor(message: string, details: PerksErrorDetails & { retryAfterMs: number }) {
     super(message, details);
     this.retryAfterMs = details.retryAfterMs;
-  }
-}
-
-/** The spec retries 500 and 502; 503/504 are gateways saying so. */
-const retryableUpstream = new Set([500, 502, 503, 504]);
-
-export class UpstreamError extends PerksError {
-  override readonly name = 'UpstreamError';
-  get retryable(): boolean {
-    return this.status !== undefined && retryableUpstream.has(this.status);
   }
 }
 
@@ -110,7 +86,6 @@ export class UpstreamError extends PerksError {
  * Retrying POST /perks/consumers is safe because a re-creation answers 409.
  */
 export class TransportError extends PerksError {
-  override readonly name = 'TransportError';
   readonly transportCode: string;
   constructor(message: string, details: PerksErrorDetails & { transportCode: string }) {
     super(message, { ...details, code: details.transportCode });
@@ -120,7 +95,6 @@ export class TransportError extends PerksError {
 
 /** A 2xx body that is not JSON or not the schema: `path` names the field, `index` the item. */
 export class ResponseShapeError extends PerksError {
-  override readonly name: string = 'ResponseShapeError';
   readonly path: string;
   readonly index: number | undefined;
   constructor(message: string, details: PerksErrorDetails & { path?: string; index?: number }) {
@@ -130,13 +104,10 @@ export class ResponseShapeError extends PerksError {
   }
 }
 
-export class ResponseTooLargeError extends ResponseShapeError {
-  override readonly name = 'ResponseTooLargeError';
-}
+export class ResponseTooLargeError extends ResponseShapeError {}
 
 /** Our own input, rejected before any request was sent. `field` names it. */
 export class InvalidInputError extends PerksError {
-  override readonly name = 'InvalidInputError';
   readonly field: string;
   constructor(message: string, details: { operation: string; field: string }) {
     super(message, { operation: details.operation });
@@ -149,7 +120,6 @@ export class InvalidInputError extends PerksError {
  * so jobs retry it like an outage. It repeats the status and code of its `cause`.
  */
 export class TokenMintError extends PerksError {
-  override readonly name = 'TokenMintError';
   static from(error: unknown): TokenMintError {
     if (error instanceof PerksError) {
       return new TokenMintError(error.message, { ...error, cause: error });
@@ -160,7 +130,7 @@ export class TokenMintError extends PerksError {
 }
 
 export function isRetryable(error: unknown): boolean {
-  if (error instanceof UpstreamError) return error.retryable;
+  if (error instanceof UpstreamError) return [500, 502, 503, 504].includes(error.status ?? 0);
   if (error instanceof TransportError) return !error.transportCode.startsWith('UND_ERR_INVALID');
   return false;
 }
@@ -176,32 +146,20 @@ type FailedResponse = HttpResponse & { operation: string; secrets: readonly stri
 /** The status decides the class, the envelope code refines it; a gateway's HTML yields a snippet. */
 export function errorFromResponse(response: FailedResponse): PerksError {
   const { operation, status } = response;
-  const envelope = parseEnvelope(response.body);
-  const details: PerksErrorDetails = {
-    operation,
-    status,
-    code: envelope?.code,
-    title: envelope?.title,
-    errors: envelope?.errors ?? null,
-    instance: envelope?.instance ?? null,
-  };
+  const envelope = errorEnvelopeSchema.safeParse(tryJson(response.body)).data;
+  const details = { ...envelope, operation, status };
   const message = redactSecrets(describe(response, envelope), response.secrets);
-
-  if (status === 400) return new ValidationError(message, details);
-  if (status === 401 || status === 403) return new AuthError(message, details);
-  if (status === 404) {
-    // The spec's `ERR` stands for the program's prefix: match `<PFX>-404-02`.
-    return /^[A-Za-z0-9_]+-404-02$/.test(envelope?.code ?? '')
-      ? new ConsumerNotEnrolledError(message, details)
-      : new NotFoundError(message, details);
+  // The spec's `ERR` stands for the program's prefix: match `<PFX>-404-02`.
+  if (status === 404 && /^[A-Za-z0-9_]+-404-02$/.test(envelope?.code ?? '')) {
+    return new ConsumerNotEnrolledError(message, details);
   }
-  if (status === 409) return new ConflictError(message, details);
   if (status === 429) {
     const retryAfterMs = parseRetryAfter(response.headers['retry-after']);
     return new ThrottledError(message, { ...details, retryAfterMs });
   }
-  if (status >= 500 && status <= 599) return new UpstreamError(message, details);
-  return new PerksError(message, details);
+  const ErrorClass =
+    classByStatus[status] ?? (status >= 500 && status <= 599 ? UpstreamError : PerksError);
+  return new ErrorClass(message, details);
 }
 
 /** The JSON a body holds, or undefined: gateways answer with HTML, text or nothing. */
@@ -211,11 +169,6 @@ export function tryJson(text: string): unknown {
   } catch {
     return undefined;
   }
-}
-
-function parseEnvelope(body: string): ErrorEnvelope | undefined {
-  const parsed = errorEnvelopeSchema.safeParse(tryJson(body));
-  return parsed.success ? parsed.data : undefined;
 }
 
 function describe(response: FailedResponse, envelope: ErrorEnvelope | undefined): string {
@@ -230,11 +183,8 @@ function describe(response: FailedResponse, envelope: ErrorEnvelope | undefined)
   return `${head} ${envelope.code} ${envelope.title}${items ? `: ${items}${more}` : ''}`;
 }
 
-function describeItem(item: PerksErrorItem): string {
-  const loc = item.loc?.join('.') ?? '';
-  const msg = item.msg ?? item.type ?? 'invalid';
-  return loc ? `${loc}: ${msg}` : msg;
-}
+const describeItem = ({ loc, msg, type }: z.infer<typeof errorItemSchema>) =>
+  [loc?.join('.'), msg ?? type ?? 'invalid'].filter(Boolean).join(': ');
 
 /** A printable excerpt: tags and control characters removed, whitespace collapsed. */
 function bodySnippet(body: string): string {
@@ -250,14 +200,12 @@ function bodySnippet(body: string): string {
 /** Retry-After in delta-seconds or as an HTTP date -> ms: default if unusable, capped. */
 export function parseRetryAfter(value: string | undefined, now: () => number = Date.now): number {
   const text = value?.trim() ?? '';
-  let ms: number;
-  if (/^\d+(\.\d+)?$/.test(text)) {
-    ms = Math.ceil(Number(text) * 1000);
-  } else {
-    // Date.parse reads "-5" as a year: an HTTP date always names its day and month.
-    const date = /[A-Za-z]/.test(text) ? Date.parse(text) : Number.NaN;
-    if (Number.isNaN(date)) return DEFAULT_THROTTLE_DELAY_MS;
-    ms = date - now();
-  }
+  // Date.parse reads "-5" as a year: an HTTP date always names its day and month.
+  const ms = /^\d+(\.\d+)?$/.test(text)
+    ? Math.ceil(Number(text) * 1000)
+    : /[A-Za-z]/.test(text)
+      ? Date.parse(text) - now()
+      : Number.NaN;
+  if (Number.isNaN(ms)) return DEFAULT_THROTTLE_DELAY_MS;
   return Math.min(Math.max(ms, 0), MAX_THROTTLE_DELAY_MS);
 }

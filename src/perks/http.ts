@@ -1,11 +1,11 @@
 /**
  * One exchange, no retries, no tokens: a deadline over headers and body, a bounded read that
- * consumes or destroys the body on every path (no connection left hanging in the pool), a
- * non-2xx turned into its typed error, each exchange reported to the hooks and the debug log.
+ * consumes or destroys the body on every path (no connection left hanging in the pool).
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { type Dispatcher, request } from 'undici';
 import { linkSignals } from '../signals.js';
+import type { PerksClientOptions } from './client.js';
 import {
   errorFromResponse,
   PerksError,
@@ -14,7 +14,6 @@ import {
   TransportError,
   tryJson,
 } from './errors.js';
-import type { PerksClientOptions } from './options.js';
 import { redactSecrets } from './redact.js';
 
 export interface RequestSpec {
@@ -32,54 +31,22 @@ export interface HttpResponse {
   body: string;
 }
 
-export interface TransportOptions
-  extends Pick<PerksClientOptions, 'apiVersion' | 'clientSecret' | 'hooks' | 'logger'> {
-  baseUrl: string;
-  dispatcher: Dispatcher;
-  timeoutMs: number;
-  maxResponseBytes: number;
-  /** The Basic credentials of POST /tokens, redacted like the secret. */
-  basicAuth: string;
-}
+/** The client's options, defaults filled in, and the Basic credentials of POST /tokens. */
+export type TransportOptions = PerksClientOptions &
+  Required<Pick<PerksClientOptions, 'dispatcher' | 'timeoutMs' | 'maxResponseBytes'>> & {
+    basicAuth: string;
+  };
 
 /** One exchange; a non-2xx becomes its typed error. */
 export async function send(
   options: TransportOptions,
   spec: RequestSpec,
   authorization: string,
-  signal: AbortSignal,
-): Promise<HttpResponse> {
-  const { operation } = spec;
-  const secrets = [options.clientSecret, options.basicAuth, authorization.replace(/^\S+ /, '')];
-  const startedAt = performance.now();
-  let status: number | undefined;
-  let errorName: string | undefined;
-  try {
-    const response = await exchange(options, spec, authorization, signal, secrets);
-    status = response.status;
-    if (status < 200 || status > 299) {
-      throw errorFromResponse({ operation, ...response, secrets });
-    }
-    return response;
-  } catch (error) {
-    errorName = error instanceof Error ? error.name : 'Error';
-    throw error;
-  } finally {
-    const durationMs = Math.round(performance.now() - startedAt);
-    const event = { operation, status, durationMs };
-    options.hooks?.onRequest?.(errorName === undefined ? event : { ...event, error: errorName });
-    options.logger?.debug({ ...event, error: errorName }, 'perks: request');
-  }
-}
-
-async function exchange(
-  options: TransportOptions,
-  spec: RequestSpec,
-  authorization: string,
   callSignal: AbortSignal,
-  secrets: readonly string[],
 ): Promise<HttpResponse> {
   const { operation, method } = spec;
+  const { timeoutMs, maxResponseBytes } = options;
+  const secrets = [options.clientSecret, options.basicAuth, authorization.replace(/^\S+ /, '')];
   const headers: Record<string, string> = {
     authorization,
     'x-api-version': options.apiVersion ?? '2.0.0',
@@ -92,8 +59,10 @@ async function exchange(
   }
   const query = spec.query?.toString();
   const url = `${options.baseUrl}${spec.path}${query ? `?${query}` : ''}`;
-  const { timeoutMs, maxResponseBytes } = options;
+  const startedAt = performance.now();
   const linked = linkSignals([callSignal], timeoutMs);
+  let status: number | undefined;
+  let errorName: string | undefined;
   try {
     const response = await request(url, {
       dispatcher: options.dispatcher,
@@ -104,31 +73,38 @@ async function exchange(
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
     });
-    const text = await readBody(response.body, response.headers, maxResponseBytes, operation);
-    return { status: response.statusCode, headers: response.headers, body: text };
+    const text = await readBody(response, maxResponseBytes, operation);
+    status = response.statusCode;
+    const result = { status, headers: response.headers, body: text };
+    if (status < 200 || status > 299) throw errorFromResponse({ operation, ...result, secrets });
+    return result;
   } catch (error) {
+    let failure = error;
     // The caller's own cancellation is not a transport failure: it must not be retried.
-    if (callSignal.aborted) throw callSignal.reason;
-    if (error instanceof PerksError) throw error;
-    const transportCode = linked.timedOut() ? 'ETIMEDOUT' : transportCodeOf(error);
-    const reason = linked.timedOut()
-      ? `no complete response within ${timeoutMs} ms`
-      : error instanceof Error
-        ? error.message
-        : String(error);
-    throw new TransportError(redactSecrets(`${operation}: ${transportCode} ${reason}`, secrets), {
-      operation,
-      transportCode,
-      cause: error,
-    });
+    if (callSignal.aborted) failure = callSignal.reason;
+    else if (!(error instanceof PerksError)) {
+      const transportCode = linked.timedOut() ? 'ETIMEDOUT' : transportCodeOf(error);
+      const reason = linked.timedOut()
+        ? `no complete response within ${timeoutMs} ms`
+        : error instanceof Error
+          ? error.message
+          : String(error);
+      const message = redactSecrets(`${operation}: ${transportCode} ${reason}`, secrets);
+      failure = new TransportError(message, { operation, transportCode, cause: error });
+    }
+    errorName = failure instanceof Error ? failure.name : 'Error';
+    throw failure;
   } finally {
     linked.dispose();
+    const durationMs = Math.round(performance.now() - startedAt);
+    const event = { operation, status, durationMs };
+    options.hooks?.onRequest?.(errorName === undefined ? event : { ...event, error: errorName });
+    options.logger?.debug({ ...event, error: errorName }, 'perks: request');
   }
 }
 
 async function readBody(
-  body: Dispatcher.ResponseData['body'],
-  headers: IncomingHttpHeaders,
+  { body, headers }: Dispatcher.ResponseData,
   maxBytes: number,
   operation: string,
 ): Promise<string> {
@@ -145,8 +121,7 @@ async function readBody(
   const chunks: Buffer[] = [];
   let size = 0;
   // Leaving the loop early (throw) destroys the stream, releasing the socket.
-  for await (const chunk of body) {
-    const buffer = typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer);
+  for await (const buffer of body as AsyncIterable<Buffer>) {
     size += buffer.length;
     if (size > maxBytes) {
       body.destroy();
@@ -170,11 +145,9 @@ function transportCodeOf(error: unknown): string {
 
 /** A 2xx body -> JSON, or a ResponseShapeError saying it is not JSON. */
 export function parseJsonBody(operation: string, response: HttpResponse): unknown {
-  const json = tryJson(response.body);
+  const { status, body } = response;
+  const json = tryJson(body);
   if (json !== undefined) return json;
-  const kind = response.body.trim() === '' ? 'an empty body' : 'a body that is not JSON';
-  throw new ResponseShapeError(`${operation}: HTTP ${response.status} with ${kind}`, {
-    operation,
-    status: response.status,
-  });
+  const kind = body.trim() === '' ? 'an empty body' : 'a body that is not JSON';
+  throw new ResponseShapeError(`${operation}: HTTP ${status} with ${kind}`, { operation, status });
 }

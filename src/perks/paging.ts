@@ -1,7 +1,6 @@
 /**
- * Reward pages, accepted whole or not at all: one bad item fails the page, naming its index
- * and field. The walk stops at ceil(total / per_page) and refuses a server that repeats a page
- * or over-delivers, so a buggy or hostile server cannot keep a sync looping.
+ * Reward pages, accepted whole or not at all (one bad item fails the page). The walk stops at
+ * ceil(total / per_page) and refuses a server that repeats a page or over-delivers.
  */
 import { z } from 'zod';
 import { ResponseShapeError } from './errors.js';
@@ -18,17 +17,11 @@ export interface RewardPage {
   lastPage: boolean;
   /** This page's total differs from page 1's: records came or went mid-walk; rescan later. */
   totalChanged: boolean;
-  /**
-   * Taken before the page's request (and its retries) was sent: what it shows was true then or
-   * later, so a write stamped with it never passes for newer than it is.
-   */
+  /** Taken before the request (and retries): a write stamped with it never passes for newer. */
   requestedAt: Date;
 }
 
 type ParsedPage = Pick<RewardPage, 'page' | 'perPage' | 'total' | 'items'>;
-
-/** Compatibility for queues/payloads.ts: `['items', 3, 'brand']` -> `items[3].brand`. */
-export const formatPath = z.core.toDotPath;
 
 /** A failed parse -> one ResponseShapeError naming the first failing field. */
 export function shapeError(
@@ -41,21 +34,19 @@ export function shapeError(
   const path = z.core.toDotPath(fullPath) || '(root)';
   const index =
     fullPath[0] === 'items' && typeof fullPath[1] === 'number' ? fullPath[1] : undefined;
-  return new ResponseShapeError(
-    `${operation}: response does not match the schema at ${path}: ${issue?.message ?? 'invalid'}`,
-    { operation, path, ...(index === undefined ? {} : { index }) },
-  );
+  const why = issue?.message ?? 'invalid';
+  const message = `${operation}: response does not match the schema at ${path}: ${why}`;
+  return new ResponseShapeError(message, { operation, path, index });
 }
 
 export function parseRewardPage(operation: string, json: unknown): ParsedPage {
   const envelope = collectionSchema.safeParse(json);
   if (!envelope.success) throw shapeError(operation, envelope.error);
-  const items: Reward[] = [];
-  for (const [index, item] of envelope.data.items.entries()) {
+  const items = envelope.data.items.map((item, index) => {
     const parsed = safeParseReward(item);
     if (!parsed.success) throw shapeError(operation, parsed.error, ['items', index]);
-    items.push(parsed.data);
-  }
+    return parsed.data;
+  });
   const { page, per_page: perPage, total } = envelope.data.meta;
   return { page, perPage, total, items };
 }
@@ -79,10 +70,10 @@ export async function* walkRewardPages(
     // A server may cap per_page below what we asked, never raise it nor change it mid-walk.
     if (parsed.perPage > perPage)
       throw fail(`per_page ${parsed.perPage} exceeds the ${perPage} asked`);
-    if (servedPerPage !== undefined && parsed.perPage !== servedPerPage) {
+    servedPerPage ??= parsed.perPage;
+    if (parsed.perPage !== servedPerPage) {
       throw fail(`per_page changed from ${servedPerPage} to ${parsed.perPage}`);
     }
-    servedPerPage = parsed.perPage;
     if (parsed.items.length > parsed.perPage) {
       throw fail(`${parsed.items.length} items exceed per_page ${parsed.perPage}`);
     }
@@ -91,7 +82,7 @@ export async function* walkRewardPages(
       throw fail(`${parsed.items.length} items where total ${parsed.total} leaves ${announced}`);
     }
     const firstId = parsed.items[0]?.id;
-    if (page > 1 && firstId !== undefined && firstId === previousFirstId) {
+    if (firstId !== undefined && firstId === previousFirstId) {
       throw fail('the server repeated the previous page');
     }
 

@@ -4,34 +4,23 @@
  */
 import { setTimeout } from 'node:timers/promises';
 import pRetry from 'p-retry';
-import type { Logger } from 'pino';
+import type { PerksClientOptions } from './client.js';
 import { isRetryable } from './errors.js';
 
-export interface RetryOptions {
-  /** Attempts in all, the first included. Default 4. */
-  attempts?: number;
-  /** No retry starts after this much time since the first attempt. Default 30000. */
-  maxRetryTimeMs?: number;
-  /** Base of the exponential backoff. Default 200. */
-  minDelayMs?: number;
-  /** Cap of one backoff wait. Default 5000. */
-  maxDelayMs?: number;
-}
-
-export const defaultRetry: Required<RetryOptions> = {
+export const defaultRetry = {
+  /** Attempts in all, the first included. */
   attempts: 4,
+  /** No retry starts after this much time since the first attempt. */
   maxRetryTimeMs: 30_000,
+  /** Base of the exponential backoff. */
   minDelayMs: 200,
+  /** Cap of one backoff wait. */
   maxDelayMs: 5_000,
 };
+export type RetryOptions = Partial<typeof defaultRetry>;
 
-export interface RetryEvent {
-  operation: string;
-  /** The attempt that failed (1 = the first). */
-  attempt: number;
-  delayMs: number;
-  reason: string;
-}
+/** `attempt` is the attempt that failed (1 = the first). */
+export type RetryEvent = { operation: string; attempt: number; delayMs: number; reason: string };
 
 /** Waits `ms`, or rejects with the signal's own reason once it aborts. */
 export async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
@@ -43,20 +32,18 @@ export async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 /** "Equal jitter": half the exponential step fixed, half random, so replicas do not retry together. */
 export function backoffDelayMs(
   failedAttempt: number,
-  retry: Pick<Required<RetryOptions>, 'minDelayMs' | 'maxDelayMs'>,
+  retry: Pick<typeof defaultRetry, 'minDelayMs' | 'maxDelayMs'>,
   random: () => number = Math.random,
 ): number {
   const step = Math.min(retry.maxDelayMs, retry.minDelayMs * 2 ** (failedAttempt - 1));
   return Math.round(step / 2 + random() * (step / 2));
 }
 
-interface RetryContext {
+type RetryContext = Pick<PerksClientOptions, 'hooks' | 'logger'> & {
   operation: string;
-  retry: Required<RetryOptions>;
+  retry: typeof defaultRetry;
   signal: AbortSignal;
-  onRetry?: ((event: RetryEvent) => void) | undefined;
-  logger?: Logger | undefined;
-}
+};
 
 /** Runs `attempt` (given its number, 1 = first) under the policy. */
 export function withRetry<T>(
@@ -77,7 +64,7 @@ export function withRetry<T>(
       // A retry that would start past the budget is not worth the wait.
       if (delayMs >= retry.maxRetryTimeMs - (performance.now() - startedAt)) return false;
       const event = { operation, attempt: attemptNumber, delayMs, reason: error.message };
-      context.onRetry?.(event);
+      context.hooks?.onRetry?.(event);
       context.logger?.warn(event, 'perks: retrying after a failure');
       await sleep(delayMs, signal);
       return true;

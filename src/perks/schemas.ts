@@ -1,9 +1,11 @@
 /**
  * The Perks API's shapes, parsed at the boundary. Strict where the spec is explicit (patterns,
  * lengths, formats, required keys), tolerant where it is silent: reward `type` and `status`
- * are open sets, and extra fields are accepted and kept in `raw`.
+ * are open sets, and extra fields are accepted and kept in `raw`. Our own inputs are checked
+ * before any request: a bad one is our bug, and must not cost a request, a retry or a token.
  */
 import { z } from 'zod';
+import { InvalidInputError } from './errors.js';
 
 export const CONSENTS = [
   'BASIC',
@@ -16,12 +18,11 @@ export const CONSENTS = [
 export type Consent = (typeof CONSENTS)[number];
 export const consentSchema = z.enum(CONSENTS);
 
-const CONSUMER_ID_PATTERN = /^[a-zA-Z0-9_-]+$/;
 export const consumerIdSchema = z
   .string()
   .min(2, { error: 'must be 2 to 100 characters' })
   .max(100, { error: 'must be 2 to 100 characters' })
-  .regex(CONSUMER_ID_PATTERN, { error: 'must match ^[a-zA-Z0-9_-]+$' });
+  .regex(/^[a-zA-Z0-9_-]+$/, { error: 'must match ^[a-zA-Z0-9_-]+$' });
 
 export function isConsumerId(value: string): boolean {
   return consumerIdSchema.safeParse(value).success;
@@ -45,13 +46,11 @@ export function canonicalDecimal(value: string): string {
   if (!AMOUNT_PATTERN.test(value)) {
     throw new RangeError(`not a decimal amount: ${JSON.stringify(value.slice(0, 40))}`);
   }
-  const negative = value.startsWith('-');
-  const unsigned = value.replace(/^[+-]/, '');
-  const [whole = '', fraction = ''] = unsigned.split('.');
+  const [whole = '', fraction = ''] = value.replace(/^[+-]/, '').split('.');
   const integer = whole.replace(/^0+/, '') || '0';
   const digits = fraction === '' ? integer : `${integer}.${fraction}`;
   const isZero = /^[0.]*$/.test(digits);
-  return negative && !isZero ? `-${digits}` : digits;
+  return value.startsWith('-') && !isZero ? `-${digits}` : digits;
 }
 
 const amountPatternSchema = z.string().regex(AMOUNT_PATTERN, {
@@ -60,49 +59,38 @@ const amountPatternSchema = z.string().regex(AMOUNT_PATTERN, {
 
 export const amountSchema = amountPatternSchema.transform(canonicalDecimal);
 
-type RewardType = 'CASHBACK' | 'GIFT' | (string & {});
-type RewardStatus = 'VALIDATED' | 'PAID_IN' | 'PAID_OUT' | (string & {});
 const CONSUMER_STATUSES = ['VALIDATION', 'POOLED', 'PAID'] as const;
 export type ConsumerStatus = (typeof CONSUMER_STATUSES)[number];
 
-/** RFC 3339 in UTC with the Z suffix, as the spec's conventions require. */
-const utcDateTime = z.iso.datetime({ error: 'must be an RFC 3339 date-time in UTC (Z)' });
+const transactionSchema = z.looseObject({
+  external_id: z.string().min(1),
+  // The transaction table says only "date-time": an explicit offset is tolerated here.
+  executed_at: z.iso.datetime({ offset: true, error: 'must be an RFC 3339 date-time' }),
+});
 
-const transactionSchema = z
-  .object({
-    external_id: z.string().min(1),
-    // The transaction table says only "date-time": an explicit offset is tolerated here.
-    executed_at: z.iso.datetime({ offset: true, error: 'must be an RFC 3339 date-time' }),
-  })
-  .loose();
-
-const brandSchema = z
-  .object({
-    name: z.string().nullable(),
-    // http(s) only: a logo is rendered to consumers, a javascript: or data: URL must not pass.
-    logo: z
-      .url({ protocol: /^https?$/, error: 'must be an absolute http(s) URL' })
-      .min(1)
-      .max(2083, { error: 'must be at most 2083 characters' })
-      .nullable()
-      .optional(),
-  })
-  .loose();
+const brandSchema = z.looseObject({
+  name: z.string().nullable(),
+  // http(s) only: a logo is rendered to consumers, a javascript: or data: URL must not pass.
+  logo: z
+    .url({ protocol: /^https?$/, error: 'must be an absolute http(s) URL' })
+    .max(2083, { error: 'must be at most 2083 characters' })
+    .nullable()
+    .optional(),
+});
 
 /** A reward on the wire, compiled (twice as fast): it parses every reward of every page. */
 const wireRewardSchema = z.compile(
-  z
-    .object({
-      id: uuidSchema,
-      amount: amountPatternSchema,
-      created_at: utcDateTime,
-      type: z.string().min(1),
-      status: z.string().min(1),
-      consumer_status: z.enum(CONSUMER_STATUSES),
-      transaction: transactionSchema.nullable(),
-      brand: brandSchema,
-    })
-    .loose(),
+  z.looseObject({
+    id: uuidSchema,
+    amount: amountPatternSchema,
+    // RFC 3339 in UTC with the Z suffix, as the spec's conventions require.
+    created_at: z.iso.datetime({ error: 'must be an RFC 3339 date-time in UTC (Z)' }),
+    type: z.string().min(1),
+    status: z.string().min(1),
+    consumer_status: z.enum(CONSUMER_STATUSES),
+    transaction: transactionSchema.nullable(),
+    brand: brandSchema,
+  }),
 );
 
 /** Structurally the store's `RewardRecord`; `raw` is the item as received, extras included. */
@@ -110,8 +98,9 @@ export interface Reward {
   id: string;
   amount: string;
   createdAt: string;
-  type: RewardType;
-  status: RewardStatus;
+  /** Open sets: the spec lists known values, not all of them. */
+  type: 'CASHBACK' | 'GIFT' | (string & {});
+  status: 'VALIDATED' | 'PAID_IN' | 'PAID_OUT' | (string & {});
   consumerStatus: ConsumerStatus;
   transaction: { externalId: string; executedAt: string } | null;
   brand: { name: string | null; logo?: string | null };
@@ -119,9 +108,8 @@ export interface Reward {
 }
 
 /**
- * One reward item -> Reward, or the error naming the failing field. The wire schema transforms
- * nothing, so its output is the item as received (`raw`); mapped after the parse, since a zod
- * pipe about doubles the cost.
+ * One reward item -> Reward, or the error naming the failing field. Mapped after the parse (a
+ * zod pipe about doubles the cost), so the wire schema's output is the item as received (`raw`).
  */
 export function safeParseReward(
   item: unknown,
@@ -129,9 +117,8 @@ export function safeParseReward(
   const parsed = wireRewardSchema.safeParse(item);
   if (!parsed.success) return { success: false, error: parsed.error };
   const wire = parsed.data;
-  const brand: Reward['brand'] = { name: wire.brand.name };
-  if (wire.brand.logo !== undefined) brand.logo = wire.brand.logo;
-  const data: Reward = {
+  const { name, logo } = wire.brand;
+  const data = {
     id: wire.id.toLowerCase(),
     amount: canonicalDecimal(wire.amount),
     createdAt: wire.created_at,
@@ -142,44 +129,36 @@ export function safeParseReward(
       externalId: wire.transaction.external_id,
       executedAt: wire.transaction.executed_at,
     },
-    brand,
+    brand: logo === undefined ? { name } : { name, logo },
     raw: wire,
   };
   return { success: true, data };
 }
 
-const pageMetaSchema = z
-  .object({
-    page: z.number().int().min(1),
-    per_page: z.number().int().min(1),
-    total: z.number().int().min(0),
-  })
-  .loose();
-
 /** Items are parsed one by one, to name the index of a bad one. */
 export const collectionSchema = z.compile(
-  z
-    .object({
-      items: z.array(z.unknown()),
-      meta: pageMetaSchema,
-    })
-    .loose(),
+  z.object({
+    items: z.array(z.unknown()),
+    meta: z.object({
+      page: z.number().int().min(1),
+      per_page: z.number().int().min(1),
+      total: z.number().int().min(0),
+    }),
+  }),
 );
 
-export const enrollResponseSchema = z.object({ id: z.string().min(1) }).loose();
+export const enrollResponseSchema = z.looseObject({ id: z.string().min(1) });
 
 /** POST /tokens. Only expires_in is named by the spec; the others are OAuth 2.0's names. */
-export const tokenResponseSchema = z
-  .object({
-    access_token: z.string().min(1),
-    token_type: z
-      .string()
-      .refine((type) => type.toLowerCase() === 'bearer', { error: 'must be Bearer' })
-      .optional(),
-    // A number by the spec; some servers send it as a numeric string.
-    expires_in: z.coerce.number().positive(),
-  })
-  .loose();
+export const tokenResponseSchema = z.object({
+  access_token: z.string().min(1),
+  token_type: z
+    .string()
+    .refine((type) => type.toLowerCase() === 'bearer', { error: 'must be Bearer' })
+    .optional(),
+  // A number by the spec; some servers send it as a numeric string.
+  expires_in: z.coerce.number().positive(),
+});
 
 export const MAX_PER_PAGE = 1000;
 export const perPageSchema = z
@@ -187,3 +166,56 @@ export const perPageSchema = z
   .int({ error: 'must be a whole number' })
   .min(1, { error: 'must be 1 to 1000' })
   .max(MAX_PER_PAGE, { error: 'must be 1 to 1000' });
+
+const consentsSchema = z
+  .array(consentSchema, { error: 'must be an array of consents' })
+  .transform((consents) => [...new Set(consents)])
+  .optional();
+
+/** Checks an enrollment and turns it into the POST /perks/consumers body. */
+export const enrollInputSchema = z
+  .object({ id: consumerIdSchema, extraConsents: consentsSchema, removedConsents: consentsSchema })
+  .refine(
+    ({ extraConsents, removedConsents }) =>
+      !removedConsents?.some((consent) => extraConsents?.includes(consent)),
+    { path: ['removedConsents'], error: 'must not repeat a consent of extraConsents' },
+  )
+  .transform(({ id, extraConsents, removedConsents }) => ({
+    id,
+    ...(extraConsents && { extra_consents: extraConsents }),
+    ...(removedConsents && { removed_consents: removedConsents }),
+  }));
+export type EnrollInput = z.input<typeof enrollInputSchema>;
+
+export const rewardIdsSchema = z.object({ consumerId: consumerIdSchema, rewardId: uuidSchema });
+
+export const listInputSchema = z.object({
+  consumerId: consumerIdSchema,
+  /** 1..1000. Default 1000: fewer requests per sync. */
+  perPage: perPageSchema.default(MAX_PER_PAGE),
+  /** Default '-executed_at' (newest transaction first). */
+  sort: z
+    .string()
+    .regex(/^-?[a-z][a-z0-9_]*$/, { error: 'must be a field name, optionally prefixed -' })
+    .default('-executed_at'),
+  /** Reward types to keep; sent as repeated `type` parameters. Default: all. */
+  types: z
+    .array(z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, { error: 'must be a reward type name' }))
+    .transform((types) => [...new Set(types)])
+    .default([]),
+});
+export type ListRewardPagesOptions = Omit<z.input<typeof listInputSchema>, 'consumerId'> & {
+  signal?: AbortSignal;
+};
+
+/** `value` parsed by `schema`, or an InvalidInputError naming the first bad field. */
+export function checkInput<T>(operation: string, schema: z.ZodType<T>, value: unknown): T {
+  const parsed = schema.safeParse(value, { reportInput: true });
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  const field = z.core.toDotPath(issue?.path ?? []);
+  const input = issue?.input;
+  const shown = typeof input === 'string' ? ` (got ${JSON.stringify(input.slice(0, 120))})` : '';
+  const message = `${operation}: ${field} ${issue?.message ?? 'is invalid'}${shown}`;
+  throw new InvalidInputError(message, { operation, field });
+}

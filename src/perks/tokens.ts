@@ -1,11 +1,10 @@
 /**
- * Access tokens: minted on demand, kept in memory and in a TokenCache, refreshed before they
- * expire. Concurrent callers share one refresh; with a lock-capable cache (Redis), replicas
- * share one mint. A failing cache degrades to minting locally: tokens are cheap, a stalled
- * sync is not. Caches store the token value but never log it.
+ * Access tokens, refreshed before they expire. Concurrent callers share one refresh; with a
+ * lock-capable cache (Redis), replicas share one mint. A failing cache degrades to minting
+ * locally: tokens are cheap, a stalled sync is not. Caches never log the token value.
  */
 import { setTimeout } from 'node:timers/promises';
-import type { Logger } from 'pino';
+import type { PerksClientOptions } from './client.js';
 
 /** Epoch ms: `expiresAt` when the API stops accepting it, `refreshAt` when to mint the next. */
 export interface CachedToken {
@@ -14,9 +13,7 @@ export interface CachedToken {
   refreshAt: number;
 }
 
-export interface TokenLock {
-  release(): Promise<void>;
-}
+export type TokenLock = { release(): Promise<void> };
 
 export interface TokenCache {
   get(): Promise<CachedToken | undefined>;
@@ -28,19 +25,10 @@ export interface TokenCache {
   lock?(ttlMs: number): Promise<TokenLock | undefined>;
 }
 
-export interface MintedToken {
-  accessToken: string;
-  lifetimeMs: number;
-}
-
-interface TokenProviderOptions {
-  /** Where replicas share tokens; without one, tokens live in this provider only. */
-  cache?: TokenCache | undefined;
-  mint: () => Promise<MintedToken>;
+type TokenProviderOptions = Pick<PerksClientOptions, 'tokenCache' | 'logger' | 'hooks'> & {
+  mint: () => Promise<{ accessToken: string; lifetimeMs: number }>;
   now: () => number;
-  onMinted?: () => void;
-  logger?: Logger | undefined;
-}
+};
 
 /** Refresh ahead of expiry by 10% of the lifetime or 60 s, whichever is smaller. */
 export function refreshMarginMs(lifetimeMs: number): number {
@@ -54,13 +42,10 @@ const LOCK_TTL_MS = 15_000;
 const LOCK_POLL_MS = 50;
 
 export class TokenProvider {
-  readonly #options: TokenProviderOptions;
   #memo: CachedToken | undefined;
   #inflight: Promise<CachedToken> | undefined;
 
-  constructor(options: TokenProviderOptions) {
-    this.#options = options;
-  }
+  constructor(private readonly options: TokenProviderOptions) {}
 
   /** A token valid now. The caller's signal stops its wait, not the shared refresh. */
   async accessToken(signal: AbortSignal): Promise<string> {
@@ -85,19 +70,19 @@ export class TokenProvider {
   /** After a 401: forget this token here and in the shared cache. */
   async invalidate(accessToken: string): Promise<void> {
     if (this.#memo?.accessToken === accessToken) this.#memo = undefined;
-    await this.#cacheOp('invalidate', async () => this.#options.cache?.invalidate(accessToken));
+    await this.#cacheOp('invalidate', async () => this.options.tokenCache?.invalidate(accessToken));
   }
 
   #isFresh(token: CachedToken | undefined): token is CachedToken {
-    return token !== undefined && this.#options.now() < token.refreshAt;
+    return token !== undefined && this.options.now() < token.refreshAt;
   }
 
   #isUsable(token: CachedToken | undefined): token is CachedToken {
-    return token !== undefined && this.#options.now() < token.expiresAt - MIN_REMAINING_MS;
+    return token !== undefined && this.options.now() < token.expiresAt - MIN_REMAINING_MS;
   }
 
   async #findOrMint(): Promise<CachedToken> {
-    const { cache } = this.#options;
+    const { tokenCache: cache } = this.options;
     const cached = await this.#cacheOp('get', async () => cache?.get());
     if (this.#isFresh(cached)) return cached;
     if (!cache?.lock) return this.#mintAndStore();
@@ -127,7 +112,7 @@ export class TokenProvider {
   }
 
   async #mintAndStore(): Promise<CachedToken> {
-    const { now, mint, cache } = this.#options;
+    const { now, mint, tokenCache: cache } = this.options;
     const requestedAt = now();
     const minted = await mint();
     // Lifetimes count from the request, not the response: never later than the server's.
@@ -137,26 +122,22 @@ export class TokenProvider {
       expiresAt,
       refreshAt: expiresAt - refreshMarginMs(minted.lifetimeMs),
     };
-    this.#options.onMinted?.();
-    this.#options.logger?.info({ expiresInMs: minted.lifetimeMs }, 'perks: minted an access token');
+    this.options.hooks?.onTokenMinted?.();
+    this.options.logger?.info({ expiresInMs: minted.lifetimeMs }, 'perks: minted an access token');
     await this.#cacheOp('set', async () => cache?.set(token, now()));
     return token;
   }
 
-  /** Runs a cache operation; a failure is logged and answered with `fallback`. */
-  async #cacheOp<T, F = undefined>(
-    name: string,
-    op: () => Promise<T>,
-    fallback?: F,
-  ): Promise<T | F> {
+  /** Runs a cache operation; a failure is logged and answered with `orElse`. */
+  async #cacheOp<T, F = undefined>(name: string, op: () => Promise<T>, orElse?: F): Promise<T | F> {
     try {
       return await op();
     } catch (error) {
-      this.#options.logger?.warn(
+      this.options.logger?.warn(
         { op: name, err: error instanceof Error ? error.message : String(error) },
         'perks: token cache unavailable, continuing without it',
       );
-      return fallback as F;
+      return orElse as F;
     }
   }
 }
