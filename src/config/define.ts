@@ -39,9 +39,26 @@ export interface VariableSpec<
   secret?: boolean;
 }
 
-export const variable = <const G extends ConfigGroup, const K extends string, S extends z.ZodType>(
-  spec: Omit<VariableSpec<G, K, S>, 'example'> & { example?: string },
-): VariableSpec<G, K, S> => ({ ...spec, example: spec.example ?? spec.default ?? '' });
+type Details = Pick<VariableSpec, 'default' | 'description' | 'secret'> & { example?: string };
+
+/** One variable of a `group()` table: its key in the typed config, its schema, the rest. */
+export const variable = <const K extends string, S extends z.ZodType>(
+  key: K,
+  schema: S,
+  details: Details,
+) => ({ ...details, key, schema, example: details.example ?? details.default ?? '' });
+
+/** The variables of one group, by name, in README order. */
+export const group = <
+  const G extends ConfigGroup,
+  T extends Record<string, Omit<VariableSpec<G>, 'group'>>,
+>(
+  group: G,
+  table: T,
+) =>
+  Object.fromEntries(
+    Object.entries(table).map(([name, spec]) => [name, { ...spec, group }]),
+  ) as unknown as { [N in keyof T]: T[N] & { group: G } };
 
 export const wholeNumber = (min: number, max: number) =>
   z.coerce
@@ -49,6 +66,9 @@ export const wholeNumber = (min: number, max: number) =>
     .int({ error: 'must be a whole number' })
     .min(min, { error: `must be at least ${min}` })
     .max(max, { error: `must be at most ${max}` });
+
+/** A string matching `pattern`; `error` is the message when it does not. */
+export const matches = (pattern: RegExp, error: string) => z.string().regex(pattern, { error });
 
 export const httpUrl = z
   .url({ protocol: /^https?$/, error: 'must be an absolute http(s) URL' })

@@ -4,17 +4,20 @@
  * README's configuration table is `configTable()` (a unit test fails when they disagree, and
  * `npm run docs` rewrites it).
  */
-import { apiVariables } from './api.js';
-import { connectionVariables } from './connections.js';
+import { consumerIdVariables, perksVariables } from './api.js';
+import { databaseVariables, redisVariables } from './connections.js';
 import type { VariableSpec } from './define.js';
 import { eventsVariables } from './events.js';
 import { intakeVariables } from './intake.js';
-import { workerVariables } from './worker.js';
+import { logVariables, workerVariables } from './worker.js';
 
 export const variables = {
-  ...apiVariables,
-  ...connectionVariables,
+  ...perksVariables,
+  ...consumerIdVariables,
+  ...redisVariables,
+  ...databaseVariables,
   ...workerVariables,
+  ...logVariables,
   ...intakeVariables,
   ...eventsVariables,
 } as const satisfies Record<string, VariableSpec>;
