@@ -18,9 +18,8 @@ export function intakeMetrics(registers: Registry[]) {
     for (const outcome of ['accepted', 'duplicate', 'rejected']) events.inc({ source, outcome }, 0);
   }
   return {
-    intake(source: IntakeSource, outcome: IntakeOutcome, count = 1) {
-      events.inc({ source, outcome }, count);
-    },
+    intake: (source: IntakeSource, outcome: IntakeOutcome, count = 1) =>
+      events.inc({ source, outcome }, count),
   };
 }
 
@@ -46,9 +45,7 @@ export function webhookMetrics(registers: Registry[]) {
     },
   });
   return {
-    webhookDelivery(outcome: 'delivered' | 'retried' | 'failed') {
-      deliveries.inc({ outcome });
-    },
+    webhookDelivery: (outcome: 'delivered' | 'retried' | 'failed') => deliveries.inc({ outcome }),
     /** Read the age of the oldest undelivered event at every scrape (seconds; 0 when none). */
     watchDeliveryLag(read: () => Promise<number>) {
       readDeliveryLag = read;

@@ -50,13 +50,10 @@ export function workerMetrics(registers: Registry[]) {
       duration.observe({ queue, outcome }, durationSeconds);
       if (outcome === 'rate_limited') retried.inc({ queue, reason: outcome });
     },
-    jobCompleted(queue: string) {
-      completed.inc({ queue });
-    },
+    jobCompleted: (queue: string) => completed.inc({ queue }),
     /** `final` when no attempt is left (or it was unrecoverable). */
     jobFailed(queue: string, reason: FailureReason, final: boolean) {
-      if (final) failed.inc({ queue, reason });
-      else retried.inc({ queue, reason });
+      (final ? failed : retried).inc({ queue, reason });
     },
     /** Read the depth of these queues at every scrape; their series exist from the start, at 0. */
     watchQueues(queues: readonly CountableQueue[]) {
@@ -90,9 +87,8 @@ function queueDepthGauge(registers: Registry[]): (queues: readonly CountableQueu
         const queue = queues[i]?.name ?? '';
         // 'prioritized' jobs are waiting too, in another list.
         this.set({ queue, state: 'waiting' }, (c.wait ?? 0) + (c.prioritized ?? 0));
-        this.set({ queue, state: 'active' }, c.active ?? 0);
-        this.set({ queue, state: 'delayed' }, c.delayed ?? 0);
-        this.set({ queue, state: 'failed' }, c.failed ?? 0);
+        for (const state of ['active', 'delayed', 'failed'])
+          this.set({ queue, state }, c[state] ?? 0);
       }
     },
   });
@@ -105,10 +101,6 @@ export type RewardSyncOutcome = 'synced' | 'not_enrolled' | 'retried_alone';
 
 /** What processors record: domain facts, not job mechanics. */
 export function jobMetrics(registers: Registry[]) {
-  return { ...syncMetrics(registers), ...reconciliationMetrics(registers) };
-}
-
-function syncMetrics(registers: Registry[]) {
   const rewards = new Counter({
     name: 'perks_worker_rewards_written_total',
     help: 'Rewards written to Postgres, per result: inserted (new), updated (changed) or unchanged.',
@@ -137,30 +129,6 @@ function syncMetrics(registers: Registry[]) {
     labelNames: ['outcome'] as const,
     registers,
   });
-  return {
-    rewardPageWritten(written: {
-      inserted: number;
-      updated: number;
-      unchanged: number;
-      statusChanges: number;
-    }) {
-      pages.inc();
-      rewards.inc({ result: 'inserted' }, written.inserted);
-      rewards.inc({ result: 'updated' }, written.updated);
-      rewards.inc({ result: 'unchanged' }, written.unchanged);
-      statusChanges.inc(written.statusChanges);
-    },
-    enrollment(outcome: 'created' | 'already_enrolled') {
-      enrollments.inc({ outcome });
-    },
-    /** `retried_alone`: it failed inside a job of several consumers and got a job of its own. */
-    rewardSync(outcome: RewardSyncOutcome) {
-      rewardSyncs.inc({ outcome });
-    },
-  };
-}
-
-function reconciliationMetrics(registers: Registry[]) {
   const reconcileEnqueued = new Gauge({
     name: 'perks_worker_reconciliation_enqueued_consumers',
     help: 'Consumers enqueued for a reward sync by the reconciliation running in this process (0 when none).',
@@ -172,10 +140,19 @@ function reconciliationMetrics(registers: Registry[]) {
     registers,
   });
   return {
-    /** Consumers enqueued so far by the running reconciliation. */
-    reconciliationProgress(enqueued: number) {
-      reconcileEnqueued.set(enqueued);
+    rewardPageWritten(
+      written: Record<'inserted' | 'updated' | 'unchanged' | 'statusChanges', number>,
+    ) {
+      pages.inc();
+      for (const result of ['inserted', 'updated', 'unchanged'] as const)
+        rewards.inc({ result }, written[result]);
+      statusChanges.inc(written.statusChanges);
     },
+    enrollment: (outcome: 'created' | 'already_enrolled') => enrollments.inc({ outcome }),
+    /** `retried_alone`: it failed inside a job of several consumers and got a job of its own. */
+    rewardSync: (outcome: RewardSyncOutcome) => rewardSyncs.inc({ outcome }),
+    /** Consumers enqueued so far by the running reconciliation. */
+    reconciliationProgress: (enqueued: number) => reconcileEnqueued.set(enqueued),
     reconciliationFinished() {
       reconcileEnqueued.set(0);
       reconciliations.inc();

@@ -43,11 +43,6 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
 
 const apiBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
-function statusClass(status: number | undefined): string {
-  if (status === undefined || status < 200 || status > 599) return 'error';
-  return `${Math.floor(status / 100)}xx`;
-}
-
 /** The PerksClient hooks. */
 function apiMetrics(registers: Registry[]) {
   const duration = new Histogram({
@@ -83,12 +78,12 @@ function apiMetrics(registers: Registry[]) {
   return {
     onRequest(event: { operation: string; status: number | undefined; durationMs: number }) {
       const { operation, status, durationMs } = event;
-      duration.observe({ operation, status_class: statusClass(status) }, durationMs / 1000);
+      const known = status !== undefined && status >= 200 && status <= 599;
+      const statusClass = known ? `${Math.floor(status / 100)}xx` : 'error';
+      duration.observe({ operation, status_class: statusClass }, durationMs / 1000);
       if (status === 429) throttled.inc({ operation });
     },
-    onTokenMinted() {
-      tokensMinted.inc();
-    },
+    onTokenMinted: () => tokensMinted.inc(),
     onRetry({ operation, delayMs }: { operation: string; delayMs: number }) {
       retryWaits.inc({ operation });
       retryWaitSeconds.inc({ operation }, delayMs / 1000);
