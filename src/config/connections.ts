@@ -31,36 +31,33 @@ const clusterNodes = z
 export const redisVariables = group('redis', {
   REDIS_URL: variable('url', redisUrl, {
     default: 'redis://127.0.0.1:6379',
-    description: 'Redis holding the BullMQ queues (`redis://` or `rediss://`).',
+    doc: 'Redis holding the BullMQ queues (`redis://` or `rediss://`).',
   }),
   REDIS_CLUSTER_NODES: variable('clusterNodes', clusterNodes.optional(), {
     example: '10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379',
-    description:
-      'Redis Cluster seed nodes: every connection becomes an ioredis Cluster (REDIS_URL then gives only the user, password and TLS). `QUEUE_PREFIX` must be hash-tagged, e.g. `{perks}`.',
+    doc: 'Redis Cluster seed nodes: every connection becomes an ioredis Cluster (REDIS_URL then gives only the user, password and TLS). `QUEUE_PREFIX` must be hash-tagged, e.g. `{perks}`.',
   }),
   QUEUE_PREFIX: variable('queuePrefix', prefix, {
     default: 'perks',
-    description: 'Prefix of every queue key. Wrap it in braces (`{perks}`) for Redis Cluster.',
+    doc: 'Prefix of every queue key. Wrap it in braces (`{perks}`) for Redis Cluster.',
   }),
 });
 
 export const databaseVariables = group('database', {
   DATABASE_URL: variable('url', postgresUrl, {
     default: 'postgres://postgres@127.0.0.1:5432/perks',
-    description:
-      'PostgreSQL datastore the rewards are written to (created by `migrate` if missing).',
+    doc: 'PostgreSQL datastore the rewards are written to (created by `migrate` if missing).',
   }),
   DATABASE_DIRECT_URL: variable('directUrl', postgresUrl.optional(), {
     example: 'postgres://postgres@10.0.0.5:5432/perks',
-    description:
-      "A direct connection to PostgreSQL, not through PgBouncer: the outbox's LISTEN, which needs a session, and the migrations use it (only a direct connection creates a missing database). The rest works through transaction pooling. Unset: `DATABASE_URL`.",
+    doc: "A direct connection to PostgreSQL, not through PgBouncer: the outbox's LISTEN, which needs a session, and the migrations use it (only a direct connection creates a missing database). The rest works through transaction pooling. Unset: `DATABASE_URL`.",
   }),
   DATABASE_SCHEMA: variable('schema', identifier, {
     default: 'perks',
-    description: 'Schema holding the perks tables.',
+    doc: 'Schema holding the perks tables.',
   }),
   DATABASE_POOL_SIZE: variable('poolSize', wholeNumber(1, 200), {
     default: '10',
-    description: 'Connections in the PostgreSQL pool of one process (1 to 200).',
+    doc: 'Connections in the PostgreSQL pool of one process (1 to 200).',
   }),
 });

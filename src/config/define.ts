@@ -18,28 +18,25 @@ export const configGroups = [
 
 export type ConfigGroup = (typeof configGroups)[number];
 
-export interface VariableSpec<
-  G extends ConfigGroup = ConfigGroup,
-  K extends string = string,
-  S extends z.ZodType = z.ZodType,
-> {
+export interface VariableSpec {
   /** A command loads only the groups it needs: `migrate` reads no API credentials. */
-  group: G;
+  group: ConfigGroup;
   /** Its name in the group's typed config. */
-  key: K;
+  key: string;
   /** Parses the raw string (or the default); its error message is shown after "is invalid:". */
-  schema: S;
+  schema: z.ZodType;
   /** As written in the environment. Absent: required, unless the schema accepts undefined. */
   default?: string;
   /** Shown in error messages. Never a real secret. Given to `variable()`: default `default`. */
   example: string;
   /** Markdown, for the README table. */
-  description: string;
+  doc: string;
   /** Never echoed back, not even when invalid. */
   secret?: boolean;
 }
 
-type Details = Pick<VariableSpec, 'default' | 'description' | 'secret'> & { example?: string };
+type Declared = Omit<VariableSpec, 'group'>;
+type Details = Pick<VariableSpec, 'default' | 'doc' | 'secret'> & { example?: string };
 
 /** One variable of a `group()` table: its key in the typed config, its schema, the rest. */
 export const variable = <const K extends string, S extends z.ZodType>(
@@ -49,16 +46,13 @@ export const variable = <const K extends string, S extends z.ZodType>(
 ) => ({ ...details, key, schema, example: details.example ?? details.default ?? '' });
 
 /** The variables of one group, by name, in README order. */
-export const group = <
-  const G extends ConfigGroup,
-  T extends Record<string, Omit<VariableSpec<G>, 'group'>>,
->(
+export function group<const G extends ConfigGroup, T extends Record<string, Declared>>(
   group: G,
   table: T,
-) =>
-  Object.fromEntries(
-    Object.entries(table).map(([name, spec]) => [name, { ...spec, group }]),
-  ) as unknown as { [N in keyof T]: T[N] & { group: G } };
+) {
+  const entries = Object.entries(table).map(([name, spec]) => [name, { ...spec, group }]);
+  return Object.fromEntries(entries) as { [N in keyof T]: T[N] & { group: G } };
+}
 
 export const wholeNumber = (min: number, max: number) =>
   z.coerce

@@ -34,7 +34,7 @@ export function configTable(): string {
   const rows = Object.entries(variables).map(([name, spec]: [string, VariableSpec]) => {
     const byDefault =
       spec.default !== undefined ? `\`${spec.default}\`` : isRequired(spec) ? 'required' : 'none';
-    return `| \`${name}\` | ${byDefault} | ${spec.description.replaceAll('|', '\\|')} |`;
+    return `| \`${name}\` | ${byDefault} | ${spec.doc.replaceAll('|', '\\|')} |`;
   });
   return ['| Variable | Default | Meaning |', '|---|---|---|', ...rows].join('\n');
 }
