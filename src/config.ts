@@ -42,20 +42,15 @@ export type Config = { [G in Exclude<ConfigGroup, 'perks'>]: GroupValues<G> } & 
 };
 
 /** One problem with one variable, safe to print: it never holds a secret's value. */
-export interface ConfigProblem {
-  variable: string;
-  problem: string;
-  example: string;
-}
+export type ConfigProblem = { variable: string; problem: string; example: string };
+
+const formatProblem = ({ variable, problem, example }: ConfigProblem) =>
+  `${variable} ${problem} (example: ${variable}=${example})`;
 
 export class ConfigError extends InputError {
   override readonly name = 'ConfigError';
   constructor(readonly problems: readonly ConfigProblem[]) {
-    super(
-      problems
-        .map((p) => `${p.variable} ${p.problem} (example: ${p.variable}=${p.example})`)
-        .join('\n'),
-    );
+    super(problems.map(formatProblem).join('\n'));
   }
 }
 
@@ -125,12 +120,10 @@ function combinationProblems(
     problems.push(problemOf('QUEUE_PREFIX', invalid(reason, prefix), '{perks}'));
   }
   const named = new Set([...found, ...problems].map((p) => p.variable));
-  const webhookHalf =
-    events && (events.webhookUrl === undefined) !== (events.webhookSecret === undefined);
-  if (webhookHalf && !named.has('WEBHOOK_URL') && !named.has('WEBHOOK_SECRET')) {
-    const [set, unset] = events.webhookUrl
-      ? (['WEBHOOK_URL', 'WEBHOOK_SECRET'] as const)
-      : (['WEBHOOK_SECRET', 'WEBHOOK_URL'] as const);
+  const half = (events?.webhookUrl === undefined) !== (events?.webhookSecret === undefined);
+  if (half && !named.has('WEBHOOK_URL') && !named.has('WEBHOOK_SECRET')) {
+    const set = events?.webhookUrl ? 'WEBHOOK_URL' : 'WEBHOOK_SECRET';
+    const unset = set === 'WEBHOOK_URL' ? 'WEBHOOK_SECRET' : 'WEBHOOK_URL';
     problems.push(problemOf(unset, `is not set, and ${set} is: webhooks need both`));
   }
   return problems;

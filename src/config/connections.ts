@@ -1,6 +1,6 @@
 /** Where the queues and the datastore are (see define.ts). */
 import { z } from 'zod';
-import { group, matches, variable, wholeNumber } from './define.js';
+import { commaList, group, matches, variable, wholeNumber } from './define.js';
 
 const postgresUrl = z.url({ protocol: /^postgres(ql)?$/, error: 'must be a postgres:// URL' });
 const redisUrl = z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' });
@@ -8,25 +8,15 @@ const prefix = matches(/^[{}A-Za-z0-9_.-]{1,64}$/, 'must be 1 to 64 of A-Z a-z 0
 const identifier = matches(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case SQL identifier');
 const hostPorts = 'must be a comma list of host:port';
 
+const hostPort = matches(/^[A-Za-z0-9.-]+:\d{1,5}$/, hostPorts).transform((node) => {
+  const at = node.lastIndexOf(':');
+  return { host: node.slice(0, at), port: Number(node.slice(at + 1)) };
+});
 /** `host:port,host:port` into `{ host, port }` pairs. */
 const clusterNodes = z
   .string()
-  .transform((value) =>
-    value
-      .split(',')
-      .map((node) => node.trim())
-      .filter(Boolean),
-  )
-  .pipe(
-    z
-      .array(
-        matches(/^[A-Za-z0-9.-]+:\d{1,5}$/, hostPorts).transform((node) => {
-          const at = node.lastIndexOf(':');
-          return { host: node.slice(0, at), port: Number(node.slice(at + 1)) };
-        }),
-      )
-      .min(1, { error: hostPorts }),
-  );
+  .transform(commaList)
+  .pipe(z.array(hostPort).min(1, { error: hostPorts }));
 
 export const redisVariables = group('redis', {
   REDIS_URL: variable('url', redisUrl, {

@@ -61,6 +61,13 @@ export const wholeNumber = (min: number, max: number) =>
     .min(min, { error: `must be at least ${min}` })
     .max(max, { error: `must be at most ${max}` });
 
+/** A comma list: items trimmed, empty ones dropped. */
+export const commaList = (value: string) =>
+  value
+    .split(',')
+    .map((item) => item.trim())
+    .filter(Boolean);
+
 /** A string matching `pattern`; `error` is the message when it does not. */
 export const matches = (pattern: RegExp, error: string) => z.string().regex(pattern, { error });
 

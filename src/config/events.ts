@@ -1,30 +1,17 @@
 /** Which reward changes are recorded in the feed, and where they are delivered as webhooks. */
 import { z } from 'zod';
 import { rewardEventTypes } from '../store/types.js';
-import { group, httpUrl, matches, variable, wholeNumber } from './define.js';
+import { commaList, group, httpUrl, matches, variable, wholeNumber } from './define.js';
 
+const eventType = z.enum(rewardEventTypes, {
+  error: `must be \`none\` or a comma list of ${rewardEventTypes.join(', ')}`,
+});
 /** `none`, or a comma list of reward event types. */
 const eventTypes = z
   .string()
-  .transform((value) =>
-    value === 'none'
-      ? []
-      : value
-          .split(',')
-          .map((type) => type.trim())
-          .filter(Boolean),
-  )
-  .pipe(
-    z.array(
-      z.enum(rewardEventTypes, {
-        error: `must be \`none\` or a comma list of ${rewardEventTypes.join(', ')}`,
-      }),
-    ),
-  );
-const webhookSecret = matches(
-  /^whsec_[A-Za-z0-9+/]{16,}={0,2}$/,
-  'must be whsec_ followed by base64',
-);
+  .transform((value) => (value === 'none' ? [] : commaList(value)))
+  .pipe(z.array(eventType));
+const whsec = matches(/^whsec_[A-Za-z0-9+/]{16,}={0,2}$/, 'must be whsec_ followed by base64');
 
 export const eventsVariables = group('events', {
   EVENT_TYPES: variable('types', eventTypes, {
@@ -36,7 +23,7 @@ export const eventsVariables = group('events', {
     example: 'https://hooks.example.com/perks',
     doc: 'Where each reward event is POSTed, signed per Standard Webhooks (https, unless loopback). Needs `WEBHOOK_SECRET`. Unset: no delivery.',
   }),
-  WEBHOOK_SECRET: variable('webhookSecret', webhookSecret.optional(), {
+  WEBHOOK_SECRET: variable('webhookSecret', whsec.optional(), {
     example: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
     doc: 'The signing secret shared with the receiver: `whsec_` + base64 (Standard Webhooks).',
     secret: true,
