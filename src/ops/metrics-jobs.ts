@@ -43,31 +43,6 @@ export function workerMetrics(registers: Registry[]) {
     buckets: durationBuckets,
     registers,
   });
-  const watchDepths = queueDepthGauge(registers);
-  return {
-    /** Every attempt; a rate-limited one also counts as retried (BullMQ emits no event). */
-    jobAttempt(queue: string, outcome: 'completed' | FailureReason, durationSeconds: number) {
-      duration.observe({ queue, outcome }, durationSeconds);
-      if (outcome === 'rate_limited') retried.inc({ queue, reason: outcome });
-    },
-    jobCompleted: (queue: string) => completed.inc({ queue }),
-    /** `final` when no attempt is left (or it was unrecoverable). */
-    jobFailed(queue: string, reason: FailureReason, final: boolean) {
-      (final ? failed : retried).inc({ queue, reason });
-    },
-    /** Read the depth of these queues at every scrape; their series exist from the start, at 0. */
-    watchQueues(queues: readonly CountableQueue[]) {
-      watchDepths(queues);
-      for (const { name: queue } of queues) {
-        completed.inc({ queue }, 0);
-        for (const reason of ['unrecoverable', 'error']) failed.inc({ queue, reason }, 0);
-        for (const reason of ['rate_limited', 'error']) retried.inc({ queue, reason }, 0);
-      }
-    },
-  };
-}
-
-function queueDepthGauge(registers: Registry[]): (queues: readonly CountableQueue[]) => void {
   let watched: readonly CountableQueue[] = [];
   const states = ['wait', 'prioritized', 'active', 'delayed', 'failed'];
   new Gauge({
@@ -92,8 +67,26 @@ function queueDepthGauge(registers: Registry[]): (queues: readonly CountableQueu
       }
     },
   });
-  return (queues) => {
-    watched = queues;
+  return {
+    /** Every attempt; a rate-limited one also counts as retried (BullMQ emits no event). */
+    jobAttempt(queue: string, outcome: 'completed' | FailureReason, durationSeconds: number) {
+      duration.observe({ queue, outcome }, durationSeconds);
+      if (outcome === 'rate_limited') retried.inc({ queue, reason: outcome });
+    },
+    jobCompleted: (queue: string) => completed.inc({ queue }),
+    /** `final` when no attempt is left (or it was unrecoverable). */
+    jobFailed(queue: string, reason: FailureReason, final: boolean) {
+      (final ? failed : retried).inc({ queue, reason });
+    },
+    /** Read the depth of these queues at every scrape; their series exist from the start, at 0. */
+    watchQueues(queues: readonly CountableQueue[]) {
+      watched = queues;
+      for (const { name: queue } of queues) {
+        completed.inc({ queue }, 0);
+        for (const reason of ['unrecoverable', 'error']) failed.inc({ queue, reason }, 0);
+        for (const reason of ['rate_limited', 'error']) retried.inc({ queue, reason }, 0);
+      }
+    },
   };
 }
 
