@@ -58,7 +58,7 @@ export async function startPerksWorker(
   // Before the runtime and the intake, whose queues get the telemetry.
   const { otlpEndpoint: endpoint, otelServiceName: serviceName } = settings;
   const tracing = endpoint ? await startTracing({ endpoint, serviceName, logger }) : undefined;
-  const telemetry = tracing ? { telemetry: tracing.telemetry } : {};
+  const telemetry = { telemetry: tracing?.telemetry };
   const runtime = createRuntime(config, logger, telemetry);
   const { ctx, connection, metrics } = runtime;
   const { intake, server } = await listen(config, runtime, logger, tracing);
@@ -131,12 +131,7 @@ async function listen(
   const { port, opsHost: host, dashboardUser: user, dashboardPassword: password } = config.worker;
   let intake: Intake | undefined;
   try {
-    intake = await startIntake(config, {
-      pool: ctx.store.pool,
-      logger,
-      metrics,
-      ...(tracing ? { tracing } : {}),
-    });
+    intake = await startIntake(config, { pool: ctx.store.pool, logger, metrics, tracing });
     const dashboard = password
       ? await createDashboard({ queues: Object.values(ctx.queues), user, password })
       : undefined;
@@ -153,7 +148,7 @@ async function listen(
       logger,
       checks,
       registry,
-      ...(dashboard ? { routes: dashboard } : {}),
+      routes: dashboard,
     });
     return { intake, server };
   } catch (error) {
