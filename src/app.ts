@@ -92,24 +92,17 @@ export async function startPerksWorker(
     },
     'worker started',
   );
-  return {
-    runtime,
-    worker,
-    intake,
-    webhooks,
-    tracing,
-    opsPort,
-    async close() {
-      await intake.close();
-      await webhooks?.close();
-      const stopped = await worker.close(settings.shutdownTimeoutMs);
-      await scheduled;
-      await closeServer(server);
-      await runtime.close();
-      await stopTracing(tracing);
-      return stopped;
-    },
+  const close = async () => {
+    await intake.close();
+    await webhooks?.close();
+    const stopped = await worker.close(settings.shutdownTimeoutMs);
+    await scheduled;
+    await closeServer(server);
+    await runtime.close();
+    await stopTracing(tracing);
+    return stopped;
   };
+  return { runtime, worker, intake, webhooks, tracing, opsPort, close };
 }
 
 /** Bounded: a collector that is down must not hold the exit past the grace period. */
