@@ -4,7 +4,6 @@
  * never delete or clean a queue. bull-board and Express load only with DASHBOARD_PASSWORD set.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
 import type { Route } from './health.js';
@@ -19,11 +18,8 @@ export interface DashboardOptions {
   password: string;
 }
 
-type ExpressApp = (
-  req: IncomingMessage,
-  res: ServerResponse,
-  next: (err?: unknown) => void,
-) => void;
+/** bull-board's Express app: a route's request and response, then what to call when unmatched. */
+type ExpressApp = (...args: [...Parameters<Route>, next: (err?: unknown) => void]) => void;
 
 export async function createDashboard(options: DashboardOptions): Promise<Route> {
   const [{ createBullBoard }, { BullMQAdapter }, { ExpressAdapter }] = await Promise.all([

@@ -93,8 +93,7 @@ export async function startOpsServer(options: OpsServerOptions): Promise<Server>
     }
     if (path === '/metrics' && registry) {
       const text = await registry.metrics();
-      res.writeHead(200, { 'content-type': registry.contentType });
-      res.end(text);
+      res.writeHead(200, { 'content-type': registry.contentType }).end(text);
       return;
     }
     if (routes && (await routes(req, res))) return;

@@ -14,8 +14,6 @@ export interface CountableQueue {
 /** A scrape gives up on queue depths after this long. */
 export const scrapeReadTimeoutMs = 1000;
 
-const durationBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
-
 /** What the worker assembly records around every job attempt, and the queues it watches. */
 export function workerMetrics(registers: Registry[]) {
   const completed = new Counter({
@@ -40,7 +38,7 @@ export function workerMetrics(registers: Registry[]) {
     name: 'perks_worker_job_duration_seconds',
     help: 'Duration of one job attempt, per queue and outcome.',
     labelNames: ['queue', 'outcome'] as const,
-    buckets: durationBuckets,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
     registers,
   });
   let watched: readonly CountableQueue[] = [];
@@ -75,9 +73,8 @@ export function workerMetrics(registers: Registry[]) {
     },
     jobCompleted: (queue: string) => completed.inc({ queue }),
     /** `final` when no attempt is left (or it was unrecoverable). */
-    jobFailed(queue: string, reason: FailureReason, final: boolean) {
-      (final ? failed : retried).inc({ queue, reason });
-    },
+    jobFailed: (queue: string, reason: FailureReason, final: boolean) =>
+      (final ? failed : retried).inc({ queue, reason }),
     /** Read the depth of these queues at every scrape; their series exist from the start, at 0. */
     watchQueues(queues: readonly CountableQueue[]) {
       watched = queues;

@@ -41,15 +41,13 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
   };
 }
 
-const apiBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
-
 /** The PerksClient hooks. */
 function apiMetrics(registers: Registry[]) {
   const duration = new Histogram({
     name: 'perks_worker_api_request_duration_seconds',
     help: 'Duration of one HTTP exchange with the Perks API, per operation and status class.',
     labelNames: ['operation', 'status_class'] as const,
-    buckets: apiBuckets,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers,
   });
   const throttled = new Counter({

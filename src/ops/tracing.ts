@@ -52,14 +52,10 @@ export async function startTracing(options: TracingOptions): Promise<Tracing> {
       api.context.with(api.propagation.extract(api.context.active(), headers), fn),
     async shutdown() {
       uninstrument();
-      try {
-        await provider.shutdown();
-      } catch (error) {
-        options.logger?.warn(
-          { err: { message: error instanceof Error ? error.message : String(error) } },
-          'could not flush the last trace spans',
-        );
-      }
+      await provider.shutdown().catch((error: unknown) => {
+        const err = { message: error instanceof Error ? error.message : String(error) };
+        options.logger?.warn({ err }, 'could not flush the last trace spans');
+      });
     },
   };
 }
