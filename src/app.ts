@@ -2,9 +2,8 @@
  * The composition root: the one function that starts a whole worker process from a Config,
  * called by `work`, the demo, the bench and the tests alike, so that they run what production
  * runs. A part is switched off as an operator does it: PORT=0 (a free port), WEBHOOK_URL,
- * INTAKE_TOKEN and INTAKE_AMQP_URL unset, OUTBOX=off, PERKS_RECONCILE_CRON=off.
- * It lives at the top of src/ because it joins every folder (jobs, intake, events, ops), and
- * none of them may import the others' assembly.
+ * INTAKE_TOKEN and INTAKE_AMQP_URL unset, OUTBOX=off, PERKS_RECONCILE_CRON=off. At the top of
+ * src/ because it joins every folder (jobs, intake, events, ops), none of which may import it.
  */
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -46,114 +45,69 @@ export interface PerksWorker {
   close(): Promise<{ timedOut: boolean }>;
 }
 
-/** Postgres may still be starting (compose, k8s): keep trying the migration this long. */
-const migrateDeadlineMs = 60_000;
-
 export async function startPerksWorker(
   config: Config,
-  options: StartOptions,
+  { logger, skipMigrate, stopping }: StartOptions,
 ): Promise<PerksWorker> {
-  const { logger } = options;
-  for (const warning of [
-    consumerIdKeyWarning(config.consumerIds.key),
-    insecureHttpWarning(config.perks),
-  ]) {
+  const { consumerIds, perks, redis, worker: settings } = config;
+  for (const warning of [consumerIdKeyWarning(consumerIds.key), insecureHttpWarning(perks)]) {
     if (warning) logger.warn(warning);
   }
   // Safe from every replica at once: migrate() holds an advisory lock and is idempotent.
-  if (!options.skipMigrate) await migrateWithRetry(config.database, logger);
+  if (!skipMigrate) await migrateWithRetry(config.database, logger);
   // Before the runtime and the intake, whose queues get the telemetry.
-  const { otlpEndpoint: endpoint, otelServiceName: serviceName } = config.worker;
+  const { otlpEndpoint: endpoint, otelServiceName: serviceName } = settings;
   const tracing = endpoint ? await startTracing({ endpoint, serviceName, logger }) : undefined;
-  const runtime = createRuntime(config, logger, tracing ? { telemetry: tracing.telemetry } : {});
+  const telemetry = { telemetry: tracing?.telemetry };
+  const runtime = createRuntime(config, logger, telemetry);
+  const { ctx, connection, metrics } = runtime;
   const { intake, server } = await listen(config, runtime, logger, tracing);
-  const { minted, worker, webhooks } = await startJobs(config, runtime, options, tracing);
-  const scheduled = scheduleReconciliation(config, runtime, logger);
+  // One mint before the jobs: wrong credentials or a token endpoint that is down show at once
+  // (an error line, /readyz, `status`) and pause the API queues until a mint works.
+  const probe = runtime.mintOutage.probe();
+  const minted = await (stopping ? Promise.race([probe, stopping.then(() => false)]) : probe);
+  const { queuePrefix: prefix } = redis;
+  const worker = startWorker(ctx, connection, prefix, settings, telemetry);
+  const webhooks = startWebhooks(config, { store: ctx.store, connection, metrics, logger });
+  // Registers (or with `off` removes) the cron; a failure is logged, the worker runs on.
+  const cron = settings.reconcileCron;
+  const scheduled = registerReconcileSchedule(ctx.queues, connection, prefix, cron, logger).catch(
+    (error: unknown) => {
+      const err = { message: String(error) };
+      logger.error({ err }, 'could not register the reconciliation schedule');
+    },
+  );
   const opsPort = (server.address() as AddressInfo).port;
   logger.info(
     {
       port: opsPort,
-      dashboard: config.worker.dashboardPassword ? dashboardPath : 'off',
+      dashboard: settings.dashboardPassword ? dashboardPath : 'off',
       tracing: tracing ? 'on' : 'off',
       perksApi: minted ? 'token minted' : 'token mint failing',
       intake: intake.summary,
       webhooks: webhooks ? new URL(config.events.webhookUrl ?? '').host : 'off',
-      prefix: config.redis.queuePrefix,
-      enrollConcurrency: config.worker.enrollConcurrency,
-      syncConcurrency: config.worker.syncConcurrency,
+      prefix,
+      enrollConcurrency: settings.enrollConcurrency,
+      syncConcurrency: settings.syncConcurrency,
     },
     'worker started',
   );
-  return {
-    runtime,
-    worker,
-    intake,
-    webhooks,
-    tracing,
-    opsPort,
-    async close() {
-      await intake.close();
-      await webhooks?.close();
-      const stopped = await worker.close(config.worker.shutdownTimeoutMs);
-      await scheduled;
-      await closeServer(server);
-      await runtime.close();
-      // Bounded: a collector that is down must not hold the exit past the grace period.
-      if (tracing) await within(5000, tracing.shutdown());
-      return stopped;
-    },
+  const close = async () => {
+    await intake.close();
+    await webhooks?.close();
+    const stopped = await worker.close(settings.shutdownTimeoutMs);
+    await scheduled;
+    await closeServer(server);
+    await runtime.close();
+    await stopTracing(tracing);
+    return stopped;
   };
+  return { runtime, worker, intake, webhooks, tracing, opsPort, close };
 }
 
-/**
- * The jobs, after one mint: wrong credentials or a token endpoint that is down show at once
- * (an error line, /readyz, `status`) and pause the API queues until a mint works.
- */
-async function startJobs(
-  config: Config,
-  runtime: Runtime,
-  { logger, stopping }: StartOptions,
-  tracing: Tracing | undefined,
-): Promise<{ minted: boolean; worker: RunningWorker; webhooks: Webhooks | undefined }> {
-  const minted = await Promise.race([
-    runtime.mintOutage.probe(),
-    ...(stopping ? [stopping.then(() => false)] : []),
-  ]);
-  const worker = startWorker(
-    runtime.ctx,
-    runtime.connection,
-    config.redis.queuePrefix,
-    config.worker,
-    tracing ? { telemetry: tracing.telemetry } : {},
-  );
-  const webhooks = startWebhooks(config, {
-    store: runtime.ctx.store,
-    connection: runtime.connection,
-    metrics: runtime.metrics,
-    logger,
-  });
-  return { minted, worker, webhooks };
-}
-
-/** Registers (or with `off` removes) the cron; a failure is logged, the worker runs on. */
-function scheduleReconciliation(config: Config, runtime: Runtime, logger: Logger): Promise<void> {
-  const { ctx, connection } = runtime;
-  const { queuePrefix } = config.redis;
-  return registerReconcileSchedule(
-    ctx.queues,
-    connection,
-    queuePrefix,
-    config.worker.reconcileCron,
-    logger,
-  ).then(
-    () => undefined,
-    (error: unknown) =>
-      logger.error(
-        { err: { message: String(error) } },
-        'could not register the reconciliation schedule',
-      ),
-  );
-}
+/** Bounded: a collector that is down must not hold the exit past the grace period. */
+const stopTracing = async (tracing: Tracing | undefined) =>
+  tracing && (await within(5000, tracing.shutdown()));
 
 /**
  * The intake and the operations server, before any job is taken: a replica whose health
@@ -166,66 +120,55 @@ async function listen(
   logger: Logger,
   tracing: Tracing | undefined,
 ): Promise<{ intake: Intake; server: Server }> {
+  const { ctx, connection, metrics, mintOutage } = runtime;
+  const { port, opsHost: host, dashboardUser: user, dashboardPassword: password } = config.worker;
   let intake: Intake | undefined;
   try {
-    intake = await startIntake(config, {
-      pool: runtime.ctx.store.pool,
-      logger,
-      metrics: runtime.metrics,
-      ...(tracing ? { tracing } : {}),
-    });
-    const { dashboardUser: user, dashboardPassword: password } = config.worker;
+    intake = await startIntake(config, { pool: ctx.store.pool, logger, metrics, tracing });
     const dashboard = password
-      ? await createDashboard({ queues: Object.values(runtime.ctx.queues), user, password })
+      ? await createDashboard({ queues: Object.values(ctx.queues), user, password })
       : undefined;
+    const checks = [
+      { name: 'redis', check: () => pingQueueStore(connection, config.redis.queuePrefix) },
+      { name: 'postgres', check: () => ctx.store.ping() },
+      { name: 'perks api', check: () => mintOutage.check() },
+      ...intake.checks,
+    ];
+    const registry = metrics.registry;
     const server = await startOpsServer({
-      port: config.worker.port,
-      host: config.worker.opsHost,
+      port,
+      host,
       logger,
-      checks: [
-        {
-          name: 'redis',
-          check: () => pingQueueStore(runtime.connection, config.redis.queuePrefix),
-        },
-        { name: 'postgres', check: () => runtime.ctx.store.ping() },
-        { name: 'perks api', check: () => runtime.mintOutage.check() },
-        ...intake.checks,
-      ],
-      registry: runtime.metrics.registry,
-      ...(dashboard ? { routes: dashboard } : {}),
+      checks,
+      registry,
+      routes: dashboard,
     });
     return { intake, server };
   } catch (error) {
     await intake?.close();
     await runtime.close();
-    if (tracing) await within(5000, tracing.shutdown());
-    if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') {
-      throw new PortInUseError('PORT', config.worker.port);
-    }
+    await stopTracing(tracing);
+    if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE')
+      throw new PortInUseError('PORT', port);
     throw error;
   }
 }
 
+/** Postgres may still be starting (compose, k8s): the migration is tried again for a minute. */
 async function migrateWithRetry(database: Config['database'], logger: Logger): Promise<void> {
-  const deadline = Date.now() + migrateDeadlineMs;
+  const deadline = Date.now() + 60_000;
+  const databaseUrl = database.directUrl ?? database.url;
   for (let attempt = 1; ; attempt++) {
     try {
-      const result = await migrate({
-        databaseUrl: database.directUrl ?? database.url,
-        schema: database.schema,
-        logger,
-      });
-      if (result.applied.length > 0)
-        logger.info({ applied: result.applied, current: result.current }, 'migrations applied');
+      const { applied, current } = await migrate({ databaseUrl, schema: database.schema, logger });
+      if (applied.length > 0) logger.info({ applied, current }, 'migrations applied');
       return;
     } catch (error) {
       const permanent =
         error instanceof MigrationChecksumError || error instanceof MigrationFileError;
       if (permanent || Date.now() > deadline) throw error;
-      logger.warn(
-        { attempt, err: { message: (error as Error).message } },
-        'cannot migrate yet; retrying',
-      );
+      const err = { message: (error as Error).message };
+      logger.warn({ attempt, err }, 'cannot migrate yet; retrying');
       await sleep(Math.min(1000 * attempt, 5000));
     }
   }

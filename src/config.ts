@@ -15,6 +15,7 @@ export { type ConfigGroup, configGroups } from './config/define.js';
 export { configTable, type VariableName, variables } from './config/variables.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
+type Loaded = Partial<Record<ConfigGroup, Record<string, unknown>>>;
 
 type Value<N extends VariableName> = z.output<Variables[N]['schema']>;
 type KeyIn<G extends ConfigGroup, N extends VariableName> = Variables[N]['group'] extends G
@@ -36,24 +37,15 @@ export type RedisConfig = GroupValues<'redis'>;
 export type DatabaseConfig = GroupValues<'database'>;
 export type WorkerConfig = GroupValues<'worker'>;
 export type LogConfig = GroupValues<'log'>;
-
-export interface Config {
+export type Config = { [G in Exclude<ConfigGroup, 'perks'>]: GroupValues<G> } & {
   perks: PerksConfig;
-  consumerIds: GroupValues<'consumerIds'>;
-  redis: RedisConfig;
-  database: DatabaseConfig;
-  worker: WorkerConfig;
-  intake: GroupValues<'intake'>;
-  events: GroupValues<'events'>;
-  log: LogConfig;
-}
+};
 
 /** One problem with one variable, safe to print: it never holds a secret's value. */
-export interface ConfigProblem {
-  variable: string;
-  problem: string;
-  example: string;
-}
+export type ConfigProblem = { variable: string; problem: string; example: string };
+
+const formatProblem = ({ variable, problem, example }: ConfigProblem) =>
+  `${variable} ${problem} (example: ${variable}=${example})`;
 
 export class ConfigError extends InputError {
   override readonly name = 'ConfigError';
@@ -62,9 +54,15 @@ export class ConfigError extends InputError {
   }
 }
 
-function formatProblem({ variable, problem, example }: ConfigProblem): string {
-  return `${variable} ${problem} (example: ${variable}=${example})`;
-}
+const problemOf = (variable: VariableName, problem: string, example?: string): ConfigProblem => ({
+  variable,
+  problem,
+  example: example ?? variables[variable].example,
+});
+
+/** "is invalid: <reason>", and the value when it may be shown (with no URL password). */
+const invalid = (reason: string, got?: string) =>
+  `is invalid: ${reason}${got === undefined ? '' : `, got ${JSON.stringify(redactUrl(got))}`}`;
 
 /**
  * Reads the variables of `groups` from `env` and returns them typed. Throws one ConfigError
@@ -75,28 +73,25 @@ export function loadConfig<G extends ConfigGroup>(
   env: Env = process.env,
 ): Pick<Config, G> {
   const problems: ConfigProblem[] = [];
-  const config: Partial<Record<ConfigGroup, Record<string, unknown>>> = {};
-  for (const group of groups) config[group] = {};
+  const config: Loaded = Object.fromEntries(groups.map((group) => [group, {}]));
   for (const [name, spec] of Object.entries(variables) as [VariableName, VariableSpec][]) {
     const values = config[spec.group];
     if (!values) continue;
-    const raw = readVariable(env, name, spec);
+    // An empty variable (`FOO=` in a compose file) means "not set", not "set to nothing".
+    const raw = env[name]?.trim() || spec.default;
     const parsed = spec.schema.safeParse(raw);
     if (parsed.success) {
       values[spec.key] = parsed.data;
       continue;
     }
-    const shown = spec.secret ? '' : `, got ${JSON.stringify(redactUrl(raw ?? ''))}`;
-    const message = parsed.error.issues[0]?.message ?? 'bad value';
-    problems.push({
-      variable: name,
-      problem: raw === undefined ? 'is not set' : `is invalid: ${message}${shown}`,
-      example: spec.example,
-    });
+    const reason = parsed.error.issues[0]?.message ?? 'bad value';
+    const problem =
+      raw === undefined ? 'is not set' : invalid(reason, spec.secret ? undefined : raw);
+    problems.push(problemOf(name, problem));
   }
   problems.push(...combinationProblems(config, problems));
   if (config.perks) {
-    config.perks.clientSecret = resolveClientSecret(env, config.perks, problems) ?? '';
+    config.perks.clientSecret = resolveClientSecret(env, config.perks, problems);
     delete config.perks.clientSecretFile;
   }
   if (problems.length > 0) throw new ConfigError(problems);
@@ -105,73 +100,45 @@ export function loadConfig<G extends ConfigGroup>(
 
 /** The rules that involve more than one variable, for the variables that parsed. */
 function combinationProblems(
-  { perks, events, redis }: Partial<Record<ConfigGroup, Record<string, unknown>>>,
+  { perks, events, redis }: Loaded,
   found: readonly ConfigProblem[],
 ): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
-  const invalid = (variable: VariableName, problem: string, got: string, example?: string) =>
-    problems.push({
-      variable,
-      problem: `is invalid: ${problem}, got ${JSON.stringify(redactUrl(got))}`,
-      example: example ?? variables[variable].example,
-    });
   if (typeof perks?.baseUrl === 'string' && !perks.insecureHttp && insecure(perks.baseUrl)) {
-    invalid(
-      'PERKS_BASE_URL',
-      'must be https:// (plain http would send the client secret in clear; it is accepted for a loopback host, or with PERKS_INSECURE_HTTP=allow)',
-      perks.baseUrl,
-    );
+    const reason =
+      'must be https:// (plain http would send the client secret in clear; it is accepted for a loopback host, or with PERKS_INSECURE_HTTP=allow)';
+    problems.push(problemOf('PERKS_BASE_URL', invalid(reason, perks.baseUrl)));
   }
   if (typeof events?.webhookUrl === 'string' && insecure(events.webhookUrl)) {
-    invalid(
-      'WEBHOOK_URL',
-      'must be https:// unless its host is loopback (events would travel in clear)',
-      events.webhookUrl,
-    );
+    const reason = 'must be https:// unless its host is loopback (events would travel in clear)';
+    problems.push(problemOf('WEBHOOK_URL', invalid(reason, events.webhookUrl)));
   }
   const prefix = redis?.queuePrefix;
-  if (
-    Array.isArray(redis?.clusterNodes) &&
-    typeof prefix === 'string' &&
-    !/^\{[^{}]+\}/.test(prefix)
-  ) {
-    invalid(
-      'QUEUE_PREFIX',
-      "with REDIS_CLUSTER_NODES it must start with a hash tag such as {perks}, so that every key of a queue lands in one slot (BullMQ's scripts touch several keys at once)",
-      prefix,
-      '{perks}',
-    );
+  if (redis?.clusterNodes && typeof prefix === 'string' && !/^\{[^{}]+\}/.test(prefix)) {
+    const reason =
+      "with REDIS_CLUSTER_NODES it must start with a hash tag such as {perks}, so that every key of a queue lands in one slot (BullMQ's scripts touch several keys at once)";
+    problems.push(problemOf('QUEUE_PREFIX', invalid(reason, prefix), '{perks}'));
   }
   const named = new Set([...found, ...problems].map((p) => p.variable));
-  const webhookHalf =
-    events && (events.webhookUrl === undefined) !== (events.webhookSecret === undefined);
-  if (webhookHalf && !named.has('WEBHOOK_URL') && !named.has('WEBHOOK_SECRET')) {
-    const [set, unset] = events.webhookUrl
-      ? (['WEBHOOK_URL', 'WEBHOOK_SECRET'] as const)
-      : (['WEBHOOK_SECRET', 'WEBHOOK_URL'] as const);
-    problems.push({
-      variable: unset,
-      problem: `is not set, and ${set} is: webhooks need both`,
-      example: variables[unset].example,
-    });
+  const half = (events?.webhookUrl === undefined) !== (events?.webhookSecret === undefined);
+  if (half && !named.has('WEBHOOK_URL') && !named.has('WEBHOOK_SECRET')) {
+    const set = events?.webhookUrl ? 'WEBHOOK_URL' : 'WEBHOOK_SECRET';
+    const unset = set === 'WEBHOOK_URL' ? 'WEBHOOK_SECRET' : 'WEBHOOK_URL';
+    problems.push(problemOf(unset, `is not set, and ${set} is: webhooks need both`));
   }
   return problems;
 }
 
-/** True for a loopback host: 127.0.0.0/8, ::1 or localhost. */
-export function isLoopbackHost(hostname: string): boolean {
-  const host = hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase();
-  if (host === 'localhost' || host === '::1') return true;
-  return isIPv4(host) && host.startsWith('127.');
-}
-
 /**
  * Whether an outbound URL would travel in clear to another machine: plain http to a host that
- * is not loopback. Every outbound URL the worker is given obeys the same rule.
+ * is not loopback (127.0.0.0/8, ::1, localhost). Every outbound URL obeys the same rule.
  */
-export function insecure(url: string): boolean {
+function insecure(url: string): boolean {
   const { protocol, hostname } = new URL(url);
-  return protocol === 'http:' && !isLoopbackHost(hostname);
+  const host = hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase();
+  const loopback =
+    host === 'localhost' || host === '::1' || (isIPv4(host) && host.startsWith('127.'));
+  return protocol === 'http:' && !loopback;
 }
 
 /** The warning `work` logs at every start while PERKS_INSECURE_HTTP=allow is in use. */
@@ -185,48 +152,24 @@ export function redactUrl(value: string): string {
   return value.replace(/(\/\/[^/@\s]*?):[^/@\s]*@/g, '$1:***@');
 }
 
-function readVariable(env: Env, name: VariableName, spec: VariableSpec): string | undefined {
-  const value = env[name]?.trim();
-  // An empty variable (`FOO=` in a compose file) means "not set", not "set to nothing".
-  if (value === undefined || value === '') return spec.default;
-  return value;
-}
-
-/** PERKS_CLIENT_SECRET wins; otherwise the first line of PERKS_CLIENT_SECRET_FILE. */
-function resolveClientSecret(
-  env: Env,
-  perks: Record<string, unknown>,
-  problems: ConfigProblem[],
-): string | undefined {
+/** PERKS_CLIENT_SECRET wins; otherwise the content of PERKS_CLIENT_SECRET_FILE. */
+function resolveClientSecret(env: Env, perks: Record<string, unknown>, problems: ConfigProblem[]) {
   if (typeof perks.clientSecret === 'string') return perks.clientSecret;
-  if (env.PERKS_CLIENT_SECRET?.trim()) return undefined; // invalid: already reported
+  if (env.PERKS_CLIENT_SECRET?.trim()) return ''; // invalid: already reported
   const file = perks.clientSecretFile;
-  const fileProblem = (problem: string) =>
-    problems.push({
-      variable: 'PERKS_CLIENT_SECRET_FILE',
-      problem,
-      example: variables.PERKS_CLIENT_SECRET_FILE.example,
-    });
   if (typeof file !== 'string') {
-    problems.push({
-      variable: 'PERKS_CLIENT_SECRET',
-      problem: 'is not set (nor PERKS_CLIENT_SECRET_FILE)',
-      example: variables.PERKS_CLIENT_SECRET.example,
-    });
-    return undefined;
+    problems.push(problemOf('PERKS_CLIENT_SECRET', 'is not set (nor PERKS_CLIENT_SECRET_FILE)'));
+    return '';
   }
-  let secret: string;
+  let reason: string;
   try {
-    secret = readFileSync(file, 'utf8').trim();
+    const parsed = clientSecretSchema.safeParse(readFileSync(file, 'utf8').trim());
+    if (parsed.success) return parsed.data;
+    reason = "the file's content must have the form sk_<env>_...";
   } catch (error) {
-    const reason = (error as NodeJS.ErrnoException).code ?? 'unreadable';
-    fileProblem(`is invalid: cannot read ${JSON.stringify(file)} (${reason})`);
-    return undefined;
+    const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
+    reason = `cannot read ${JSON.stringify(file)} (${code})`;
   }
-  const parsed = clientSecretSchema.safeParse(secret);
-  if (!parsed.success) {
-    fileProblem(`is invalid: the file's content must have the form sk_<env>_...`);
-    return undefined;
-  }
-  return parsed.data;
+  problems.push(problemOf('PERKS_CLIENT_SECRET_FILE', invalid(reason)));
+  return '';
 }

@@ -1,83 +1,53 @@
 /** Where the queues and the datastore are (see define.ts). */
 import { z } from 'zod';
-import { variable, wholeNumber } from './define.js';
+import { commaList, group, matches, variable, wholeNumber } from './define.js';
 
-export const connectionVariables = {
-  REDIS_URL: variable({
-    group: 'redis',
-    key: 'url',
-    schema: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }),
+const postgresUrl = z.url({ protocol: /^postgres(ql)?$/, error: 'must be a postgres:// URL' });
+const redisUrl = z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' });
+const prefix = matches(/^[{}A-Za-z0-9_.-]{1,64}$/, 'must be 1 to 64 of A-Z a-z 0-9 _ . - { }');
+const identifier = matches(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case SQL identifier');
+const hostPorts = 'must be a comma list of host:port';
+
+const hostPort = matches(/^[A-Za-z0-9.-]+:\d{1,5}$/, hostPorts).transform((node) => {
+  const at = node.lastIndexOf(':');
+  return { host: node.slice(0, at), port: Number(node.slice(at + 1)) };
+});
+/** `host:port,host:port` into `{ host, port }` pairs. */
+const clusterNodes = z
+  .string()
+  .transform(commaList)
+  .pipe(z.array(hostPort).min(1, { error: hostPorts }));
+
+export const redisVariables = group('redis', {
+  REDIS_URL: variable('url', redisUrl, {
     default: 'redis://127.0.0.1:6379',
-    description: 'Redis holding the BullMQ queues (`redis://` or `rediss://`).',
+    doc: 'Redis holding the BullMQ queues (`redis://` or `rediss://`).',
   }),
-  REDIS_CLUSTER_NODES: variable({
-    group: 'redis',
-    key: 'clusterNodes',
-    schema: z
-      .string()
-      .transform((value) =>
-        value
-          .split(',')
-          .map((node) => node.trim())
-          .filter(Boolean),
-      )
-      .pipe(
-        z
-          .array(
-            z
-              .string()
-              .regex(/^[A-Za-z0-9.-]+:\d{1,5}$/, { error: 'must be a comma list of host:port' })
-              .transform((node) => {
-                const at = node.lastIndexOf(':');
-                return { host: node.slice(0, at), port: Number(node.slice(at + 1)) };
-              }),
-          )
-          .min(1, { error: 'must be a comma list of host:port' }),
-      )
-      .optional(),
+  REDIS_CLUSTER_NODES: variable('clusterNodes', clusterNodes.optional(), {
     example: '10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379',
-    description:
-      'Redis Cluster seed nodes: every connection becomes an ioredis Cluster (REDIS_URL then gives only the user, password and TLS). `QUEUE_PREFIX` must be hash-tagged, e.g. `{perks}`.',
+    doc: 'Redis Cluster seed nodes: every connection becomes an ioredis Cluster (REDIS_URL then gives only the user, password and TLS). `QUEUE_PREFIX` must be hash-tagged, e.g. `{perks}`.',
   }),
-  QUEUE_PREFIX: variable({
-    group: 'redis',
-    key: 'queuePrefix',
-    schema: z
-      .string()
-      .regex(/^[{}A-Za-z0-9_.-]{1,64}$/, { error: 'must be 1 to 64 of A-Z a-z 0-9 _ . - { }' }),
+  QUEUE_PREFIX: variable('queuePrefix', prefix, {
     default: 'perks',
-    description: 'Prefix of every queue key. Wrap it in braces (`{perks}`) for Redis Cluster.',
+    doc: 'Prefix of every queue key. Wrap it in braces (`{perks}`) for Redis Cluster.',
   }),
-  DATABASE_URL: variable({
-    group: 'database',
-    key: 'url',
-    schema: z.url({ protocol: /^postgres(ql)?$/, error: 'must be a postgres:// URL' }),
+});
+
+export const databaseVariables = group('database', {
+  DATABASE_URL: variable('url', postgresUrl, {
     default: 'postgres://postgres@127.0.0.1:5432/perks',
-    description:
-      'PostgreSQL datastore the rewards are written to (created by `migrate` if missing).',
+    doc: 'PostgreSQL datastore the rewards are written to (created by `migrate` if missing).',
   }),
-  DATABASE_DIRECT_URL: variable({
-    group: 'database',
-    key: 'directUrl',
-    schema: z.url({ protocol: /^postgres(ql)?$/, error: 'must be a postgres:// URL' }).optional(),
+  DATABASE_DIRECT_URL: variable('directUrl', postgresUrl.optional(), {
     example: 'postgres://postgres@10.0.0.5:5432/perks',
-    description:
-      "A direct connection to PostgreSQL, not through PgBouncer: the outbox's LISTEN, which needs a session, and the migrations use it (only a direct connection creates a missing database). The rest works through transaction pooling. Unset: `DATABASE_URL`.",
+    doc: "A direct connection to PostgreSQL, not through PgBouncer: the outbox's LISTEN, which needs a session, and the migrations use it (only a direct connection creates a missing database). The rest works through transaction pooling. Unset: `DATABASE_URL`.",
   }),
-  DATABASE_SCHEMA: variable({
-    group: 'database',
-    key: 'schema',
-    schema: z
-      .string()
-      .regex(/^[a-z_][a-z0-9_]{0,62}$/, { error: 'must be a lower-case SQL identifier' }),
+  DATABASE_SCHEMA: variable('schema', identifier, {
     default: 'perks',
-    description: 'Schema holding the perks tables.',
+    doc: 'Schema holding the perks tables.',
   }),
-  DATABASE_POOL_SIZE: variable({
-    group: 'database',
-    key: 'poolSize',
-    schema: wholeNumber(1, 200),
+  DATABASE_POOL_SIZE: variable('poolSize', wholeNumber(1, 200), {
     default: '10',
-    description: 'Connections in the PostgreSQL pool of one process (1 to 200).',
+    doc: 'Connections in the PostgreSQL pool of one process (1 to 200).',
   }),
-} as const;
+});

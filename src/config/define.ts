@@ -18,30 +18,41 @@ export const configGroups = [
 
 export type ConfigGroup = (typeof configGroups)[number];
 
-export interface VariableSpec<
-  G extends ConfigGroup = ConfigGroup,
-  K extends string = string,
-  S extends z.ZodType = z.ZodType,
-> {
+export interface VariableSpec {
   /** A command loads only the groups it needs: `migrate` reads no API credentials. */
-  group: G;
+  group: ConfigGroup;
   /** Its name in the group's typed config. */
-  key: K;
+  key: string;
   /** Parses the raw string (or the default); its error message is shown after "is invalid:". */
-  schema: S;
+  schema: z.ZodType;
   /** As written in the environment. Absent: required, unless the schema accepts undefined. */
   default?: string;
   /** Shown in error messages. Never a real secret. Given to `variable()`: default `default`. */
   example: string;
   /** Markdown, for the README table. */
-  description: string;
+  doc: string;
   /** Never echoed back, not even when invalid. */
   secret?: boolean;
 }
 
-export const variable = <const G extends ConfigGroup, const K extends string, S extends z.ZodType>(
-  spec: Omit<VariableSpec<G, K, S>, 'example'> & { example?: string },
-): VariableSpec<G, K, S> => ({ ...spec, example: spec.example ?? spec.default ?? '' });
+type Declared = Omit<VariableSpec, 'group'>;
+type Details = Pick<VariableSpec, 'default' | 'doc' | 'secret'> & { example?: string };
+
+/** One variable of a `group()` table: its key in the typed config, its schema, the rest. */
+export const variable = <const K extends string, S extends z.ZodType>(
+  key: K,
+  schema: S,
+  details: Details,
+) => ({ ...details, key, schema, example: details.example ?? details.default ?? '' });
+
+/** The variables of one group, by name, in README order. */
+export function group<const G extends ConfigGroup, T extends Record<string, Declared>>(
+  group: G,
+  table: T,
+) {
+  const entries = Object.entries(table).map(([name, spec]) => [name, { ...spec, group }]);
+  return Object.fromEntries(entries) as { [N in keyof T]: T[N] & { group: G } };
+}
 
 export const wholeNumber = (min: number, max: number) =>
   z.coerce
@@ -49,6 +60,16 @@ export const wholeNumber = (min: number, max: number) =>
     .int({ error: 'must be a whole number' })
     .min(min, { error: `must be at least ${min}` })
     .max(max, { error: `must be at most ${max}` });
+
+/** A comma list: items trimmed, empty ones dropped. */
+export const commaList = (value: string) =>
+  value
+    .split(',')
+    .map((item) => item.trim())
+    .filter(Boolean);
+
+/** A string matching `pattern`; `error` is the message when it does not. */
+export const matches = (pattern: RegExp, error: string) => z.string().regex(pattern, { error });
 
 export const httpUrl = z
   .url({ protocol: /^https?$/, error: 'must be an absolute http(s) URL' })

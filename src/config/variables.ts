@@ -1,20 +1,21 @@
 /**
- * Every environment variable perks-worker reads, in README order, each declared once
- * (define.ts). config.ts derives the typed config and its error messages from this list; the
- * README's configuration table is `configTable()` (a unit test fails when they disagree, and
- * `npm run docs` rewrites it).
+ * Every environment variable perks-worker reads, in README order, each declared once. config.ts
+ * derives the typed config and its errors from this list; `npm run docs` writes `configTable()`.
  */
-import { apiVariables } from './api.js';
-import { connectionVariables } from './connections.js';
+import { consumerIdVariables, perksVariables } from './api.js';
+import { databaseVariables, redisVariables } from './connections.js';
 import type { VariableSpec } from './define.js';
 import { eventsVariables } from './events.js';
 import { intakeVariables } from './intake.js';
-import { workerVariables } from './worker.js';
+import { logVariables, workerVariables } from './worker.js';
 
 export const variables = {
-  ...apiVariables,
-  ...connectionVariables,
+  ...perksVariables,
+  ...consumerIdVariables,
+  ...redisVariables,
+  ...databaseVariables,
   ...workerVariables,
+  ...logVariables,
   ...intakeVariables,
   ...eventsVariables,
 } as const satisfies Record<string, VariableSpec>;
@@ -22,16 +23,14 @@ export const variables = {
 export type Variables = typeof variables;
 export type VariableName = keyof Variables;
 
-/** True when the variable must be set: no default, and its schema refuses undefined. */
-export const isRequired = (spec: VariableSpec): boolean =>
-  spec.default === undefined && !spec.schema.safeParse(undefined).success;
-
 /** The README's configuration table, as markdown. */
 export function configTable(): string {
   const rows = Object.entries(variables).map(([name, spec]: [string, VariableSpec]) => {
+    // No default: required, unless the schema accepts undefined.
+    const required = !spec.schema.safeParse(undefined).success;
     const byDefault =
-      spec.default !== undefined ? `\`${spec.default}\`` : isRequired(spec) ? 'required' : 'none';
-    return `| \`${name}\` | ${byDefault} | ${spec.description.replaceAll('|', '\\|')} |`;
+      spec.default !== undefined ? `\`${spec.default}\`` : required ? 'required' : 'none';
+    return `| \`${name}\` | ${byDefault} | ${spec.doc.replaceAll('|', '\\|')} |`;
   });
   return ['| Variable | Default | Meaning |', '|---|---|---|', ...rows].join('\n');
 }

@@ -1,177 +1,111 @@
 /** How `work` runs its jobs, serves its operations endpoints and logs (see define.ts). */
 import { z } from 'zod';
 import { maxConsumersPerSyncJob } from '../queues/names.js';
-import { httpUrl, variable, wholeNumber } from './define.js';
+import { group, httpUrl, matches, variable, wholeNumber } from './define.js';
 
-export const workerVariables = {
-  PERKS_RATE_LIMIT_PER_SECOND: variable({
-    group: 'worker',
-    key: 'rateLimitPerSecond',
-    schema: wholeNumber(1, 100_000).optional(),
+const cron = matches(
+  /^(off|(\S+\s+){4,5}\S+)$/,
+  'must be a cron expression of 5 or 6 fields, or off',
+);
+const listenAddress = z.union([z.ipv4(), z.ipv6(), z.literal('localhost')], {
+  error: 'must be an IP address to listen on (0.0.0.0, 127.0.0.1, ::) or localhost',
+});
+const userName = matches(/^[^:\s]{1,64}$/, 'must be 1 to 64 characters, no colon or space');
+const password = z
+  .string()
+  .min(12, { error: 'must be at least 12 characters' })
+  .max(256, { error: 'must be at most 256 characters' });
+const serviceName = z.string().max(255, { error: 'must be at most 255 characters' });
+const logLevel = z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
+
+export const workerVariables = group('worker', {
+  PERKS_RATE_LIMIT_PER_SECOND: variable('rateLimitPerSecond', wholeNumber(1, 100_000).optional(), {
     example: '50',
-    description:
-      'Global cap on jobs started per second per queue, across all replicas (BullMQ limiter). A sync job makes one request per 1000 rewards. Unset: no cap.',
+    doc: 'Global cap on jobs started per second per queue, across all replicas (BullMQ limiter). A sync job makes one request per 1000 rewards. Unset: no cap.',
   }),
-  PERKS_RECONCILE_CRON: variable({
-    group: 'worker',
-    key: 'reconcileCron',
-    schema: z.string().regex(/^(off|(\S+\s+){4,5}\S+)$/, {
-      error: 'must be a cron expression of 5 or 6 fields, or off',
-    }),
+  PERKS_RECONCILE_CRON: variable('reconcileCron', cron, {
     default: '0 3 * * *',
-    description:
-      'When the reconciliation re-syncs every enrolled consumer (cron, UTC); `off`: no schedule (one already registered is removed).',
+    doc: 'When the reconciliation re-syncs every enrolled consumer (cron, UTC); `off`: no schedule (one already registered is removed).',
   }),
-  ENROLL_CONCURRENCY: variable({
-    group: 'worker',
-    key: 'enrollConcurrency',
-    schema: wholeNumber(1, 1000),
+  ENROLL_CONCURRENCY: variable('enrollConcurrency', wholeNumber(1, 1000), {
     default: '10',
-    description: 'Enrollment jobs processed at once by one replica.',
+    doc: 'Enrollment jobs processed at once by one replica.',
   }),
-  SYNC_CONCURRENCY: variable({
-    group: 'worker',
-    key: 'syncConcurrency',
-    schema: wholeNumber(1, 1000),
+  SYNC_CONCURRENCY: variable('syncConcurrency', wholeNumber(1, 1000), {
     default: '8',
-    description: 'Reward sync jobs processed at once by one replica.',
+    doc: 'Reward sync jobs processed at once by one replica.',
   }),
-  SYNC_CONSUMERS_PER_JOB: variable({
-    group: 'worker',
-    key: 'syncConsumersPerJob',
-    schema: wholeNumber(1, maxConsumersPerSyncJob),
+  SYNC_CONSUMERS_PER_JOB: variable('syncConsumersPerJob', wholeNumber(1, maxConsumersPerSyncJob), {
     default: '8',
-    description:
-      'Consumers per sync job of a reconciliation, synced at once by that job; each keeps its own retries. `1` while `PERKS_RATE_LIMIT_PER_SECOND` is set, so that the cap counts syncs.',
+    doc: 'Consumers per sync job of a reconciliation, synced at once by that job; each keeps its own retries. `1` while `PERKS_RATE_LIMIT_PER_SECOND` is set, so that the cap counts syncs.',
   }),
-  RECONCILE_BATCH_SIZE: variable({
-    group: 'worker',
-    key: 'reconcileBatchSize',
-    schema: wholeNumber(1, 10_000),
+  RECONCILE_BATCH_SIZE: variable('reconcileBatchSize', wholeNumber(1, 10_000), {
     default: '500',
-    description: 'Consumers read (keyset) and enqueued per batch by a reconciliation.',
+    doc: 'Consumers read (keyset) and enqueued per batch by a reconciliation.',
   }),
-  RECONCILE_MAX_PENDING: variable({
-    group: 'worker',
-    key: 'reconcileMaxPending',
-    schema: wholeNumber(1, 1_000_000),
+  RECONCILE_MAX_PENDING: variable('reconcileMaxPending', wholeNumber(1, 1_000_000), {
     default: '2000',
-    description:
-      'A reconciliation waits while more sync jobs than this are pending, so Redis holds a bounded number of jobs.',
+    doc: 'A reconciliation waits while more sync jobs than this are pending, so Redis holds a bounded number of jobs.',
   }),
-  JOB_ATTEMPTS: variable({
-    group: 'worker',
-    key: 'jobAttempts',
-    schema: wholeNumber(1, 100),
+  JOB_ATTEMPTS: variable('jobAttempts', wholeNumber(1, 100), {
     default: '8',
-    description: 'Attempts of a job before it is failed (exponential backoff between them).',
+    doc: 'Attempts of a job before it is failed (exponential backoff between them).',
   }),
-  JOB_BACKOFF_MS: variable({
-    group: 'worker',
-    key: 'jobBackoffMs',
-    schema: wholeNumber(0, 3_600_000),
+  JOB_BACKOFF_MS: variable('jobBackoffMs', wholeNumber(0, 3_600_000), {
     default: '5000',
-    description: 'First delay of the exponential backoff between job attempts, in milliseconds.',
+    doc: 'First delay of the exponential backoff between job attempts, in milliseconds.',
   }),
-  KEEP_COMPLETED_JOBS: variable({
-    group: 'worker',
-    key: 'keepCompletedJobs',
-    schema: wholeNumber(0, 1_000_000),
+  KEEP_COMPLETED_JOBS: variable('keepCompletedJobs', wholeNumber(0, 1_000_000), {
     default: '1000',
-    description: 'Completed jobs kept per queue for inspection (the oldest are removed).',
+    doc: 'Completed jobs kept per queue for inspection (the oldest are removed).',
   }),
-  KEEP_FAILED_JOBS: variable({
-    group: 'worker',
-    key: 'keepFailedJobs',
-    schema: wholeNumber(0, 1_000_000),
+  KEEP_FAILED_JOBS: variable('keepFailedJobs', wholeNumber(0, 1_000_000), {
     default: '10000',
-    description: 'Failed jobs kept per queue for inspection and `failed --retry`.',
+    doc: 'Failed jobs kept per queue for inspection and `failed --retry`.',
   }),
-  JOB_LOCK_MS: variable({
-    group: 'worker',
-    key: 'jobLockMs',
-    schema: wholeNumber(1000, 3_600_000),
+  JOB_LOCK_MS: variable('jobLockMs', wholeNumber(1000, 3_600_000), {
     default: '30000',
-    description:
-      "How long a replica's hold on a running job lasts without renewal: the jobs of a replica that died are taken up by another after about this long.",
+    doc: "How long a replica's hold on a running job lasts without renewal: the jobs of a replica that died are taken up by another after about this long.",
   }),
-  SHUTDOWN_TIMEOUT_MS: variable({
-    group: 'worker',
-    key: 'shutdownTimeoutMs',
-    schema: wholeNumber(0, 3_600_000),
+  SHUTDOWN_TIMEOUT_MS: variable('shutdownTimeoutMs', wholeNumber(0, 3_600_000), {
     default: '30000',
-    description:
-      'On SIGTERM/SIGINT, how long active jobs may run to completion before the process exits anyway (they are then retried elsewhere).',
+    doc: 'On SIGTERM/SIGINT, how long active jobs may run to completion before the process exits anyway (they are then retried elsewhere).',
   }),
-  PORT: variable({
-    group: 'worker',
-    key: 'port',
-    schema: wholeNumber(0, 65_535),
+  PORT: variable('port', wholeNumber(0, 65_535), {
     default: '9464',
-    description:
-      'Port of the operations HTTP server of `work` (`/healthz`, `/readyz`, `/metrics`, `/dashboard`).',
+    doc: 'Port of the operations HTTP server of `work` (`/healthz`, `/readyz`, `/metrics`, `/dashboard`).',
   }),
-  OPS_HOST: variable({
-    group: 'worker',
-    key: 'opsHost',
-    schema: z.union([z.ipv4(), z.ipv6(), z.literal('localhost')], {
-      error: 'must be an IP address to listen on (0.0.0.0, 127.0.0.1, ::) or localhost',
-    }),
+  OPS_HOST: variable('opsHost', listenAddress, {
     default: '0.0.0.0',
     example: '127.0.0.1',
-    description:
-      'Address the operations server of `work` listens on. `0.0.0.0` (all interfaces, as exporters do); `127.0.0.1` keeps it on the host.',
+    doc: 'Address the operations server of `work` listens on. `0.0.0.0` (all interfaces, as exporters do); `127.0.0.1` keeps it on the host.',
   }),
-  DASHBOARD_USER: variable({
-    group: 'worker',
-    key: 'dashboardUser',
-    schema: z
-      .string()
-      .regex(/^[^:\s]{1,64}$/, { error: 'must be 1 to 64 characters, no colon or space' }),
+  DASHBOARD_USER: variable('dashboardUser', userName, {
     default: 'admin',
-    description: 'User name of the queue dashboard (`/dashboard`, HTTP basic auth).',
+    doc: 'User name of the queue dashboard (`/dashboard`, HTTP basic auth).',
   }),
-  DASHBOARD_PASSWORD: variable({
-    group: 'worker',
-    key: 'dashboardPassword',
-    schema: z
-      .string()
-      .min(12, { error: 'must be at least 12 characters' })
-      .max(256, { error: 'must be at most 256 characters' })
-      .optional(),
+  DASHBOARD_PASSWORD: variable('dashboardPassword', password.optional(), {
     example: 'a-long-dashboard-password',
-    description:
-      'Password of the queue dashboard (at least 12 characters). Unset: no dashboard, `/dashboard` answers 404.',
+    doc: 'Password of the queue dashboard (at least 12 characters). Unset: no dashboard, `/dashboard` answers 404.',
     secret: true,
   }),
-  OTEL_EXPORTER_OTLP_ENDPOINT: variable({
-    group: 'worker',
-    key: 'otlpEndpoint',
-    schema: httpUrl.optional(),
+  OTEL_EXPORTER_OTLP_ENDPOINT: variable('otlpEndpoint', httpUrl.optional(), {
     example: 'http://127.0.0.1:4318',
-    description:
-      'OpenTelemetry collector (OTLP over HTTP) receiving traces at `<endpoint>/v1/traces`: a span per job attempt, with its Perks API calls and PostgreSQL queries inside, continuing the trace of the producer or intake request that enqueued it. Unset: no tracing, nothing loaded.',
+    doc: 'OpenTelemetry collector (OTLP over HTTP) receiving traces at `<endpoint>/v1/traces`: a span per job attempt, with its Perks API calls and PostgreSQL queries inside, continuing the trace of the producer or intake request that enqueued it. Unset: no tracing, nothing loaded.',
   }),
-  OTEL_SERVICE_NAME: variable({
-    group: 'worker',
-    key: 'otelServiceName',
-    schema: z.string().max(255, { error: 'must be at most 255 characters' }),
+  OTEL_SERVICE_NAME: variable('otelServiceName', serviceName, {
     default: 'perks-worker',
-    description:
-      'The `service.name` of the traces (with `OTEL_EXPORTER_OTLP_ENDPOINT`), e.g. to tell environments apart.',
+    doc: 'The `service.name` of the traces (with `OTEL_EXPORTER_OTLP_ENDPOINT`), e.g. to tell environments apart.',
   }),
-  LOG_LEVEL: variable({
-    group: 'log',
-    key: 'level',
-    schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
+});
+
+export const logVariables = group('log', {
+  LOG_LEVEL: variable('level', logLevel, {
     default: 'info',
-    description: '`fatal`, `error`, `warn`, `info`, `debug`, `trace` or `silent`.',
+    doc: '`fatal`, `error`, `warn`, `info`, `debug`, `trace` or `silent`.',
   }),
-  LOG_FORMAT: variable({
-    group: 'log',
-    key: 'format',
-    schema: z.enum(['json', 'pretty']),
+  LOG_FORMAT: variable('format', z.enum(['json', 'pretty']), {
     default: 'json',
-    description: '`json` (one object a line, for log shippers) or `pretty` (for humans).',
+    doc: '`json` (one object a line, for log shippers) or `pretty` (for humans).',
   }),
-} as const;
+});

@@ -1,15 +1,12 @@
 /**
  * The queue dashboard (bull-board) under /dashboard of the operations server, behind HTTP
- * basic auth. Read-only: it shows queues, jobs and failures; retries go through
- * `perks-worker failed --retry`, so a browser tab can never delete or clean a queue.
- *
- * bull-board and its Express app are imported only when the dashboard is turned on
- * (DASHBOARD_PASSWORD set): a worker without it loads none of that.
+ * basic auth. Read-only: retries go through `perks-worker failed --retry`, so a browser tab can
+ * never delete or clean a queue. bull-board and Express load only with DASHBOARD_PASSWORD set.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
+import type { Route } from './health.js';
 import { LoginThrottle } from './login-throttle.js';
 
 export const dashboardPath = '/dashboard';
@@ -19,18 +16,10 @@ export interface DashboardOptions {
   user: string;
   /** Never logged; compared in constant time. */
   password: string;
-  /** Shown in the page header. Default 'perks-worker'. */
-  title?: string;
 }
 
-/** A route for OpsServerOptions.routes: true when the request was for the dashboard. */
-export type Route = (req: IncomingMessage, res: ServerResponse) => Promise<boolean> | boolean;
-
-type ExpressApp = (
-  req: IncomingMessage,
-  res: ServerResponse,
-  next: (err?: unknown) => void,
-) => void;
+/** bull-board's Express app: a route's request and response, then what to call when unmatched. */
+type ExpressApp = (...args: [...Parameters<Route>, next: (err?: unknown) => void]) => void;
 
 export async function createDashboard(options: DashboardOptions): Promise<Route> {
   const [{ createBullBoard }, { BullMQAdapter }, { ExpressAdapter }] = await Promise.all([
@@ -43,7 +32,7 @@ export async function createDashboard(options: DashboardOptions): Promise<Route>
   createBullBoard({
     queues: options.queues.map((queue) => new BullMQAdapter(queue, { readOnlyMode: true })),
     serverAdapter,
-    options: { uiConfig: { boardTitle: options.title ?? 'perks-worker' } },
+    options: { uiConfig: { boardTitle: 'perks-worker' } },
   });
   const app = serverAdapter.getRouter() as ExpressApp;
   const checkCredentials = basicAuthChecker(options.user, options.password);

@@ -18,6 +18,9 @@ export class NotReadyError extends Error {
   override readonly name = 'NotReadyError';
 }
 
+/** An extra route (the dashboard): true when it handled the request. */
+export type Route = (req: IncomingMessage, res: ServerResponse) => Promise<boolean> | boolean;
+
 export interface OpsServerOptions {
   port: number;
   host?: string;
@@ -25,8 +28,8 @@ export interface OpsServerOptions {
   logger: Logger;
   /** Served on GET /metrics in the Prometheus text format. Absent: /metrics is 404. */
   registry?: Registry;
-  /** Extra routes (the dashboard), tried before the 404. Return true when handled. */
-  routes?: (req: IncomingMessage, res: ServerResponse) => Promise<boolean> | boolean;
+  /** Tried before the 404. */
+  routes?: Route;
   /** A check slower than this counts as failed. Default 2000 ms. */
   checkTimeoutMs?: number;
 }
@@ -47,29 +50,15 @@ export class PortInUseError extends OperationalError {
 }
 
 export async function startOpsServer(options: OpsServerOptions): Promise<Server> {
+  const { logger, registry, routes, checkTimeoutMs = 2000 } = options;
   const loop = monitorEventLoopDelay({ resolution: 20 });
   loop.enable();
-  const timeoutMs = options.checkTimeoutMs ?? 2000;
-
-  const server = createServer((req, res) => {
-    void handle(req, res).catch((error: unknown) => {
-      options.logger.error({ err: { message: String(error) } }, 'ops server error');
-      if (!res.headersSent) send(res, 500, { status: 'error' });
-    });
-  });
-
   // A failing check's own text may name hosts or users: it goes to the log, once per outage.
-  const checkOutages = new Map(
-    options.checks.map(({ name }) => [
-      name,
-      oncePerOutage((error) =>
-        options.logger.warn(
-          { check: name, err: { message: error.message } },
-          'readiness check failed',
-        ),
-      ),
-    ]),
-  );
+  const checks = options.checks.map(({ name, check }) => {
+    const log = (error: Error) =>
+      logger.warn({ check: name, err: { message: error.message } }, 'readiness check failed');
+    return { name, check, outage: oncePerOutage(log) };
+  });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0];
@@ -77,46 +66,46 @@ export async function startOpsServer(options: OpsServerOptions): Promise<Server>
       const p99 = loop.percentile(99) / 1e6;
       loop.reset();
       const ok = p99 < maxLoopDelayMs;
-      return send(res, ok ? 200 : 503, {
-        status: ok ? 'ok' : 'event loop stalled',
-        loopDelayP99Ms: Math.round(p99),
-      });
+      const status = ok ? 'ok' : 'event loop stalled';
+      return send(res, ok ? 200 : 503, { status, loopDelayP99Ms: Math.round(p99) });
     }
     if (path === '/readyz') {
       const results = await Promise.all(
-        options.checks.map(async ({ name, check }) => {
+        checks.map(async ({ name, check, outage }) => {
           try {
-            await withTimeout(check(), timeoutMs);
-            checkOutages.get(name)?.recovered();
+            await withTimeout(check(), checkTimeoutMs);
+            outage.recovered();
             return { name, state: 'ok' };
           } catch (error) {
-            checkOutages
-              .get(name)
-              ?.error(error instanceof Error ? error : new Error(String(error)));
+            outage.error(error instanceof Error ? error : new Error(String(error)));
             return { name, state: error instanceof NotReadyError ? error.message : 'unreachable' };
           }
         }),
       );
-      const failing = results.filter((r) => r.state !== 'ok');
-      const body = {
-        status:
-          failing.length === 0
-            ? 'ready'
-            : `not ready: ${failing.map((f) => (f.state === 'unreachable' ? `${f.name} unreachable` : `${f.name}: ${f.state}`)).join(', ')}`,
-        checks: Object.fromEntries(results.map((r) => [r.name, r.state])),
-      };
-      return send(res, failing.length === 0 ? 200 : 503, body);
+      const failing = results
+        .filter((r) => r.state !== 'ok')
+        .map((r) =>
+          r.state === 'unreachable' ? `${r.name} unreachable` : `${r.name}: ${r.state}`,
+        );
+      const status = failing.length === 0 ? 'ready' : `not ready: ${failing.join(', ')}`;
+      const states = Object.fromEntries(results.map((r) => [r.name, r.state]));
+      return send(res, failing.length === 0 ? 200 : 503, { status, checks: states });
     }
-    if (path === '/metrics' && options.registry) {
-      const text = await options.registry.metrics();
-      res.writeHead(200, { 'content-type': options.registry.contentType });
-      res.end(text);
+    if (path === '/metrics' && registry) {
+      const text = await registry.metrics();
+      res.writeHead(200, { 'content-type': registry.contentType }).end(text);
       return;
     }
-    if (options.routes && (await options.routes(req, res))) return;
+    if (routes && (await routes(req, res))) return;
     send(res, 404, { status: 'not found' });
   }
 
+  const server = createServer((req, res) => {
+    void handle(req, res).catch((error: unknown) => {
+      logger.error({ err: { message: String(error) } }, 'ops server error');
+      if (!res.headersSent) send(res, 500, { status: 'error' });
+    });
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host ?? '0.0.0.0', () => resolve());

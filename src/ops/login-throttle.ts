@@ -1,9 +1,8 @@
 /**
- * Slows down repeated failed logins: after each failure from an address, that address's next
- * refusal waits twice as long (250 ms, 500 ms, ... up to 10 s). A success, or 15 minutes
- * without a failure, forgets the address. Guessing a dashboard password from one address so
- * costs at least 10 s a guess after a handful of tries. The table is bounded: at its limit the
- * oldest entry goes.
+ * Slows down repeated failed logins: each failure from an address doubles the wait of its next
+ * refusal (250 ms, 500 ms, ... up to 10 s), so guessing a dashboard password costs 10 s a guess
+ * after a handful. A success, or 15 minutes without a failure, forgets the address. The table
+ * is bounded: at its limit the oldest entry goes.
  */
 const firstDelayMs = 250;
 const maxDelayMs = 10_000;
@@ -12,15 +11,12 @@ const maxAddresses = 10_000;
 
 export class LoginThrottle {
   readonly #failures = new Map<string, { count: number; last: number }>();
-  readonly #now: () => number;
 
-  constructor(now: () => number = Date.now) {
-    this.#now = now;
-  }
+  constructor(private readonly now: () => number = Date.now) {}
 
   /** Records a failure from `address` and returns how long to wait before refusing it. */
   failed(address: string): number {
-    const now = this.#now();
+    const now = this.now();
     const previous = this.#failures.get(address);
     const count = previous && now - previous.last < forgetAfterMs ? previous.count + 1 : 1;
     this.#failures.delete(address);

@@ -14,8 +14,6 @@ export interface CountableQueue {
 /** A scrape gives up on queue depths after this long. */
 export const scrapeReadTimeoutMs = 1000;
 
-const durationBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
-
 /** What the worker assembly records around every job attempt, and the queues it watches. */
 export function workerMetrics(registers: Registry[]) {
   const completed = new Counter({
@@ -40,37 +38,9 @@ export function workerMetrics(registers: Registry[]) {
     name: 'perks_worker_job_duration_seconds',
     help: 'Duration of one job attempt, per queue and outcome.',
     labelNames: ['queue', 'outcome'] as const,
-    buckets: durationBuckets,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
     registers,
   });
-  const watchDepths = queueDepthGauge(registers);
-  return {
-    /** Every attempt; a rate-limited one also counts as retried (BullMQ emits no event). */
-    jobAttempt(queue: string, outcome: 'completed' | FailureReason, durationSeconds: number) {
-      duration.observe({ queue, outcome }, durationSeconds);
-      if (outcome === 'rate_limited') retried.inc({ queue, reason: outcome });
-    },
-    jobCompleted(queue: string) {
-      completed.inc({ queue });
-    },
-    /** `final` when no attempt is left (or it was unrecoverable). */
-    jobFailed(queue: string, reason: FailureReason, final: boolean) {
-      if (final) failed.inc({ queue, reason });
-      else retried.inc({ queue, reason });
-    },
-    /** Read the depth of these queues at every scrape; their series exist from the start, at 0. */
-    watchQueues(queues: readonly CountableQueue[]) {
-      watchDepths(queues);
-      for (const { name: queue } of queues) {
-        completed.inc({ queue }, 0);
-        for (const reason of ['unrecoverable', 'error']) failed.inc({ queue, reason }, 0);
-        for (const reason of ['rate_limited', 'error']) retried.inc({ queue, reason }, 0);
-      }
-    },
-  };
-}
-
-function queueDepthGauge(registers: Registry[]): (queues: readonly CountableQueue[]) => void {
   let watched: readonly CountableQueue[] = [];
   const states = ['wait', 'prioritized', 'active', 'delayed', 'failed'];
   new Gauge({
@@ -90,14 +60,30 @@ function queueDepthGauge(registers: Registry[]): (queues: readonly CountableQueu
         const queue = queues[i]?.name ?? '';
         // 'prioritized' jobs are waiting too, in another list.
         this.set({ queue, state: 'waiting' }, (c.wait ?? 0) + (c.prioritized ?? 0));
-        this.set({ queue, state: 'active' }, c.active ?? 0);
-        this.set({ queue, state: 'delayed' }, c.delayed ?? 0);
-        this.set({ queue, state: 'failed' }, c.failed ?? 0);
+        for (const state of ['active', 'delayed', 'failed'])
+          this.set({ queue, state }, c[state] ?? 0);
       }
     },
   });
-  return (queues) => {
-    watched = queues;
+  return {
+    /** Every attempt; a rate-limited one also counts as retried (BullMQ emits no event). */
+    jobAttempt(queue: string, outcome: 'completed' | FailureReason, durationSeconds: number) {
+      duration.observe({ queue, outcome }, durationSeconds);
+      if (outcome === 'rate_limited') retried.inc({ queue, reason: outcome });
+    },
+    jobCompleted: (queue: string) => completed.inc({ queue }),
+    /** `final` when no attempt is left (or it was unrecoverable). */
+    jobFailed: (queue: string, reason: FailureReason, final: boolean) =>
+      (final ? failed : retried).inc({ queue, reason }),
+    /** Read the depth of these queues at every scrape; their series exist from the start, at 0. */
+    watchQueues(queues: readonly CountableQueue[]) {
+      watched = queues;
+      for (const { name: queue } of queues) {
+        completed.inc({ queue }, 0);
+        for (const reason of ['unrecoverable', 'error']) failed.inc({ queue, reason }, 0);
+        for (const reason of ['rate_limited', 'error']) retried.inc({ queue, reason }, 0);
+      }
+    },
   };
 }
 
@@ -105,10 +91,6 @@ export type RewardSyncOutcome = 'synced' | 'not_enrolled' | 'retried_alone';
 
 /** What processors record: domain facts, not job mechanics. */
 export function jobMetrics(registers: Registry[]) {
-  return { ...syncMetrics(registers), ...reconciliationMetrics(registers) };
-}
-
-function syncMetrics(registers: Registry[]) {
   const rewards = new Counter({
     name: 'perks_worker_rewards_written_total',
     help: 'Rewards written to Postgres, per result: inserted (new), updated (changed) or unchanged.',
@@ -137,30 +119,6 @@ function syncMetrics(registers: Registry[]) {
     labelNames: ['outcome'] as const,
     registers,
   });
-  return {
-    rewardPageWritten(written: {
-      inserted: number;
-      updated: number;
-      unchanged: number;
-      statusChanges: number;
-    }) {
-      pages.inc();
-      rewards.inc({ result: 'inserted' }, written.inserted);
-      rewards.inc({ result: 'updated' }, written.updated);
-      rewards.inc({ result: 'unchanged' }, written.unchanged);
-      statusChanges.inc(written.statusChanges);
-    },
-    enrollment(outcome: 'created' | 'already_enrolled') {
-      enrollments.inc({ outcome });
-    },
-    /** `retried_alone`: it failed inside a job of several consumers and got a job of its own. */
-    rewardSync(outcome: RewardSyncOutcome) {
-      rewardSyncs.inc({ outcome });
-    },
-  };
-}
-
-function reconciliationMetrics(registers: Registry[]) {
   const reconcileEnqueued = new Gauge({
     name: 'perks_worker_reconciliation_enqueued_consumers',
     help: 'Consumers enqueued for a reward sync by the reconciliation running in this process (0 when none).',
@@ -172,10 +130,19 @@ function reconciliationMetrics(registers: Registry[]) {
     registers,
   });
   return {
-    /** Consumers enqueued so far by the running reconciliation. */
-    reconciliationProgress(enqueued: number) {
-      reconcileEnqueued.set(enqueued);
+    rewardPageWritten(
+      written: Record<'inserted' | 'updated' | 'unchanged' | 'statusChanges', number>,
+    ) {
+      pages.inc();
+      for (const result of ['inserted', 'updated', 'unchanged'] as const)
+        rewards.inc({ result }, written[result]);
+      statusChanges.inc(written.statusChanges);
     },
+    enrollment: (outcome: 'created' | 'already_enrolled') => enrollments.inc({ outcome }),
+    /** `retried_alone`: it failed inside a job of several consumers and got a job of its own. */
+    rewardSync: (outcome: RewardSyncOutcome) => rewardSyncs.inc({ outcome }),
+    /** Consumers enqueued so far by the running reconciliation. */
+    reconciliationProgress: (enqueued: number) => reconcileEnqueued.set(enqueued),
     reconciliationFinished() {
       reconcileEnqueued.set(0);
       reconciliations.inc();

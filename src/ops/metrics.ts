@@ -1,12 +1,12 @@
 /**
  * Prometheus metrics of one worker, in a registry of its own so that workers can run side by
- * side. Labels are bounded sets only, never a consumer or job id (those belong in logs).
+ * side. Labels are bounded sets only, never a consumer or job id (those belong in logs). Here
+ * the edges: Perks API calls, signups received by the intake, reward events sent as webhooks.
  */
-import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
-import { intakeMetrics, webhookMetrics } from './metrics-edges.js';
-import { jobMetrics, workerMetrics } from './metrics-jobs.js';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { jobMetrics, scrapeReadTimeoutMs, workerMetrics } from './metrics-jobs.js';
+import { withTimeout } from './timeouts.js';
 
-export type { IntakeOutcome } from './metrics-edges.js';
 export type { FailureReason } from './metrics-jobs.js';
 
 export type JobMetrics = ReturnType<typeof jobMetrics>;
@@ -41,20 +41,13 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
   };
 }
 
-const apiBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
-
-function statusClass(status: number | undefined): string {
-  if (status === undefined || status < 200 || status > 599) return 'error';
-  return `${Math.floor(status / 100)}xx`;
-}
-
 /** The PerksClient hooks. */
 function apiMetrics(registers: Registry[]) {
   const duration = new Histogram({
     name: 'perks_worker_api_request_duration_seconds',
     help: 'Duration of one HTTP exchange with the Perks API, per operation and status class.',
     labelNames: ['operation', 'status_class'] as const,
-    buckets: apiBuckets,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers,
   });
   const throttled = new Counter({
@@ -83,15 +76,66 @@ function apiMetrics(registers: Registry[]) {
   return {
     onRequest(event: { operation: string; status: number | undefined; durationMs: number }) {
       const { operation, status, durationMs } = event;
-      duration.observe({ operation, status_class: statusClass(status) }, durationMs / 1000);
+      const known = status !== undefined && status >= 200 && status <= 599;
+      const statusClass = known ? `${Math.floor(status / 100)}xx` : 'error';
+      duration.observe({ operation, status_class: statusClass }, durationMs / 1000);
       if (status === 429) throttled.inc({ operation });
     },
-    onTokenMinted() {
-      tokensMinted.inc();
-    },
+    onTokenMinted: () => tokensMinted.inc(),
     onRetry({ operation, delayMs }: { operation: string; delayMs: number }) {
       retryWaits.inc({ operation });
       retryWaitSeconds.inc({ operation }, delayMs / 1000);
+    },
+  };
+}
+
+export type IntakeSource = 'http' | 'outbox' | 'amqp';
+/** accepted: a job was added; duplicate: one was already pending; rejected: invalid input. */
+export type IntakeOutcome = 'accepted' | 'duplicate' | 'rejected';
+
+export function intakeMetrics(registers: Registry[]) {
+  const events = new Counter({
+    name: 'perks_worker_intake_events_total',
+    help: 'Signups and sync requests received by the intake, per source (http, outbox, amqp) and outcome (accepted, duplicate: one was already pending, rejected: invalid).',
+    labelNames: ['source', 'outcome'] as const,
+    registers,
+  });
+  for (const source of ['http', 'outbox', 'amqp']) {
+    for (const outcome of ['accepted', 'duplicate', 'rejected']) events.inc({ source, outcome }, 0);
+  }
+  return {
+    intake: (source: IntakeSource, outcome: IntakeOutcome, count = 1) =>
+      events.inc({ source, outcome }, count),
+  };
+}
+
+export function webhookMetrics(registers: Registry[]) {
+  const deliveries = new Counter({
+    name: 'perks_worker_webhook_deliveries_total',
+    help: 'Reward events POSTed to WEBHOOK_URL, per outcome: delivered (2xx), retried (refused or no answer; tried again with backoff), failed (given up after WEBHOOK_MAX_AGE_HOURS).',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
+  let readDeliveryLag: (() => Promise<number>) | undefined;
+  new Gauge({
+    name: 'perks_worker_webhook_oldest_undelivered_seconds',
+    help: 'Age of the oldest reward event not yet delivered to WEBHOOK_URL (0 when none), read from PostgreSQL at scrape time; absent without webhooks.',
+    registers,
+    async collect() {
+      if (!readDeliveryLag) return;
+      try {
+        this.set(await withTimeout(readDeliveryLag(), scrapeReadTimeoutMs));
+      } catch {
+        this.reset(); // PostgreSQL away or slow: left out of this scrape
+      }
+    },
+  });
+  return {
+    webhookDelivery: (outcome: 'delivered' | 'retried' | 'failed') => deliveries.inc({ outcome }),
+    /** Read the age of the oldest undelivered event at every scrape (seconds; 0 when none). */
+    watchDeliveryLag(read: () => Promise<number>) {
+      readDeliveryLag = read;
+      for (const outcome of ['delivered', 'retried', 'failed']) deliveries.inc({ outcome }, 0);
     },
   };
 }

@@ -3,16 +3,10 @@
  * `quietMs` has passed (an idle worker may see no sign of recovery for a long time, and a new
  * kind of error must not stay hidden behind the first).
  */
-export function oncePerOutage(
-  log: (error: Error) => void,
-  quietMs = 60_000,
-): {
-  error: (error: Error) => void;
-  recovered: () => void;
-} {
+export function oncePerOutage(log: (error: Error) => void, quietMs = 60_000) {
   let loggedAt: number | undefined;
   return {
-    error(error) {
+    error(error: Error) {
       const now = Date.now();
       if (loggedAt !== undefined && now - loggedAt < quietMs) return;
       loggedAt = now;

@@ -6,10 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
  * shutdown) must not hold the process forever. Resolves false when time ran out.
  */
 export function within(ms: number, work: Promise<unknown>): Promise<boolean> {
-  const done = work.then(
-    () => true,
-    () => true,
-  );
+  const done = work.then(() => true).catch(() => true);
   return Promise.race([done, sleep(ms, false, { ref: false })]);
 }
 

@@ -16,10 +16,7 @@ interface TracingOptions {
   logger?: Logger;
 }
 
-/**
- * Runs `fn` in the trace that the W3C `traceparent` (and `tracestate`) of request or message
- * `headers` name, or in a new trace; a job enqueued inside continues it.
- */
+/** Runs `fn` in the trace the W3C `traceparent` of `headers` names (or a new one). */
 export type ContinueTrace = <T>(headers: Readonly<Record<string, unknown>>, fn: () => T) => T;
 
 export interface Tracing {
@@ -55,23 +52,18 @@ export async function startTracing(options: TracingOptions): Promise<Tracing> {
       api.context.with(api.propagation.extract(api.context.active(), headers), fn),
     async shutdown() {
       uninstrument();
-      try {
-        await provider.shutdown();
-      } catch (error) {
-        options.logger?.warn(
-          { err: { message: error instanceof Error ? error.message : String(error) } },
-          'could not flush the last trace spans',
-        );
-      }
+      await provider.shutdown().catch((error: unknown) => {
+        const err = { message: error instanceof Error ? error.message : String(error) };
+        options.logger?.warn({ err }, 'could not flush the last trace spans');
+      });
     },
   };
 }
 
 /**
  * Spans for undici requests and pg queries, only inside a job's span (outbox polls and webhook
- * deliveries would each start a trace). pg is already loaded, and the require hook patches a
- * module when it is required: so pg and pg-pool are required once more, patching their
- * prototypes in place for every importer.
+ * deliveries would each start a trace). pg is already loaded and the hook patches a module as
+ * it is required: so pg and pg-pool are required once more, patching their prototypes in place.
  */
 async function instrumentClients(): Promise<() => void> {
   const [{ registerInstrumentations }, { UndiciInstrumentation }, { PgInstrumentation }] =
