@@ -4,10 +4,11 @@
  * share them), enqueue the valid ones while locked, mark every row (job id, or the error naming
  * the field), commit. A row is enqueued at least once: if Redis refuses or the process dies
  * before the commit, the next pass enqueues it again, and deduplication (or a 409) absorbs it.
- * A pass runs on a NOTIFY (outbox-listener.ts) or every `pollMs`, never two at once, repeating
- * while batches are full; after a failure it backs off, deaf to notifications, so as not to spin.
+ * A pass runs on a NOTIFY or every `pollMs`, never two at once, repeating while batches are
+ * full; after a failure it backs off, deaf to notifications, so as not to spin.
  */
-import type pg from 'pg';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
 import { oncePerOutage } from '../ops/outage.js';
 import { withTimeout } from '../ops/timeouts.js';
 import { describeProblems, type EnrollmentPayload } from '../queues/payloads.js';
@@ -18,15 +19,15 @@ import {
   deleteProcessedSignups,
   markSignupsProcessed,
   type OutboxOutcome,
+  signupOutboxChannel,
 } from '../store/outbox.js';
 import { inTransaction } from '../store/transaction.js';
-import { createWakeup, listenForSignups } from './outbox-listener.js';
 import { checkSignup, type Door } from './signups.js';
 
 export interface OutboxOptions extends Door {
   /** Pool the batches run on, a transaction each (fine through PgBouncer's transaction pooling). */
   pool: pg.Pool;
-  /** URL of the LISTEN session: a direct one (DATABASE_DIRECT_URL), see outbox-listener.ts. */
+  /** URL of the LISTEN session: a direct one (DATABASE_DIRECT_URL), see listenForSignups. */
   databaseUrl: string;
   /** Schema holding signup_outbox (DATABASE_SCHEMA). */
   schema: string;
@@ -47,7 +48,6 @@ export interface OutboxDrain {
   close(): Promise<void>;
 }
 
-const defaultBatchSize = 500;
 /** How long a batch waits for Redis before it is rolled back. */
 const enqueueTimeoutMs = 10_000;
 const maxBackoffMs = 10_000;
@@ -60,7 +60,7 @@ export function startOutboxDrain(options: OutboxOptions): OutboxDrain {
   const drainer: Drainer = {
     ...options,
     schema: quoteIdentifier(assertSchemaName(options.schema)),
-    batchSize: options.batchSize ?? defaultBatchSize,
+    batchSize: options.batchSize ?? 500,
   };
   const closing = new AbortController();
   const wakeup = createWakeup();
@@ -107,8 +107,7 @@ export function startOutboxDrain(options: OutboxOptions): OutboxDrain {
   };
 
   const running = run();
-  const listener =
-    options.listen === false ? undefined : listenForSignups({ ...options, onSignup: wakeup.wake });
+  const listener = options.listen === false ? undefined : listenForSignups(options, wakeup.wake);
   return {
     drainNow: () => exclusively(drainUntilEmpty),
     async close() {
@@ -154,15 +153,116 @@ async function drainBatch(d: Drainer): Promise<number> {
   });
   if (batch.rows === 0) return 0;
   const duplicate = batch.enqueued.filter((e) => e.alreadyPending).length;
-  const accepted = batch.enqueued.length - duplicate;
+  const counts = { accepted: batch.enqueued.length - duplicate, duplicate };
   const rejected = batch.refused.length;
-  d.metrics.intake('outbox', 'accepted', accepted);
+  d.metrics.intake('outbox', 'accepted', counts.accepted);
   d.metrics.intake('outbox', 'duplicate', duplicate);
   d.metrics.intake('outbox', 'rejected', rejected);
-  const counts = { rows: batch.rows, accepted, duplicate, rejected };
-  d.logger.info({ ...counts, durationMs: Date.now() - startedAt }, 'outbox batch enqueued');
+  const durationMs = Date.now() - startedAt;
+  d.logger.info({ rows: batch.rows, ...counts, rejected, durationMs }, 'outbox batch enqueued');
   if (rejected > 0) d.logger.warn({ ids: batch.refused }, 'outbox rows refused; see their error');
   return batch.rows;
+}
+
+/**
+ * The drain's wake-up: a session of its own LISTENing on the outbox channel. It is only a
+ * shortcut, since the drain polls anyway: without it (PostgreSQL away, or PgBouncer's
+ * transaction pooling, where LISTEN succeeds but its server connection goes back to the pool and
+ * the notifications are dropped) signups wait for the next poll, none is lost. So a failure is
+ * logged once per outage, and the session reconnects with backoff, for ever. `onSignup` is
+ * called on each notification of this schema (others are ignored) and on each (re)connection.
+ */
+function listenForSignups(
+  { databaseUrl, schema, logger }: OutboxOptions,
+  onSignup: () => void,
+): { close(): Promise<void> } {
+  let closed = false;
+  let session: pg.Client | undefined;
+  let retryTimer: NodeJS.Timeout | undefined;
+  let failures = 0;
+  const outage = oncePerOutage((error) =>
+    logger.warn(
+      { err: { message: error.message } },
+      'outbox LISTEN failed; polling alone until it reconnects',
+    ),
+  );
+  // Each session is lost once: its 'error', its 'end' and a failed connect all land here.
+  const lost = (client: pg.Client, error: Error) => {
+    if (session !== client) return;
+    session = undefined;
+    client.end().catch(() => undefined);
+    if (closed) return;
+    outage.error(error);
+    const delay = Math.min(1000 * 2 ** failures++, 30_000);
+    retryTimer = setTimeout(() => void connect(), delay);
+  };
+  const connect = async () => {
+    const client = new pg.Client({
+      connectionString: databaseUrl,
+      application_name: 'perks-worker outbox listener',
+      connectionTimeoutMillis: 10_000,
+      // An idle session on a dead network would otherwise wait for notifications for ever.
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
+    });
+    session = client;
+    client.on('notification', (message) => {
+      if (message.payload === schema) onSignup();
+    });
+    client.on('error', (error) => lost(client, error));
+    client.on('end', () => lost(client, new Error('connection closed')));
+    try {
+      await client.connect();
+      await client.query(`listen ${signupOutboxChannel}`);
+    } catch (error) {
+      return lost(client, asError(error));
+    }
+    if (session !== client) return;
+    if (failures > 0) logger.info('outbox LISTEN restored');
+    failures = 0;
+    outage.recovered();
+    // Rows committed while nobody listened sent their notification to no one.
+    onSignup();
+  };
+
+  void connect();
+  return {
+    async close() {
+      closed = true;
+      clearTimeout(retryTimer);
+      const client = session;
+      session = undefined;
+      await client?.end().catch(() => undefined);
+    },
+  };
+}
+
+/**
+ * Wakes the drain's wait early. A wake-up that comes during a pass is kept for the next wait,
+ * so a row committed after the pass read the table is not left for the poll.
+ */
+function createWakeup() {
+  let pending = false;
+  let early: AbortController | undefined;
+  return {
+    wake(): void {
+      pending = true;
+      early?.abort();
+    },
+    /** Waits `ms`, or until a wake-up when `wakeable`, or until `signal` aborts. */
+    async wait(ms: number, wakeable: boolean, signal: AbortSignal): Promise<void> {
+      if (!(wakeable && pending) && !signal.aborted) {
+        const stop = new AbortController();
+        const abort = () => stop.abort();
+        signal.addEventListener('abort', abort, { once: true });
+        if (wakeable) early = stop;
+        await sleep(ms, undefined, { signal: stop.signal }).catch(() => undefined);
+        signal.removeEventListener('abort', abort);
+        early = undefined;
+      }
+      pending = false;
+    },
+  };
 }
 
 const asError = (error: unknown) => (error instanceof Error ? error : new Error(String(error)));
