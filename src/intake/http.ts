@@ -64,10 +64,8 @@ export async function startHttpIntake(options: HttpIntakeOptions): Promise<HttpI
         job_id: e.jobId,
         duplicate: e.alreadyPending,
       }));
-      return {
-        body: { enrollments },
-        counts: { accepted: enqueued.length - duplicate, duplicate },
-      };
+      const counts = { accepted: enqueued.length - duplicate, duplicate };
+      return { body: { enrollments }, counts };
     },
   });
   batchRoute(app, options, redisOutage, {
@@ -75,11 +73,9 @@ export async function startHttpIntake(options: HttpIntakeOptions): Promise<HttpI
     check: checkSyncRequest,
     async enqueue(consumerIds) {
       // A sync already waiting for a consumer absorbs the request.
-      const jobs = await Promise.all(
-        consumerIds.map((consumerId) =>
-          enqueueRewardSync(queues, { consumerId, reason: 'manual' }),
-        ),
-      );
+      const sync = (consumerId: string) =>
+        enqueueRewardSync(queues, { consumerId, reason: 'manual' });
+      const jobs = await Promise.all(consumerIds.map(sync));
       const syncs = jobs.map((job, i) => ({ consumer_id: consumerIds[i], job_id: job.id ?? '' }));
       return { body: { syncs }, counts: { accepted: syncs.length } };
     },
