@@ -176,63 +176,55 @@ function listenForSignups(
   { databaseUrl, schema, logger }: OutboxOptions,
   onSignup: () => void,
 ): { close(): Promise<void> } {
-  let closed = false;
+  const closing = new AbortController();
   let session: pg.Client | undefined;
-  let retryTimer: NodeJS.Timeout | undefined;
-  let failures = 0;
   const outage = oncePerOutage((error) =>
     logger.warn(
       { err: { message: error.message } },
       'outbox LISTEN failed; polling alone until it reconnects',
     ),
   );
-  // Each session is lost once: its 'error', its 'end' and a failed connect all land here.
-  const lost = (client: pg.Client, error: Error) => {
-    if (session !== client) return;
-    session = undefined;
-    client.end().catch(() => undefined);
-    if (closed) return;
-    outage.error(error);
-    const delay = Math.min(1000 * 2 ** failures++, 30_000);
-    retryTimer = setTimeout(() => void connect(), delay);
-  };
-  const connect = async () => {
-    const client = new pg.Client({
-      connectionString: databaseUrl,
-      application_name: 'perks-worker outbox listener',
-      connectionTimeoutMillis: 10_000,
-      // An idle session on a dead network would otherwise wait for notifications for ever.
-      keepAlive: true,
-      keepAliveInitialDelayMillis: 10_000,
-    });
-    session = client;
-    client.on('notification', (message) => {
-      if (message.payload === schema) onSignup();
-    });
-    client.on('error', (error) => lost(client, error));
-    client.on('end', () => lost(client, new Error('connection closed')));
-    try {
-      await client.connect();
-      await client.query(`listen ${signupOutboxChannel}`);
-    } catch (error) {
-      return lost(client, asError(error));
+  const listen = async () => {
+    for (let failures = 0; !closing.signal.aborted; ) {
+      const client = new pg.Client({
+        connectionString: databaseUrl,
+        application_name: 'perks-worker outbox listener',
+        connectionTimeoutMillis: 10_000,
+        // An idle session on a dead network would otherwise wait for notifications for ever.
+        keepAlive: true,
+        keepAliveInitialDelayMillis: 10_000,
+      });
+      session = client;
+      // A session is lost once: by its first 'error' or 'end', or a failed connect.
+      const lost = new Promise<Error>((resolve) => {
+        client.on('error', resolve);
+        client.on('end', () => resolve(new Error('connection closed')));
+      });
+      client.on('notification', (message) => {
+        if (message.payload === schema) onSignup();
+      });
+      const listening = client.connect().then(() => client.query(`listen ${signupOutboxChannel}`));
+      const error = await listening.then(() => {
+        if (failures > 0) logger.info('outbox LISTEN restored');
+        failures = 0;
+        outage.recovered();
+        // Rows committed while nobody listened sent their notification to no one.
+        onSignup();
+        return lost;
+      }, asError);
+      client.end().catch(() => undefined);
+      if (closing.signal.aborted) return;
+      outage.error(error);
+      const delay = Math.min(1000 * 2 ** failures++, 30_000);
+      await sleep(delay, undefined, { signal: closing.signal }).catch(() => undefined);
     }
-    if (session !== client) return;
-    if (failures > 0) logger.info('outbox LISTEN restored');
-    failures = 0;
-    outage.recovered();
-    // Rows committed while nobody listened sent their notification to no one.
-    onSignup();
   };
 
-  void connect();
+  void listen();
   return {
     async close() {
-      closed = true;
-      clearTimeout(retryTimer);
-      const client = session;
-      session = undefined;
-      await client?.end().catch(() => undefined);
+      closing.abort();
+      await session?.end().catch(() => undefined);
     },
   };
 }
