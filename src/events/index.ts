@@ -159,9 +159,7 @@ async function deliverConsumerEvents(
 }
 
 /** Starts the delivery worker and this replica's dispatcher; `close` stops both. */
-export function startWebhookDelivery(options: WebhookDeliveryOptions): {
-  close(): Promise<void>;
-} {
+export function startWebhookDelivery(options: WebhookDeliveryOptions): Webhooks {
   const { logger } = options;
   const worker = new Worker<DeliveryJobData>(
     webhookQueueName,

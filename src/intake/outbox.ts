@@ -165,12 +165,11 @@ async function drainBatch(d: Drainer): Promise<number> {
 }
 
 /**
- * The drain's wake-up: a session of its own LISTENing on the outbox channel. It is only a
- * shortcut, since the drain polls anyway: without it (PostgreSQL away, or PgBouncer's
- * transaction pooling, where LISTEN succeeds but its server connection goes back to the pool and
- * the notifications are dropped) signups wait for the next poll, none is lost. So a failure is
- * logged once per outage, and the session reconnects with backoff, for ever. `onSignup` is
- * called on each notification of this schema (others are ignored) and on each (re)connection.
+ * The drain's wake-up, a LISTEN session of its own, is only a shortcut: without it (PostgreSQL
+ * away, or PgBouncer's transaction pooling, where LISTEN succeeds but the notifications are
+ * dropped) signups wait for the next poll, none is lost. So a failure is logged once per outage
+ * and the session reconnects, for ever. `onSignup` runs on each notification of this schema
+ * (others are ignored) and on each (re)connection.
  */
 function listenForSignups(
   { databaseUrl, schema, logger }: OutboxOptions,
