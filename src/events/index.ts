@@ -1,22 +1,45 @@
 /**
- * Webhook delivery, on when WEBHOOK_URL and WEBHOOK_SECRET are set: the `webhooks` queue, its
- * worker and this replica's dispatcher (delivery.ts), and the delivery-lag gauge.
+ * Webhook delivery of the reward_events feed, on when WEBHOOK_URL and WEBHOOK_SECRET are set, on
+ * a BullMQ queue of its own (`webhooks`), with the delivery-lag gauge:
+ * - each replica's dispatcher adds one `deliver-events` job per consumer marked pending,
+ *   deduplicated by consumer, so one consumer's events are never delivered in parallel or out
+ *   of order;
+ * - the job POSTs them one at a time in feed order, moving the consumer's cursor past each 2xx;
+ *   a refusal fails the attempt (retried, 1 s doubling to 5 min) while other consumers go on;
+ * - an event still refused WEBHOOK_MAX_AGE_HOURS after it was recorded is marked failed and
+ *   skipped. At least once: a crash between a POST and its cursor move sends that event again
+ *   (receivers deduplicate on `webhook-id`).
  */
-import { Queue } from 'bullmq';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type Job, Queue, Worker } from 'bullmq';
+import type pg from 'pg';
 import type { Config } from '../config.js';
 import type { Logger } from '../ops/logger.js';
-import type { Metrics } from '../ops/metrics.js';
+import type { Metrics, WebhookMetrics } from '../ops/metrics.js';
+import { oncePerOutage } from '../ops/outage.js';
 import { within } from '../ops/timeouts.js';
 import type { RedisClient } from '../queues/connection.js';
-import { deliveryLag } from '../store/event-deliveries.js';
+import {
+  advanceCursor,
+  clearPendingIfDone,
+  deliveryLag,
+  dispatchPending,
+  recordFailure,
+  undeliveredEvents,
+} from '../store/event-deliveries.js';
 import { quoteIdentifier } from '../store/identifier.js';
 import type { Store } from '../store/store.js';
-import { type DeliveryJobData, startWebhookDelivery, webhookQueueName } from './delivery.js';
 import { WebhookSender } from './webhook.js';
 
-export interface Webhooks {
-  close(): Promise<void>;
+export const webhookQueueName = 'webhooks';
+export const deliverJobName = 'deliver-events';
+
+/** What a delivery job carries. */
+export interface DeliveryJobData {
+  consumerId: string;
 }
+
+export type Webhooks = { close(): Promise<void> };
 
 /** What delivery works with: the feed's pool and schema, the worker's Redis connection. */
 export interface WebhookParts {
@@ -30,35 +53,21 @@ export function startWebhooks(
   config: Pick<Config, 'events' | 'redis' | 'worker'>,
   { store, connection, logger, metrics }: WebhookParts,
 ): Webhooks | undefined {
-  const { webhookUrl, webhookSecret, webhookTimeoutMs, webhookConcurrency } = config.events;
-  if (!webhookUrl || !webhookSecret) return undefined;
+  const { webhookUrl: url, webhookSecret: secret, webhookConcurrency: concurrency } = config.events;
+  if (!url || !secret) return undefined;
+  const { pool } = store;
   const schema = quoteIdentifier(store.schema);
-  const queue = new Queue<DeliveryJobData>(webhookQueueName, {
-    connection,
-    prefix: config.redis.queuePrefix,
-  });
+  const prefix = config.redis.queuePrefix;
+  const queue = new Queue<DeliveryJobData>(webhookQueueName, { connection, prefix });
   queue.on('error', () => {}); // the worker's connection logs its outages
-  const sender = new WebhookSender({
-    url: webhookUrl,
-    secret: webhookSecret,
-    timeoutMs: webhookTimeoutMs,
-    connections: webhookConcurrency,
-  });
-  const delivery = startWebhookDelivery({
-    pool: store.pool,
-    schema,
-    sender,
-    maxAgeMs: config.events.webhookMaxAgeHours * 3_600_000,
-    logger,
-    metrics,
-    connection,
-    prefix: config.redis.queuePrefix,
-    queue,
-    concurrency: webhookConcurrency,
-    lockMs: config.worker.jobLockMs,
-  });
+  const timeoutMs = config.events.webhookTimeoutMs;
+  const sender = new WebhookSender({ url, secret, timeoutMs, connections: concurrency });
+  const maxAgeMs = config.events.webhookMaxAgeHours * 3_600_000;
+  const lockMs = config.worker.jobLockMs;
+  const parts = { pool, schema, sender, maxAgeMs, logger, metrics, connection, prefix, queue };
+  const delivery = startWebhookDelivery({ ...parts, concurrency, lockMs });
   metrics.watchDeliveryLag(async () => {
-    const lag = await deliveryLag(store.pool, schema);
+    const lag = await deliveryLag(pool, schema);
     return lag.oldest ? (Date.now() - lag.oldest.createdAt.getTime()) / 1000 : 0;
   });
   return {
@@ -66,6 +75,150 @@ export function startWebhooks(
       await within(10_000, delivery.close());
       await within(5000, queue.close());
       await within(5000, sender.close());
+    },
+  };
+}
+
+export interface WebhookDeliveryOptions {
+  pool: pg.Pool;
+  /** Quoted schema name. */
+  schema: string;
+  sender: Pick<WebhookSender, 'send'>;
+  maxAgeMs: number;
+  logger: Logger;
+  metrics: WebhookMetrics;
+  connection: RedisClient;
+  prefix: string;
+  queue: Queue<DeliveryJobData>;
+  concurrency: number;
+  /** JOB_LOCK_MS: a dead replica's delivery job goes to another after about this long. */
+  lockMs: number;
+  /** How often the dispatcher looks for consumers with new events. Default 500 ms. */
+  pollMs?: number;
+}
+
+/** Retried until delivered or given up by age (WEBHOOK_MAX_AGE_HOURS), never by count. */
+const deliveryJobOptions = {
+  attempts: 1_000_000,
+  backoff: { type: 'custom' },
+  removeOnComplete: { count: 1000 },
+  removeOnFail: { count: 10_000 },
+};
+
+/** Events read per query; a job goes on until the consumer has none left. */
+const eventsPerRead = 100;
+
+/** Delays between attempts of a delivery job: 1 s doubling to 5 min, with jitter. */
+const deliveryBackoff = (attemptsMade: number): number => {
+  const base = Math.min(1000 * 2 ** Math.max(attemptsMade - 1, 0), 5 * 60_000);
+  return Math.round(base * (0.8 + Math.random() * 0.4));
+};
+
+/** Delivers the consumer's undelivered events in order; throws on the first refusal. */
+async function deliverConsumerEvents(
+  job: Job<DeliveryJobData>,
+  ctx: WebhookDeliveryOptions,
+  signal?: AbortSignal,
+): Promise<{ delivered: number; failed: number }> {
+  const { consumerId } = job.data;
+  let delivered = 0;
+  let failed = 0;
+  for (;;) {
+    const events = await undeliveredEvents(ctx.pool, ctx.schema, consumerId, eventsPerRead);
+    if (events.length === 0) break;
+    for (const event of events) {
+      // A job whose lock was lost (cancelled) stops before its next POST: another replica
+      // now delivers this consumer, and two must never interleave.
+      signal?.throwIfAborted();
+      try {
+        await ctx.sender.send(event, signal);
+      } catch (error) {
+        if (Date.now() - event.created_at.getTime() < ctx.maxAgeMs) {
+          ctx.metrics.webhookDelivery('retried');
+          throw error;
+        }
+        // Refused WEBHOOK_MAX_AGE_HOURS after it was recorded: given up, so the next events go.
+        const { message } = error as Error;
+        const attempts = job.attemptsMade + 1;
+        await recordFailure(ctx.pool, ctx.schema, event, { attempts, lastError: message });
+        ctx.metrics.webhookDelivery('failed');
+        ctx.logger.error(
+          { consumerId, eventId: event.id, type: event.type, err: { message } },
+          'webhook delivery given up; the event is marked failed',
+        );
+        failed += 1;
+        continue;
+      }
+      await advanceCursor(ctx.pool, ctx.schema, consumerId, event.id);
+      ctx.metrics.webhookDelivery('delivered');
+      delivered += 1;
+    }
+  }
+  await clearPendingIfDone(ctx.pool, ctx.schema, consumerId);
+  return { delivered, failed };
+}
+
+/** Starts the delivery worker and this replica's dispatcher; `close` stops both. */
+export function startWebhookDelivery(options: WebhookDeliveryOptions): Webhooks {
+  const { logger } = options;
+  const worker = new Worker<DeliveryJobData>(
+    webhookQueueName,
+    (job, _token, signal) => deliverConsumerEvents(job, options, signal),
+    {
+      connection: options.connection,
+      prefix: options.prefix,
+      concurrency: options.concurrency,
+      lockDuration: options.lockMs,
+      stalledInterval: options.lockMs,
+      settings: { backoffStrategy: deliveryBackoff },
+    },
+  );
+  const workerOutage = oncePerOutage((error) =>
+    logger.error({ err: { message: error.message } }, 'webhook worker error'),
+  );
+  worker.on('error', workerOutage.error);
+  // A job whose lock could not be renewed (Redis away longer than JOB_LOCK_MS) may already run
+  // on another replica: cancel it here, so that it stops before its next POST.
+  worker.on('lockRenewalFailed', (jobIds: string[]) => {
+    for (const id of jobIds) worker.cancelJob(id, 'lock lost');
+  });
+  worker.on('failed', (job, { message }) => {
+    if (!job) return;
+    const { attemptsMade: attempt, data } = job;
+    const fields = { consumerId: data.consumerId, attempt, err: { message } };
+    logger.warn(fields, 'webhook delivery refused; will retry');
+  });
+
+  const closing = new AbortController();
+  const dispatchOutage = oncePerOutage((error) =>
+    logger.warn({ err: { message: error.message } }, 'webhook dispatch failed; retrying'),
+  );
+  const dispatch = async (consumerIds: string[]) => {
+    const jobs = consumerIds.map((consumerId) => ({
+      name: deliverJobName,
+      data: { consumerId },
+      opts: { ...deliveryJobOptions, deduplication: { id: consumerId, keepLastIfActive: true } },
+    }));
+    await options.queue.addBulk(jobs);
+  };
+  const loop = (async () => {
+    const pollMs = options.pollMs ?? 500;
+    while (!closing.signal.aborted) {
+      try {
+        while ((await dispatchPending(options.pool, options.schema, 1000, dispatch)) === 1000) {}
+        dispatchOutage.recovered();
+      } catch (error) {
+        dispatchOutage.error(error instanceof Error ? error : new Error(String(error)));
+      }
+      await sleep(pollMs, undefined, { signal: closing.signal }).catch(() => {});
+    }
+  })();
+
+  return {
+    async close() {
+      closing.abort();
+      await loop;
+      await worker.close();
     },
   };
 }

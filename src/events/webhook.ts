@@ -20,22 +20,6 @@ export interface WebhookSenderOptions {
   connections: number;
 }
 
-/**
- * The body of an event's delivery: the feed row, with the consumer (and your user id, when
- * known) in `data` beside the feed's own data. Its `id` is also the `webhook-id`, the same on
- * every retry, for the receiver to deduplicate on.
- */
-function webhookBody(
-  event: Pick<FeedEvent, 'id' | 'type' | 'created_at' | 'data' | 'consumer_id' | 'user_id'>,
-) {
-  return {
-    id: `evt_${event.id}`,
-    type: event.type,
-    created_at: event.created_at.toISOString(),
-    data: { consumer_id: event.consumer_id, user_id: event.user_id, ...event.data },
-  };
-}
-
 /** A receiver's answer is quoted in errors this far at most. */
 const maxQuotedBody = 200;
 
@@ -54,15 +38,19 @@ export class WebhookSender {
 
   /** POSTs one event. Resolves on a 2xx; rejects with a DeliveryError otherwise. */
   async send(event: FeedEvent, signal?: AbortSignal): Promise<void> {
-    const body = webhookBody(event);
-    const payload = JSON.stringify(body);
+    // The feed row, with the consumer (and your user id, when known) in `data` beside the feed's
+    // own data. Its `id` is also the `webhook-id`, the same on every retry, to deduplicate on.
+    const id = `evt_${event.id}`;
+    const data = { consumer_id: event.consumer_id, user_id: event.user_id, ...event.data };
+    const created_at = event.created_at.toISOString();
+    const payload = JSON.stringify({ id, type: event.type, created_at, data });
     const now = new Date();
     const headers = {
       'content-type': 'application/json',
       'user-agent': 'perks-worker',
-      'webhook-id': body.id,
+      'webhook-id': id,
       'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
-      'webhook-signature': this.#signer.sign(body.id, now, payload),
+      'webhook-signature': this.#signer.sign(id, now, payload),
     };
     let response: Awaited<ReturnType<Pool['request']>>;
     try {

@@ -61,7 +61,25 @@ export async function startAmqpIntake(options: AmqpIntakeOptions): Promise<AmqpI
   const stopping = new AbortController();
   // One listener per handler pausing after a refusal: up to `prefetch` at once.
   setMaxListeners(options.prefetch + 10, stopping.signal);
-  const { connection, brokerOutage } = connectBroker(options.url, log);
+  const connection = new Connection({
+    url: options.url,
+    connectionName: `perks-worker intake ${hostname()} pid ${process.pid}`,
+    retryLow: 500,
+    retryHigh: 10_000,
+  });
+  const brokerOutage = oncePerOutage((error) =>
+    log.warn({ err: { message: error.message } }, 'rabbitmq unreachable; retrying'),
+  );
+  let wasDown = false;
+  connection.on('error', (error: Error) => {
+    wasDown = true;
+    brokerOutage.error(error);
+  });
+  connection.on('connection', () => {
+    brokerOutage.recovered();
+    if (wasDown) log.info('rabbitmq connection restored');
+    wasDown = false;
+  });
   const publisher = connection.createPublisher({ confirm: true });
   const consumer = connection.createConsumer(
     {
@@ -96,45 +114,15 @@ export async function startAmqpIntake(options: AmqpIntakeOptions): Promise<AmqpI
     },
     async close() {
       stopping.abort();
-      const closed = await within(
-        options.closeTimeoutMs ?? 5000,
-        (async () => {
-          await consumer.close();
-          await publisher.close();
-          await connection.close();
-        })(),
-      );
+      const handlersDone = consumer.close().then(() => publisher.close());
+      const closing = handlersDone.then(() => connection.close());
       // The broker requeues whatever the dropped connection had not acked.
-      if (!closed) connection.unsafeDestroy();
+      if (!(await within(options.closeTimeoutMs ?? 5000, closing))) connection.unsafeDestroy();
     },
   };
 }
 
 type Outage = ReturnType<typeof oncePerOutage>;
-
-/** A connection that reconnects by itself, its outages logged once each. */
-function connectBroker(url: string, log: Logger) {
-  const connection = new Connection({
-    url,
-    connectionName: `perks-worker intake ${hostname()} pid ${process.pid}`,
-    retryLow: 500,
-    retryHigh: 10_000,
-  });
-  const brokerOutage = oncePerOutage((error) =>
-    log.warn({ err: { message: error.message } }, 'rabbitmq unreachable; retrying'),
-  );
-  let wasDown = false;
-  connection.on('error', (error: Error) => {
-    wasDown = true;
-    brokerOutage.error(error);
-  });
-  connection.on('connection', () => {
-    brokerOutage.recovered();
-    if (wasDown) log.info('rabbitmq connection restored');
-    wasDown = false;
-  });
-  return { connection, brokerOutage };
-}
 
 /** Acks a message once enqueued or dead-lettered; requeues it after a pause otherwise. */
 function messageHandler(
@@ -214,12 +202,10 @@ function jsonOf(message: AsyncMessage): Checked<unknown> {
 function deadLetterOf(message: AsyncMessage, deadQueue: string, reason: string): Envelope {
   const { contentType, contentEncoding, priority, correlationId, replyTo } = message;
   const { messageId, timestamp, type, appId } = message;
-  const kept = { contentType, contentEncoding, priority, correlationId, replyTo };
-  const defined = Object.entries({ ...kept, messageId, timestamp, type, appId }).filter(
-    ([, value]) => value !== undefined,
-  );
+  const kept = { contentType, contentEncoding, priority, correlationId, replyTo, messageId };
+  const all = Object.entries({ ...kept, timestamp, type, appId });
   return {
-    ...Object.fromEntries(defined),
+    ...Object.fromEntries(all.filter(([, value]) => value !== undefined)),
     exchange: '',
     routingKey: deadQueue,
     headers: { ...message.headers, [errorHeader]: reason },

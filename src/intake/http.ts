@@ -6,7 +6,7 @@
  * body limit (413), JSON only (415), bad JSON (400), safe parsing, timeouts.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
 import { PortInUseError } from '../ops/health.js';
 import type { Logger } from '../ops/logger.js';
 import type { IntakeOutcome } from '../ops/metrics.js';
@@ -46,8 +46,13 @@ interface BatchRoute<T> {
 export async function startHttpIntake(options: HttpIntakeOptions): Promise<HttpIntake> {
   const { queues, consumerIdKey } = options;
   const app = createApp(options.token, options.logger);
-  const edge = { ...options, enqueued: redisGuard(options.logger) };
-  batchRoute(app, edge, {
+  const redisOutage = oncePerOutage((error) =>
+    options.logger.error(
+      { err: { message: error.message } },
+      'intake: cannot enqueue, Redis unreachable; answering 503',
+    ),
+  );
+  batchRoute(app, options, redisOutage, {
     url: '/v1/enrollments',
     check: (item) => checkSignup(item, consumerIdKey),
     async enqueue(signups) {
@@ -59,27 +64,34 @@ export async function startHttpIntake(options: HttpIntakeOptions): Promise<HttpI
         job_id: e.jobId,
         duplicate: e.alreadyPending,
       }));
-      return {
-        body: { enrollments },
-        counts: { accepted: enqueued.length - duplicate, duplicate },
-      };
+      const counts = { accepted: enqueued.length - duplicate, duplicate };
+      return { body: { enrollments }, counts };
     },
   });
-  batchRoute(app, edge, {
+  batchRoute(app, options, redisOutage, {
     url: '/v1/syncs',
     check: checkSyncRequest,
     async enqueue(consumerIds) {
       // A sync already waiting for a consumer absorbs the request.
-      const jobs = await Promise.all(
-        consumerIds.map((consumerId) =>
-          enqueueRewardSync(queues, { consumerId, reason: 'manual' }),
-        ),
-      );
+      const sync = (consumerId: string) =>
+        enqueueRewardSync(queues, { consumerId, reason: 'manual' });
+      const jobs = await Promise.all(consumerIds.map(sync));
       const syncs = jobs.map((job, i) => ({ consumer_id: consumerIds[i], job_id: job.id ?? '' }));
       return { body: { syncs }, counts: { accepted: syncs.length } };
     },
   });
-  return listen(app, options);
+  try {
+    await app.listen({ port: options.port, host: options.host });
+  } catch (error) {
+    await app.close();
+    if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error;
+    throw new PortInUseError('INTAKE_PORT', options.port);
+  }
+  const address = app.server.address();
+  return {
+    port: typeof address === 'object' && address ? address.port : options.port,
+    close: () => app.close(),
+  };
 }
 
 /** fastify with the bearer check, JSON only, and its refusals in our envelope. */
@@ -123,10 +135,15 @@ function createApp(token: string, logger: Logger): FastifyInstance {
   return app;
 }
 
-/** A route that checks every item, then enqueues all of them or none; 405 for other methods. */
+/**
+ * A route that checks every item, then enqueues all of them or none; 405 for other methods.
+ * When Redis fails or is silent it answers 503: an enqueue landing after the 503 was never
+ * claimed, and deduplication absorbs the caller's retry.
+ */
 function batchRoute<T>(
   app: FastifyInstance,
-  { metrics, continueTrace, enqueued }: HttpIntakeOptions & { enqueued: RedisGuard },
+  { metrics, continueTrace }: HttpIntakeOptions,
+  redisOutage: ReturnType<typeof oncePerOutage>,
   route: BatchRoute<T>,
 ): void {
   const inTraceOf: ContinueTrace = continueTrace ?? ((_headers, fn) => fn());
@@ -141,69 +158,28 @@ function batchRoute<T>(
         errors: checked.problems,
       });
     }
-    const answer = await enqueued(reply, () =>
-      inTraceOf(request.headers, () => route.enqueue(checked.value)),
-    );
-    if (!answer) return reply;
+    let answer: Awaited<ReturnType<BatchRoute<T>['enqueue']>>;
+    try {
+      const enqueued = inTraceOf(request.headers, () => route.enqueue(checked.value));
+      answer = await withTimeout(enqueued, enqueueTimeoutMs);
+      redisOutage.recovered();
+    } catch (error) {
+      redisOutage.error(error instanceof Error ? error : new Error(String(error)));
+      return reply.code(503).header('retry-after', '5').send({
+        error: 'the queue store (Redis) is unreachable; nothing was accepted, retry later',
+      });
+    }
     for (const [outcome, count] of Object.entries(answer.counts)) {
       metrics.intake('http', outcome as IntakeOutcome, count);
     }
     return reply.code(202).send(answer.body);
   });
+  const postOnly = { error: `${route.url} accepts POST only` };
   app.route({
     method: ['GET', 'HEAD', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'],
     url: route.url,
-    handler: async (_request, reply) =>
-      reply
-        .code(405)
-        .header('allow', 'POST')
-        .send({ error: `${route.url} accepts POST only` }),
+    handler: async (_request, reply) => reply.code(405).header('allow', 'POST').send(postOnly),
   });
-}
-
-type RedisGuard = ReturnType<typeof redisGuard>;
-
-/**
- * Runs an enqueue; when Redis fails or is silent, answers 503 and resolves undefined. An enqueue
- * landing after the 503 was never claimed, and deduplication absorbs the caller's retry.
- */
-function redisGuard(logger: Logger) {
-  const outage = oncePerOutage((error) =>
-    logger.error(
-      { err: { message: error.message } },
-      'intake: cannot enqueue, Redis unreachable; answering 503',
-    ),
-  );
-  return async <T>(reply: FastifyReply, run: () => Promise<T>): Promise<T | undefined> => {
-    try {
-      const result = await withTimeout(run(), enqueueTimeoutMs);
-      outage.recovered();
-      return result;
-    } catch (error) {
-      outage.error(error instanceof Error ? error : new Error(String(error)));
-      await reply.code(503).header('retry-after', '5').send({
-        error: 'the queue store (Redis) is unreachable; nothing was accepted, retry later',
-      });
-      return undefined;
-    }
-  };
-}
-
-async function listen(app: FastifyInstance, options: HttpIntakeOptions): Promise<HttpIntake> {
-  try {
-    await app.listen({ port: options.port, host: options.host });
-  } catch (error) {
-    await app.close();
-    if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') {
-      throw new PortInUseError('INTAKE_PORT', options.port);
-    }
-    throw error;
-  }
-  const address = app.server.address();
-  return {
-    port: typeof address === 'object' && address ? address.port : options.port,
-    close: () => app.close(),
-  };
 }
 
 /** One object, or an array of 1..1000: always a list, or the problem with the body itself. */

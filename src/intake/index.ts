@@ -11,7 +11,7 @@ import type { IntakeMetrics } from '../ops/metrics.js';
 import { within } from '../ops/timeouts.js';
 import type { Tracing } from '../ops/tracing.js';
 import { createRedisConnection } from '../queues/connection.js';
-import { closeQueues, openQueues, type Queues } from '../queues/queues.js';
+import { closeQueues, openQueues } from '../queues/queues.js';
 import { startAmqpIntake } from './amqp.js';
 import { startHttpIntake } from './http.js';
 import { startOutboxDrain } from './outbox.js';
@@ -24,25 +24,24 @@ export interface Intake {
   close(): Promise<void>;
 }
 
-type IntakeConfig = Pick<Config, 'intake' | 'redis' | 'database' | 'worker' | 'consumerIds'>;
-
-/** With tracing on, an enqueue is a span, and HTTP and AMQP signups continue their caller's trace. */
-export type IntakeTracing = Pick<Tracing, 'telemetry' | 'continueTrace'>;
-
 /** What the intake needs from the process (its queues it opens itself, to fail fast). */
 export interface IntakeDeps {
   /** The pool the outbox batches run on. */
   pool: pg.Pool;
   logger: Logger;
   metrics: IntakeMetrics;
-  tracing?: IntakeTracing;
+  /** With tracing on, an enqueue is a span, and HTTP and AMQP signups continue their caller's trace. */
+  tracing?: Pick<Tracing, 'telemetry' | 'continueTrace'>;
 }
 
-export async function startIntake(config: IntakeConfig, deps: IntakeDeps): Promise<Intake> {
-  const { redis, worker } = config;
+export async function startIntake(
+  config: Pick<Config, 'intake' | 'redis' | 'database' | 'worker' | 'consumerIds'>,
+  deps: IntakeDeps,
+): Promise<Intake> {
+  const { redis, intake } = config;
   const connection = createRedisConnection(redis, 'producer', deps.logger);
   const telemetry = deps.tracing?.telemetry;
-  const queues = openQueues(connection, redis.queuePrefix, worker, deps.logger, telemetry);
+  const queues = openQueues(connection, redis.queuePrefix, config.worker, deps.logger, telemetry);
   const closers: (() => Promise<void>)[] = [];
   const close = async () => {
     // Each bounded: a path whose server is gone must not hold the shutdown.
@@ -50,61 +49,44 @@ export async function startIntake(config: IntakeConfig, deps: IntakeDeps): Promi
     await within(5000, closeQueues(queues));
     connection.disconnect();
   };
+  const continueTrace = deps.tracing?.continueTrace;
+  const door = { queues, consumerIdKey: config.consumerIds.key, ...deps, continueTrace };
+  const checks: ReadinessCheck[] = [];
+  const summary: Intake['summary'] = { http: 'off', outbox: 'off', amqp: 'off' };
   try {
-    return { ...(await startDoors(config, deps, queues, closers)), close };
+    if (intake.token) {
+      const { port, host, token } = intake;
+      const http = await startHttpIntake({ ...door, port, host, token });
+      closers.push(http.close);
+      summary.http = http.port;
+    }
+    if (intake.outbox) {
+      const outbox = startOutboxDrain({
+        ...door,
+        // LISTEN needs a session: DATABASE_DIRECT_URL when set (DATABASE_URL may be PgBouncer's
+        // transaction pooling, where it hears nothing and the drain's polling alone serves).
+        databaseUrl: config.database.directUrl ?? config.database.url,
+        schema: config.database.schema,
+        pollMs: intake.outboxPollMs,
+        retentionDays: intake.outboxRetentionDays,
+      });
+      closers.push(outbox.close);
+      summary.outbox = 'on';
+    }
+    if (intake.amqpUrl) {
+      const amqp = await startAmqpIntake({
+        ...door,
+        url: intake.amqpUrl,
+        queue: intake.amqpQueue,
+        prefetch: intake.amqpPrefetch,
+      });
+      closers.push(amqp.close);
+      checks.push({ name: 'rabbitmq', check: amqp.check });
+      summary.amqp = intake.amqpQueue;
+    }
   } catch (error) {
     await close();
     throw error;
   }
-}
-
-/** Starts each door that is configured; pushes its closer as soon as it is up. */
-async function startDoors(
-  config: IntakeConfig,
-  deps: IntakeDeps,
-  queues: Queues,
-  closers: (() => Promise<void>)[],
-): Promise<Omit<Intake, 'close'>> {
-  const { intake } = config;
-  const common = { queues, consumerIdKey: config.consumerIds.key, ...deps };
-  const traced = deps.tracing ? { continueTrace: deps.tracing.continueTrace } : {};
-  const checks: ReadinessCheck[] = [];
-  const summary: Intake['summary'] = { http: 'off', outbox: 'off', amqp: 'off' };
-  if (intake.token) {
-    const http = await startHttpIntake({
-      ...common,
-      ...traced,
-      port: intake.port,
-      host: intake.host,
-      token: intake.token,
-    });
-    closers.push(http.close);
-    summary.http = http.port;
-  }
-  if (intake.outbox) {
-    const outbox = startOutboxDrain({
-      ...common,
-      // LISTEN needs a session: DATABASE_DIRECT_URL when set (DATABASE_URL may be PgBouncer's
-      // transaction pooling, where it hears nothing and the drain's polling alone serves).
-      databaseUrl: config.database.directUrl ?? config.database.url,
-      schema: config.database.schema,
-      pollMs: intake.outboxPollMs,
-      retentionDays: intake.outboxRetentionDays,
-    });
-    closers.push(outbox.close);
-    summary.outbox = 'on';
-  }
-  if (intake.amqpUrl) {
-    const amqp = await startAmqpIntake({
-      ...common,
-      ...traced,
-      url: intake.amqpUrl,
-      queue: intake.amqpQueue,
-      prefetch: intake.amqpPrefetch,
-    });
-    closers.push(amqp.close);
-    checks.push({ name: 'rabbitmq', check: amqp.check });
-    summary.amqp = intake.amqpQueue;
-  }
-  return { checks, summary };
+  return { checks, summary, close };
 }

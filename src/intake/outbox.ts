@@ -4,10 +4,11 @@
  * share them), enqueue the valid ones while locked, mark every row (job id, or the error naming
  * the field), commit. A row is enqueued at least once: if Redis refuses or the process dies
  * before the commit, the next pass enqueues it again, and deduplication (or a 409) absorbs it.
- * A pass runs on a NOTIFY (outbox-listener.ts) or every `pollMs`, never two at once, repeating
- * while batches are full; after a failure it backs off, deaf to notifications, so as not to spin.
+ * A pass runs on a NOTIFY or every `pollMs`, never two at once, repeating while batches are
+ * full; after a failure it backs off, deaf to notifications, so as not to spin.
  */
-import type pg from 'pg';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
 import { oncePerOutage } from '../ops/outage.js';
 import { withTimeout } from '../ops/timeouts.js';
 import { describeProblems, type EnrollmentPayload } from '../queues/payloads.js';
@@ -18,15 +19,15 @@ import {
   deleteProcessedSignups,
   markSignupsProcessed,
   type OutboxOutcome,
+  signupOutboxChannel,
 } from '../store/outbox.js';
 import { inTransaction } from '../store/transaction.js';
-import { createWakeup, listenForSignups } from './outbox-listener.js';
 import { checkSignup, type Door } from './signups.js';
 
 export interface OutboxOptions extends Door {
   /** Pool the batches run on, a transaction each (fine through PgBouncer's transaction pooling). */
   pool: pg.Pool;
-  /** URL of the LISTEN session: a direct one (DATABASE_DIRECT_URL), see outbox-listener.ts. */
+  /** URL of the LISTEN session: a direct one (DATABASE_DIRECT_URL), see listenForSignups. */
   databaseUrl: string;
   /** Schema holding signup_outbox (DATABASE_SCHEMA). */
   schema: string;
@@ -47,7 +48,6 @@ export interface OutboxDrain {
   close(): Promise<void>;
 }
 
-const defaultBatchSize = 500;
 /** How long a batch waits for Redis before it is rolled back. */
 const enqueueTimeoutMs = 10_000;
 const maxBackoffMs = 10_000;
@@ -60,7 +60,7 @@ export function startOutboxDrain(options: OutboxOptions): OutboxDrain {
   const drainer: Drainer = {
     ...options,
     schema: quoteIdentifier(assertSchemaName(options.schema)),
-    batchSize: options.batchSize ?? defaultBatchSize,
+    batchSize: options.batchSize ?? 500,
   };
   const closing = new AbortController();
   const wakeup = createWakeup();
@@ -107,8 +107,7 @@ export function startOutboxDrain(options: OutboxOptions): OutboxDrain {
   };
 
   const running = run();
-  const listener =
-    options.listen === false ? undefined : listenForSignups({ ...options, onSignup: wakeup.wake });
+  const listener = options.listen === false ? undefined : listenForSignups(options, wakeup.wake);
   return {
     drainNow: () => exclusively(drainUntilEmpty),
     async close() {
@@ -154,15 +153,107 @@ async function drainBatch(d: Drainer): Promise<number> {
   });
   if (batch.rows === 0) return 0;
   const duplicate = batch.enqueued.filter((e) => e.alreadyPending).length;
-  const accepted = batch.enqueued.length - duplicate;
+  const counts = { accepted: batch.enqueued.length - duplicate, duplicate };
   const rejected = batch.refused.length;
-  d.metrics.intake('outbox', 'accepted', accepted);
+  d.metrics.intake('outbox', 'accepted', counts.accepted);
   d.metrics.intake('outbox', 'duplicate', duplicate);
   d.metrics.intake('outbox', 'rejected', rejected);
-  const counts = { rows: batch.rows, accepted, duplicate, rejected };
-  d.logger.info({ ...counts, durationMs: Date.now() - startedAt }, 'outbox batch enqueued');
+  const durationMs = Date.now() - startedAt;
+  d.logger.info({ rows: batch.rows, ...counts, rejected, durationMs }, 'outbox batch enqueued');
   if (rejected > 0) d.logger.warn({ ids: batch.refused }, 'outbox rows refused; see their error');
   return batch.rows;
+}
+
+/**
+ * The drain's wake-up, a LISTEN session of its own, is only a shortcut: without it (PostgreSQL
+ * away, or PgBouncer's transaction pooling, where LISTEN succeeds but the notifications are
+ * dropped) signups wait for the next poll, none is lost. So a failure is logged once per outage
+ * and the session reconnects, for ever. `onSignup` runs on each notification of this schema
+ * (others are ignored) and on each (re)connection.
+ */
+function listenForSignups(
+  { databaseUrl, schema, logger }: OutboxOptions,
+  onSignup: () => void,
+): { close(): Promise<void> } {
+  const closing = new AbortController();
+  let session: pg.Client | undefined;
+  const outage = oncePerOutage((error) =>
+    logger.warn(
+      { err: { message: error.message } },
+      'outbox LISTEN failed; polling alone until it reconnects',
+    ),
+  );
+  const listen = async () => {
+    for (let failures = 0; !closing.signal.aborted; ) {
+      const client = new pg.Client({
+        connectionString: databaseUrl,
+        application_name: 'perks-worker outbox listener',
+        connectionTimeoutMillis: 10_000,
+        // An idle session on a dead network would otherwise wait for notifications for ever.
+        keepAlive: true,
+        keepAliveInitialDelayMillis: 10_000,
+      });
+      session = client;
+      // A session is lost once: by its first 'error' or 'end', or a failed connect.
+      const lost = new Promise<Error>((resolve) => {
+        client.on('error', resolve);
+        client.on('end', () => resolve(new Error('connection closed')));
+      });
+      client.on('notification', (message) => {
+        if (message.payload === schema) onSignup();
+      });
+      const listening = client.connect().then(() => client.query(`listen ${signupOutboxChannel}`));
+      const error = await listening.then(() => {
+        if (failures > 0) logger.info('outbox LISTEN restored');
+        failures = 0;
+        outage.recovered();
+        // Rows committed while nobody listened sent their notification to no one.
+        onSignup();
+        return lost;
+      }, asError);
+      client.end().catch(() => undefined);
+      if (closing.signal.aborted) return;
+      outage.error(error);
+      const delay = Math.min(1000 * 2 ** failures++, 30_000);
+      await sleep(delay, undefined, { signal: closing.signal }).catch(() => undefined);
+    }
+  };
+
+  void listen();
+  return {
+    async close() {
+      closing.abort();
+      await session?.end().catch(() => undefined);
+    },
+  };
+}
+
+/**
+ * Wakes the drain's wait early. A wake-up that comes during a pass is kept for the next wait,
+ * so a row committed after the pass read the table is not left for the poll.
+ */
+function createWakeup() {
+  let pending = false;
+  let early: AbortController | undefined;
+  return {
+    wake(): void {
+      pending = true;
+      early?.abort();
+    },
+    /** Waits `ms`, or until a wake-up when `wakeable`, or until `signal` aborts. */
+    async wait(ms: number, wakeable: boolean, signal: AbortSignal): Promise<void> {
+      if (!(wakeable && pending) && !signal.aborted) {
+        const stop = new AbortController();
+        const abort = () => stop.abort();
+        signal.addEventListener('abort', abort, { once: true });
+        if (wakeable) early = stop;
+        await sleep(ms, undefined, { signal: stop.signal }).catch(() => undefined);
+        signal.removeEventListener('abort', abort);
+        early = undefined;
+      }
+      pending = false;
+    },
+  };
 }
 
 const asError = (error: unknown) => (error instanceof Error ? error : new Error(String(error)));

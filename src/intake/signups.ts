@@ -12,14 +12,11 @@ import { consumerIdSchema } from '../perks/schemas.js';
 import { ConsumerIdKeyMissingError, deriveConsumerId } from '../queues/consumer-id.js';
 import {
   consentsSchema,
-  describeProblems,
   type EnrollmentPayload,
-  InvalidPayloadError,
   type Problem,
   problemsOf,
   userIdSchema,
 } from '../queues/payloads.js';
-import { type EnqueuedEnrollment, enqueueEnrollments } from '../queues/producer.js';
 import type { Queues } from '../queues/queues.js';
 
 /** What each door is given; its queues on a fail-fast connection: a caller learns at once. */
@@ -41,42 +38,46 @@ export const signupSchema = z.strictObject({
 /** The fields of a signup, for the CSV header of `enroll --file`. */
 export const signupFields = Object.keys(signupSchema.shape);
 
-const syncRequestSchema = z.strictObject({ consumer_id: consumerIdSchema });
+const syncRequestSchema = z
+  .strictObject({ consumer_id: consumerIdSchema })
+  .transform((request) => request.consumer_id);
 
 export type Checked<T> = { ok: true; value: T } | { ok: false; problems: Problem[] };
+
+function parse<T>(schema: z.ZodType<T>, value: unknown): Checked<T> {
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return { ok: true, value: parsed.data };
+  return { ok: false, problems: problemsOf(parsed.error, '(item)') };
+}
 
 /** Checks one signup into its enrollment payload (PERKS_CONSUMER_ID_KEY when it must derive). */
 export function checkSignup(
   value: unknown,
   consumerIdKey: string | undefined,
 ): Checked<EnrollmentPayload> {
-  const parsed = signupSchema.safeParse(value);
-  if (!parsed.success) return { ok: false, problems: problemsOf(parsed.error, '(item)') };
-  const { user_id: userId, extra_consents, removed_consents } = parsed.data;
-  let consumerId: string;
+  const parsed = parse(signupSchema, value);
+  if (!parsed.ok) return parsed;
+  const { user_id: userId, extra_consents, removed_consents } = parsed.value;
   try {
-    consumerId = deriveConsumerId(userId, consumerIdKey, 'user_id');
+    const consumerId = deriveConsumerId(userId, consumerIdKey, 'user_id');
+    // undefined rather than null: the job's JSON then leaves the field out.
+    const consents = {
+      extraConsents: extra_consents ?? undefined,
+      removedConsents: removed_consents ?? undefined,
+    };
+    return { ok: true, value: { userId, consumerId, ...consents } };
   } catch (error) {
     if (!(error instanceof ConsumerIdKeyMissingError)) throw error;
     return {
       ok: false,
-      problems: [{ field: 'user_id', message: ConsumerIdKeyMissingError.problem }],
+      problems: [{ field: error.field, message: ConsumerIdKeyMissingError.problem }],
     };
   }
-  // undefined rather than null: the job's JSON then leaves the field out.
-  const consents = {
-    extraConsents: extra_consents ?? undefined,
-    removedConsents: removed_consents ?? undefined,
-  };
-  return { ok: true, value: { userId, consumerId, ...consents } };
 }
 
-/** Checks one sync request, `{"consumer_id": "..."}`. */
-export function checkSyncRequest(value: unknown): Checked<string> {
-  const parsed = syncRequestSchema.safeParse(value);
-  if (!parsed.success) return { ok: false, problems: problemsOf(parsed.error, '(item)') };
-  return { ok: true, value: parsed.data.consumer_id };
-}
+/** Checks one sync request, `{"consumer_id": "..."}`, into its consumer id. */
+export const checkSyncRequest = (value: unknown): Checked<string> =>
+  parse(syncRequestSchema, value);
 
 /** Checks every item: all the values, or every problem with the index of its item. */
 export function checkAll<T>(
@@ -91,18 +92,4 @@ export function checkAll<T>(
     else problems.push(...checked.problems.map((problem) => ({ index, ...problem })));
   });
   return problems.length > 0 ? { ok: false, problems } : { ok: true, value: values };
-}
-
-/** One signup checked and enqueued (`enroll <user-id>`); an InvalidPayloadError names each problem. */
-export async function enqueueSignup(
-  queues: Queues,
-  signup: unknown,
-  consumerIdKey: string | undefined,
-): Promise<EnqueuedEnrollment> {
-  const checked = checkSignup(signup, consumerIdKey);
-  if (!checked.ok) {
-    throw new InvalidPayloadError(`invalid signup: ${describeProblems(checked.problems)}`);
-  }
-  const [enqueued] = await enqueueEnrollments(queues, [checked.value]);
-  return enqueued as EnqueuedEnrollment;
 }

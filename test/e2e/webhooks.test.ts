@@ -10,9 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type DeliveryJobData,
   startWebhookDelivery,
+  type Webhooks,
   webhookQueueName,
-} from '../../src/events/delivery.js';
-import type { Webhooks } from '../../src/events/index.js';
+} from '../../src/events/index.js';
 import { WebhookSender } from '../../src/events/webhook.js';
 import { enqueueRewardSync, startReconciliation } from '../../src/queues/producer.js';
 import { listDeliveries, replayFrom } from '../../src/store/event-deliveries.js';
