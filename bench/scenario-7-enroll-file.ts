@@ -20,8 +20,8 @@ import {
   enqueueEnrollments,
   type ValidEnrollment,
 } from '../src/queues/bulk-enroll.js';
-import { deletePrefix } from '../src/queues/connection.js';
 import { closeQueues, defaultJobPolicy, openQueues } from '../src/queues/queues.js';
+import { deletePrefix } from '../src/redis/connection.js';
 import type { BenchRun } from './lab.js';
 import {
   type BenchContext,

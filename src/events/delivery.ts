@@ -15,7 +15,7 @@ import type pg from 'pg';
 import type { Logger } from '../ops/logger.js';
 import type { WebhookMetrics } from '../ops/metrics.js';
 import { oncePerOutage } from '../ops/outage.js';
-import type { RedisClient } from '../queues/connection.js';
+import type { RedisClient } from '../redis/connection.js';
 import {
   advanceCursor,
   clearPendingIfDone,

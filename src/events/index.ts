@@ -7,7 +7,7 @@ import type { Config } from '../config.js';
 import type { Logger } from '../ops/logger.js';
 import type { Metrics } from '../ops/metrics.js';
 import { within } from '../ops/timeouts.js';
-import type { RedisClient } from '../queues/connection.js';
+import type { RedisClient } from '../redis/connection.js';
 import { deliveryLag } from '../store/event-deliveries.js';
 import { quoteIdentifier } from '../store/identifier.js';
 import type { Store } from '../store/store.js';

@@ -12,8 +12,8 @@ import { z } from 'zod';
 import { NotReadyError } from '../ops/health.js';
 import type { Logger } from '../ops/logger.js';
 import { TokenMintError } from '../perks/errors.js';
-import type { RedisClient } from '../queues/connection.js';
 import type { Queues } from '../queues/queues.js';
+import type { RedisClient } from '../redis/connection.js';
 import { pauseApiQueues } from './failures.js';
 
 /** The failure kept in Redis while a mint fails: read by /readyz and `status`. */

@@ -1,7 +1,7 @@
 import type { Logger } from '../ops/logger.js';
-import type { RedisClient } from '../queues/connection.js';
 import { jobNames, reconcileSchedulerId } from '../queues/names.js';
 import type { Queues } from '../queues/queues.js';
+import type { RedisClient } from '../redis/connection.js';
 import { acquireRedisLock } from '../redis/lock.js';
 
 /**

@@ -6,7 +6,7 @@
 import type { Job, Telemetry } from 'bullmq';
 import type { Logger } from '../ops/logger.js';
 import { type StartedReconciliation, startReconciliation } from '../reconciliation/index.js';
-import { connected, createRedisConnection, type RedisClient } from './connection.js';
+import { connected, createRedisConnection, type RedisClient } from '../redis/connection.js';
 import { deriveConsumerId } from './consumer-id.js';
 import { enrollmentDeduplicationId, enrollmentJobId, jobNames } from './names.js';
 import {

@@ -3,8 +3,9 @@
  * `<prefix>:<reconciliation queue>:tally:<job id>`, beside the queue's keys (one hash slot in a
  * Redis Cluster). Counters only, never consumer ids: a million consumers cost a few bytes.
  */
-import type { RedisClient } from '../queues/connection.js';
+
 import { queueNames } from '../queues/names.js';
+import type { RedisClient } from '../redis/connection.js';
 
 export type TallyOutcome = 'synced' | 'notEnrolled' | 'failed';
 
