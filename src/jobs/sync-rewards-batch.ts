@@ -24,8 +24,8 @@ import { carryReconciliation, countSyncs } from '../reconciliation/index.js';
 import { linkSignals } from '../signals.js';
 import type { RewardPageWrite } from '../store/store.js';
 import type { JobContext } from './context.js';
-import { BackToWait, pauseForThrottle } from './failures.js';
-import { addWrites, type RewardSyncResult, syncConsumer } from './sync-rewards.js';
+import { BackToWait, pauseFor } from './failures.js';
+import { addWrites, syncConsumer } from './sync-rewards.js';
 
 export interface RewardSyncBatchResult {
   consumers: number;
@@ -78,7 +78,6 @@ export async function processRewardSyncBatch(
   const leftToOwnJob = await leaveToOwnJobs(batch, consumerIds);
   const mine = consumerIds.filter((id) => !leftToOwnJob.includes(id));
   const run = await syncAtOnce(batch, mine, signal);
-  const written = { inserted: 0, updated: 0, unchanged: 0, statusChanges: 0 };
   const result: RewardSyncBatchResult = {
     consumers: consumerIds.length,
     synced: 0,
@@ -86,14 +85,13 @@ export async function processRewardSyncBatch(
     leftToOwnJob,
     retriedAlone: [],
     pages: 0,
-    written,
+    written: { inserted: 0, updated: 0, unchanged: 0, statusChanges: 0 },
   };
   for (const synced of run.synced) {
     ctx.metrics.rewardSync(synced.outcome);
-    if (synced.outcome === 'synced') result.synced += 1;
-    else result.notEnrolled += 1;
+    result[synced.outcome === 'synced' ? 'synced' : 'notEnrolled'] += 1;
     result.pages += synced.pages;
-    addWrites(written, synced.written);
+    addWrites(result.written, synced.written);
     log.info(synced, 'consumer synced');
   }
 
@@ -163,37 +161,24 @@ async function syncAtOnce(
   const linked = linkSignals([signal, stop.signal]);
   // Each sync listens to it (one API call at a time each): up to 100.
   setMaxListeners(maxConsumersPerSyncJob + 1, linked.signal);
-  let throttled: ThrottledError | undefined;
   let paused: BackToWait['why'] | undefined;
   const settled = await Promise.allSettled(
     consumerIds.map(async (consumerId) => {
       try {
         return await syncConsumer(consumerId, ctx, job, linked.signal);
       } catch (error) {
-        if (
-          error instanceof ThrottledError &&
-          error.retryAfterMs >= (throttled?.retryAfterMs ?? 0)
-        ) {
-          throttled = error;
-          paused = 'throttled by the API';
-          stop.abort(paused);
-          await pauseForThrottle(error, ctx.queues);
-        } else if (error instanceof TokenMintError && !paused) {
-          paused = 'token mint failing';
-          stop.abort(paused);
-          await ctx.mintOutage.failed(error);
-        }
+        // A pause never shortens a longer one, and a mint's outage counts one failure a round.
+        if (error instanceof ThrottledError || error instanceof TokenMintError) stop.abort();
+        paused = (await pauseFor(error, ctx)) ?? paused;
         throw error;
       }
     }),
   ).finally(linked.dispose);
 
-  const synced: RewardSyncResult[] = [];
-  const failed: Failed[] = [];
-  settled.forEach((outcome, i) => {
-    if (outcome.status === 'fulfilled') synced.push(outcome.value);
-    else failed.push({ consumerId: consumerIds[i] ?? '', error: outcome.reason });
-  });
+  const synced = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  const failed: Failed[] = settled.flatMap((s, i) =>
+    s.status === 'rejected' ? [{ consumerId: consumerIds[i] ?? '', error: s.reason }] : [],
+  );
   return { synced, failed, stopped: linked.signal.aborted, ...(paused ? { paused } : {}) };
 }
 
