@@ -7,7 +7,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { JobContext } from '../jobs/context.js';
-import type { PerksJob, ReconciliationState } from '../queues/payloads.js';
+import { type PerksJob, parsePayload, reconciliationPayloadSchema } from '../queues/payloads.js';
 import { enqueueRewardSyncs } from '../queues/producer.js';
 import { updateTally } from './tally.js';
 
@@ -21,12 +21,12 @@ export interface ReconciliationResult {
 /** How often a fan-out waiting for the sync queue to drain looks again. */
 const backpressurePollMs = 250;
 
-export async function fanOut(
+export async function processReconciliation(
   job: PerksJob<'reconcile'>,
-  state: ReconciliationState,
   ctx: JobContext,
   signal?: AbortSignal,
 ): Promise<ReconciliationResult> {
+  const state = parsePayload(reconciliationPayloadSchema, job.data, 'reconciliation');
   // Names its tally, and prefixes the ids of the sync jobs it enqueues.
   const reconciliation = job.id;
   if (reconciliation === undefined) throw new Error('a reconciliation job without an id');

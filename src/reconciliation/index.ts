@@ -59,6 +59,14 @@ export async function startReconciliation(
   return { jobId: job.id ?? jobId, started: job.id === jobId };
 }
 
+/** The cron's tick: starts a reconciliation unless one is already under way. */
+export async function processReconcileTick(ctx: JobContext): Promise<StartedReconciliation> {
+  const started = await startReconciliation(ctx.queues, 'schedule');
+  const skipped = 'reconciliation already running; tick skipped';
+  ctx.logger.info(started, started.started ? 'scheduled reconciliation started' : skipped);
+  return started;
+}
+
 /** Consumers whose sync ended, in a sync job of `reconciliation` (if any). */
 export async function countSyncs(
   tallies: TallyStore,
