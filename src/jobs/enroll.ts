@@ -26,35 +26,21 @@ export async function processEnrollment(
     const payload = parsePayload(enrollmentPayloadSchema, job.data, 'enrollment');
     ({ userId, consumerId } = payload);
     const { extraConsents = [], removedConsents = [] } = payload;
-
+    const consents = { extraConsents, removedConsents };
     const { outcome } = await ctx.client.enrollConsumer(
-      { id: consumerId, extraConsents, removedConsents },
+      { id: consumerId, ...consents },
       { signal },
     );
-    await ctx.store.recordEnrollment({
-      consumerId,
-      userId,
-      outcome,
-      extraConsents,
-      removedConsents,
-      at: new Date(),
-    });
+    await ctx.store.recordEnrollment({ consumerId, userId, outcome, ...consents, at: new Date() });
     ctx.metrics.enrollment(outcome);
     await enqueueRewardSync(ctx.queues, { consumerId, reason: 'enrollment' });
     return { consumerId, outcome };
   } catch (error) {
     // Refused for good: say why where support will look for it.
-    if (
-      consumerId &&
-      isPermanent(error) &&
-      (error instanceof ValidationError || error instanceof AuthError)
-    ) {
-      await ctx.store.recordConsumerError({
-        consumerId,
-        userId,
-        message: (error as Error).message,
-        at: new Date(),
-      });
+    const refused = error instanceof ValidationError || error instanceof AuthError;
+    if (consumerId && refused && isPermanent(error)) {
+      const at = new Date();
+      await ctx.store.recordConsumerError({ consumerId, userId, message: error.message, at });
     }
     return steerFailure(error, ctx);
   }

@@ -11,22 +11,21 @@
 import { z } from 'zod';
 import { NotReadyError } from '../ops/health.js';
 import type { Logger } from '../ops/logger.js';
-import { TokenMintError } from '../perks/errors.js';
+import { TokenMintError, tryJson } from '../perks/errors.js';
 import type { Queues } from '../queues/queues.js';
 import type { RedisClient } from '../redis/connection.js';
 import { pauseApiQueues } from './failures.js';
 
-/** The failure kept in Redis while a mint fails: read by /readyz and `status`. */
+/**
+ * The failure kept in Redis while a mint fails, read by /readyz and `status`: since when (ISO
+ * 8601), its reason (`mintFailureReason`), the mint error's message (our own text, no secrets),
+ * failed mints in a row (by the replica that wrote it), and when the next mint is tried.
+ */
 const mintFailureSchema = z.object({
-  /** When this outage began (ISO 8601). */
   since: z.string(),
-  /** The failing mint's HTTP status and code, e.g. `401 ERR-401-00`, or its error name. */
   reason: z.string(),
-  /** The mint error's message: our own text, without secrets. */
   message: z.string(),
-  /** Failed mints in a row, by the replica that wrote this. */
   failures: z.number(),
-  /** When the pause ends and the next mint is tried (ISO 8601). */
   nextTryAt: z.string(),
 });
 export type MintFailure = z.infer<typeof mintFailureSchema>;
@@ -39,13 +38,7 @@ export async function readMintFailure(
   prefix: string,
 ): Promise<MintFailure | undefined> {
   const value = await redis.get(mintFailureKey(prefix));
-  if (value === null) return undefined;
-  try {
-    const parsed = mintFailureSchema.safeParse(JSON.parse(value));
-    return parsed.success ? parsed.data : undefined;
-  } catch {
-    return undefined;
-  }
+  return mintFailureSchema.safeParse(value === null ? undefined : tryJson(value)).data;
 }
 
 /** `401 ERR-401-00`, `503`, `ECONNREFUSED`: what failed, with nothing but status and code. */
@@ -54,24 +47,22 @@ function mintFailureReason(error: TokenMintError): string {
   return parts.length > 0 ? parts.join(' ') : error.name;
 }
 
-export interface MintOutageOptions {
+interface MintOutageOptions {
   redis: RedisClient;
   prefix: string;
   queues: Pick<Queues, 'enrollment' | 'rewardSync'>;
   logger: Logger;
   /** Mints a new token (PerksClient.checkCredentials). */
   mint: () => Promise<void>;
-  minPauseMs?: number;
-  maxPauseMs?: number;
 }
 
+const [minPauseMs, maxPauseMs] = [1000, 60_000];
 /** The record outlives its pause by this much: a replica that died mid-outage leaves no trace. */
 const recordSlackMs = 120_000;
 /** The queues' pause outlasts this replica's next mint by this much; that mint lifts it. */
 const probeSlackMs = 5_000;
 
 export class MintOutage {
-  readonly #options: Required<MintOutageOptions>;
   #failures = 0;
   #since: Date | undefined;
   #pausedUntil = 0;
@@ -79,9 +70,7 @@ export class MintOutage {
   #probing: Promise<boolean> | undefined;
   #closed = false;
 
-  constructor(options: MintOutageOptions) {
-    this.#options = { minPauseMs: 1000, maxPauseMs: 60_000, ...options };
-  }
+  constructor(private readonly options: MintOutageOptions) {}
 
   /** Mints now. True when it worked; a failure pauses the queues as `failed` does. */
   probe(): Promise<boolean> {
@@ -101,7 +90,7 @@ export class MintOutage {
     if (now < this.#pausedUntil) return;
     this.#failures += 1;
     this.#since ??= new Date(now);
-    const { minPauseMs, maxPauseMs, queues, redis, prefix, logger } = this.#options;
+    const { queues, redis, prefix, logger } = this.options;
     const pauseMs = Math.min(minPauseMs * 2 ** (this.#failures - 1), maxPauseMs);
     this.#pausedUntil = now + pauseMs;
     const failure: MintFailure = {
@@ -112,14 +101,9 @@ export class MintOutage {
       nextTryAt: new Date(this.#pausedUntil).toISOString(),
     };
     const fields = { reason: failure.reason, failures: this.#failures, pauseMs };
-    if (this.#failures === 1) {
-      logger.error(
-        { ...fields, err: { name: error.name, message: error.message } },
-        'perks api: cannot mint a token; the API queues are paused until a mint works',
-      );
-    } else {
-      logger.warn(fields, 'perks api: token mint still failing');
-    }
+    const first = 'perks api: cannot mint a token; the API queues are paused until a mint works';
+    if (this.#failures > 1) logger.warn(fields, 'perks api: token mint still failing');
+    else logger.error({ ...fields, err: { name: error.name, message: error.message } }, first);
     await Promise.allSettled([
       pauseApiQueues(queues, pauseMs + probeSlackMs),
       redis.set(mintFailureKey(prefix), JSON.stringify(failure), 'PX', pauseMs + recordSlackMs),
@@ -132,7 +116,7 @@ export class MintOutage {
 
   /** For /readyz: throws while any replica records a failing mint. */
   async check(): Promise<void> {
-    const failure = await readMintFailure(this.#options.redis, this.#options.prefix);
+    const failure = await readMintFailure(this.options.redis, this.options.prefix);
     if (failure) throw new NotReadyError(`token mint failing (${failure.reason})`);
   }
 
@@ -143,7 +127,7 @@ export class MintOutage {
 
   async #probe(): Promise<boolean> {
     try {
-      await this.#options.mint();
+      await this.options.mint();
     } catch (error) {
       await this.failed(error instanceof TokenMintError ? error : TokenMintError.from(error));
       return false;
@@ -153,7 +137,7 @@ export class MintOutage {
   }
 
   async #recovered(): Promise<void> {
-    const { queues, redis, prefix, logger } = this.#options;
+    const { queues, redis, prefix, logger } = this.options;
     const failures = this.#failures;
     const since = this.#since;
     this.#failures = 0;
@@ -164,10 +148,9 @@ export class MintOutage {
     // With neither, a pause is a 429's, and stays.
     const recorded = await redis.del(mintFailureKey(prefix)).catch(() => 0);
     if (failures === 0 && recorded === 0) return;
-    await Promise.allSettled([
-      queues.enrollment.removeRateLimitKey(),
-      queues.rewardSync.removeRateLimitKey(),
-    ]);
+    await Promise.allSettled(
+      [queues.enrollment, queues.rewardSync].map((q) => q.removeRateLimitKey()),
+    );
     logger.info(
       { failures, downMs: since ? Date.now() - since.getTime() : undefined },
       'perks api: token mint works again; the API queues resume',

@@ -42,10 +42,7 @@ export async function processRewardSync(
 
 /** Adds one sync's or page's writes to a total. */
 export function addWrites(total: RewardPageWrite, more: RewardPageWrite): void {
-  total.inserted += more.inserted;
-  total.updated += more.updated;
-  total.unchanged += more.unchanged;
-  total.statusChanges += more.statusChanges;
+  for (const key of Object.keys(total) as (keyof RewardPageWrite)[]) total[key] += more[key];
 }
 
 /** One consumer's sync, in a job of its own or of several. Failures other than ERR-404-02 throw. */
