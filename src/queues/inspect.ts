@@ -2,15 +2,13 @@
 import type { Job } from 'bullmq';
 import { readTally, type TallyStore } from '../reconciliation/tally.js';
 import { jobNames, type QueueKind } from './names.js';
+import type { ReconciliationPayload } from './payloads.js';
 import type { Queues } from './queues.js';
 
 const countedStates = ['wait', 'prioritized', 'active', 'delayed', 'completed', 'failed'] as const;
 export type CountedState = (typeof countedStates)[number];
 
-export interface FailedJob {
-  queue: QueueKind;
-  job: Job;
-}
+export type FailedJob = { queue: QueueKind; job: Job };
 
 /** `read` run on every queue, its answers keyed by queue kind. */
 function eachQueue<T>(
@@ -51,29 +49,7 @@ export async function retryingJobs(queues: Queues, limit: number): Promise<Faile
   return perQueue.flat().slice(0, limit);
 }
 
-export interface ReconciliationView {
-  jobId: string;
-  trigger: string;
-  /**
-   * waiting: not started yet; running: fanning out, or syncs of its consumers still to end;
-   * finished: every consumer's sync ended; failed: the fan-out itself failed for good.
-   */
-  state: 'waiting' | 'running' | 'finished' | 'failed';
-  /** When it was enqueued; it starts when a worker picks it up. */
-  queuedAt: string;
-  startedAt?: string;
-  finishedAt?: string;
-  durationSeconds?: number;
-  consumers: {
-    /** Consumers it covers: counted at its start until its fan-out ends, exact after. */
-    total: number;
-    enqueued: number;
-    synced: number;
-    failed: number;
-    notEnrolled: number;
-  };
-  failedReason?: string;
-}
+export type ReconciliationView = Awaited<ReturnType<typeof reconciliationView>>;
 
 /** The latest reconciliation, running or finished, if any is still retained. */
 export async function lastReconciliation(
@@ -92,18 +68,16 @@ export async function lastReconciliation(
 }
 
 /** One reconciliation's state and figures, from its job and its tally. */
-export async function reconciliationView(
-  queues: Queues,
-  tallies: TallyStore,
-  job: Job,
-): Promise<ReconciliationView> {
+export async function reconciliationView(queues: Queues, tallies: TallyStore, job: Job) {
   const jobId = job.id ?? '';
   const [jobState, tally] = await Promise.all([job.getState(), readTally(tallies, jobId)]);
-  const data = job.data as { trigger?: string; enqueued?: number; startedAt?: string };
+  const data = job.data as ReconciliationPayload;
   const result = job.returnvalue as { enqueued?: number } | null;
   const enqueued = result?.enqueued ?? data.enqueued ?? 0;
   const startedAt = data.startedAt ?? (job.processedOn ? iso(job.processedOn) : undefined);
-  let state: ReconciliationView['state'] = startedAt ? 'running' : 'waiting';
+  // waiting: not started yet; running: fanning out, or syncs of its consumers still to end;
+  // finished: every consumer's sync ended; failed: the fan-out itself failed for good.
+  let state: 'waiting' | 'running' | 'finished' | 'failed' = startedAt ? 'running' : 'waiting';
   let finishedAt: string | undefined;
   if (jobState === 'failed') {
     state = 'failed';
@@ -122,11 +96,12 @@ export async function reconciliationView(
     jobId,
     trigger: data.trigger ?? 'manual',
     state,
-    queuedAt: iso(job.timestamp),
+    queuedAt: iso(job.timestamp), // when enqueued; it starts when a worker picks it up
     ...(startedAt ? { startedAt } : {}),
     ...(finishedAt ? { finishedAt } : {}),
     ...(startedAt ? { durationSeconds: Math.round((end - Date.parse(startedAt)) / 1000) } : {}),
     consumers: {
+      // Consumers it covers: counted at its start until its fan-out ends, exact after.
       total: tally.total ?? Math.max(tally.expected ?? 0, enqueued),
       enqueued,
       synced: tally.synced,

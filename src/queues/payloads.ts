@@ -99,22 +99,19 @@ export const reconciliationPayloadSchema = z.strictObject({
 export type ReconciliationPayload = z.input<typeof reconciliationPayloadSchema>;
 export type ReconciliationState = z.output<typeof reconciliationPayloadSchema>;
 
-/** The cron scheduler's tick carries nothing: it only starts a reconciliation. */
-export const reconcileTickPayloadSchema = z.strictObject({});
-
 /** Each job name's payload schema: a `PerksJob<N>` is typed by it, and still parsed. */
 export const jobPayloadSchemas = {
   [jobNames.enroll]: enrollmentPayloadSchema,
   [jobNames.syncRewards]: rewardSyncPayloadSchema,
   [jobNames.syncRewardsBatch]: rewardSyncBatchPayloadSchema,
   [jobNames.reconcile]: reconciliationPayloadSchema,
-  [jobNames.reconcileTick]: reconcileTickPayloadSchema,
+  // The cron scheduler's tick carries nothing: it only starts a reconciliation.
+  [jobNames.reconcileTick]: z.strictObject({}),
 } as const;
 
 export type JobName = keyof typeof jobPayloadSchemas;
-export type JobPayload<N extends JobName> = z.input<(typeof jobPayloadSchemas)[N]>;
 /** A BullMQ job of one name, its data typed by that name. */
-export type PerksJob<N extends JobName> = Job<JobPayload<N>, unknown, N>;
+export type PerksJob<N extends JobName> = Job<z.input<(typeof jobPayloadSchemas)[N]>, unknown, N>;
 
 /** Thrown by `parsePayload`: one line naming each bad field. */
 export class InvalidPayloadError extends InputError {

@@ -176,19 +176,12 @@ export async function createProducer(options: ProducerOptions): Promise<Producer
     'producer',
     options.logger,
   );
-  try {
-    await connected(connection);
-  } catch (error) {
+  await connected(connection).catch((error: unknown) => {
     connection.disconnect();
     throw error;
-  }
-  const queues = openQueues(
-    connection,
-    options.queuePrefix ?? 'perks',
-    options.jobPolicy ?? defaultJobPolicy,
-    options.logger,
-    options.telemetry,
-  );
+  });
+  const { queuePrefix = 'perks', jobPolicy = defaultJobPolicy, logger, telemetry } = options;
+  const queues = openQueues(connection, queuePrefix, jobPolicy, logger, telemetry);
   return {
     queues,
     connection,

@@ -18,15 +18,6 @@ export const defaultJobPolicy: JobPolicy = {
   keepFailedJobs: 10_000,
 };
 
-export function defaultJobOptions(policy: JobPolicy): DefaultJobOptions {
-  return {
-    attempts: policy.jobAttempts,
-    backoff: { type: 'exponential', delay: policy.jobBackoffMs, jitter: 0.5 },
-    removeOnComplete: { count: policy.keepCompletedJobs },
-    removeOnFail: { count: policy.keepFailedJobs },
-  };
-}
-
 export type Queues = Record<QueueKind, Queue>;
 
 /**
@@ -45,13 +36,15 @@ export function openQueues(
     logger?.warn({ err: { message: error.message } }, 'queue connection error; retrying'),
   );
   connection.on('ready', outage.recovered);
+  const defaultJobOptions: DefaultJobOptions = {
+    attempts: policy.jobAttempts,
+    backoff: { type: 'exponential', delay: policy.jobBackoffMs, jitter: 0.5 },
+    removeOnComplete: { count: policy.keepCompletedJobs },
+    removeOnFail: { count: policy.keepFailedJobs },
+  };
   const open = (kind: QueueKind) => {
-    const queue = new Queue(queueNames[kind], {
-      connection,
-      prefix,
-      defaultJobOptions: defaultJobOptions(policy),
-      ...(telemetry ? { telemetry } : {}),
-    });
+    const options = { connection, prefix, defaultJobOptions, ...(telemetry ? { telemetry } : {}) };
+    const queue = new Queue(queueNames[kind], options);
     queue.on('error', outage.error);
     return queue;
   };

@@ -7,8 +7,6 @@
 import { queueNames } from '../queues/names.js';
 import type { RedisClient } from '../redis/connection.js';
 
-export type TallyOutcome = 'synced' | 'notEnrolled' | 'failed';
-
 export interface Tally {
   expected?: number;
   total?: number;
@@ -53,7 +51,7 @@ const keyOf = ({ prefix }: TallyStore, reconciliationId: string) =>
 export async function updateTally(
   store: TallyStore,
   reconciliationId: string,
-  outcomes: Partial<Record<TallyOutcome, number>>,
+  outcomes: Partial<Record<'synced' | 'notEnrolled' | 'failed', number>>,
   figure?: ['expected' | 'total', number],
 ): Promise<void> {
   if (!figure && !Object.values(outcomes).some((n) => (n ?? 0) > 0)) return;

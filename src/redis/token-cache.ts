@@ -9,13 +9,6 @@ import type { CachedToken, TokenCache, TokenLock } from '../perks/tokens.js';
 import type { RedisClient } from './connection.js';
 import { acquireRedisLock } from './lock.js';
 
-interface RedisTokenCacheOptions {
-  redis: RedisClient;
-  /** The queue prefix: `{perks}` on a cluster. */
-  prefix: string;
-  name?: string;
-}
-
 const storedSchema = z.object({
   accessToken: z.string().min(1),
   expiresAt: z.number(),
@@ -34,7 +27,8 @@ export class RedisTokenCache implements TokenCache {
   readonly #redis: RedisClient;
   readonly #tokenKey: string;
 
-  constructor(options: RedisTokenCacheOptions) {
+  /** `prefix`: the queue prefix (`{perks}` on a cluster). */
+  constructor(options: { redis: RedisClient; prefix: string; name?: string }) {
     this.#redis = options.redis;
     this.#tokenKey = `${options.prefix}:perks:token:${options.name ?? 'default'}`;
   }
