@@ -1,5 +1,5 @@
 /** Read-only views of the queues for `status`, `failed` and the demo. */
-import type { Job } from 'bullmq';
+import type { Job, Queue } from 'bullmq';
 import { readTally, type TallyStore } from '../reconciliation/tally.js';
 import { jobNames, type QueueKind } from './names.js';
 import type { ReconciliationPayload } from './payloads.js';
@@ -10,43 +10,36 @@ export type CountedState = (typeof countedStates)[number];
 
 export type FailedJob = { queue: QueueKind; job: Job };
 
-/** `read` run on every queue, its answers keyed by queue kind. */
-function eachQueue<T>(
-  queues: Queues,
-  read: (queue: Queues[QueueKind], kind: QueueKind) => Promise<T>,
-) {
-  return Promise.all((Object.keys(queues) as QueueKind[]).map((kind) => read(queues[kind], kind)));
-}
+type Counts = Record<QueueKind, Record<CountedState, number>>;
 
-export async function queueCounts(
-  queues: Queues,
-): Promise<Record<QueueKind, Record<CountedState, number>>> {
-  const rows = await eachQueue(queues, async (queue, kind) => {
-    const counts = await queue.getJobCounts(...countedStates);
+export async function queueCounts(queues: Queues): Promise<Counts> {
+  const kinds = Object.keys(queues) as QueueKind[];
+  const rows = kinds.map(async (kind) => {
+    const counts = await queues[kind].getJobCounts(...countedStates);
     return [kind, Object.fromEntries(countedStates.map((s) => [s, counts[s] ?? 0]))] as const;
   });
-  return Object.fromEntries(rows) as Record<QueueKind, Record<CountedState, number>>;
+  return Object.fromEntries(await Promise.all(rows)) as Counts;
 }
 
 /** The most recent failed jobs of every queue, newest first, at most `limit` in all. */
 export async function failedJobs(queues: Queues, limit: number): Promise<FailedJob[]> {
-  const perQueue = await eachQueue(queues, async (queue, kind) =>
-    (await queue.getFailed(0, limit - 1)).map((job) => ({ queue: kind, job })),
-  );
-  return perQueue
-    .flat()
-    .sort((a, b) => (b.job.finishedOn ?? 0) - (a.job.finishedOn ?? 0))
-    .slice(0, limit);
+  const jobs = await jobsOf(queues, (queue) => queue.getFailed(0, limit - 1));
+  return jobs.sort((a, b) => (b.job.finishedOn ?? 0) - (a.job.finishedOn ?? 0)).slice(0, limit);
 }
 
 /** Jobs waiting in delayed for a retry after a failed attempt, at most `limit` in all. */
 export async function retryingJobs(queues: Queues, limit: number): Promise<FailedJob[]> {
-  const perQueue = await eachQueue(queues, async (queue, kind) =>
-    (await queue.getDelayed(0, limit - 1))
-      .filter((job) => job.failedReason)
-      .map((job) => ({ queue: kind, job })),
+  const jobs = await jobsOf(queues, (queue) => queue.getDelayed(0, limit - 1));
+  return jobs.filter(({ job }) => job.failedReason).slice(0, limit);
+}
+
+/** What `read` answers on every queue, each job with its queue. */
+async function jobsOf(queues: Queues, read: (queue: Queue) => Promise<Job[]>) {
+  const kinds = Object.keys(queues) as QueueKind[];
+  const perQueue = kinds.map(async (queue) =>
+    (await read(queues[queue])).map((job) => ({ queue, job })),
   );
-  return perQueue.flat().slice(0, limit);
+  return (await Promise.all(perQueue)).flat();
 }
 
 export type ReconciliationView = Awaited<ReturnType<typeof reconciliationView>>;
@@ -56,11 +49,8 @@ export async function lastReconciliation(
   queues: Queues,
   tallies: TallyStore,
 ): Promise<ReconciliationView | undefined> {
-  const jobs = await queues.reconciliation.getJobs(
-    ['active', 'wait', 'delayed', 'completed', 'failed'],
-    0,
-    20,
-  );
+  const states = ['active', 'wait', 'delayed', 'completed', 'failed'] as const;
+  const jobs = await queues.reconciliation.getJobs([...states], 0, 20);
   const latest = jobs
     .filter((job) => job.name === jobNames.reconcile)
     .sort((a, b) => b.timestamp - a.timestamp)[0];
