@@ -1,7 +1,6 @@
 /**
- * Job payload contracts. Producers validate before enqueueing; processors validate again,
- * because jobs can be added by anything that speaks to Redis. A payload that fails here
- * fails its job at once (UnrecoverableError) with a reason naming the field.
+ * Job payload contracts, checked by producers and again by processors (anything that speaks to
+ * Redis can add a job): a bad payload fails its job at once, with a reason naming the field.
  */
 import type { Job } from 'bullmq';
 import { type ZodError, z } from 'zod';
@@ -10,10 +9,7 @@ import { consentSchema, consumerIdSchema } from '../perks/schemas.js';
 import { jobNames, maxConsumersPerSyncJob } from './names.js';
 
 /** One thing wrong with an input: the field as its sender names it (`extra_consents[1]`), and why. */
-export interface Problem {
-  field: string;
-  message: string;
-}
+export type Problem = { field: string; message: string };
 
 /** Every issue of a failed parse as a Problem; `whole` names the input when it is not an object. */
 export function problemsOf(error: ZodError, whole = '(payload)'): Problem[] {
