@@ -10,16 +10,11 @@ import { enqueueRewardSync } from '../queues/producer.js';
 import type { JobContext } from './context.js';
 import { isPermanent, steerFailure } from './failures.js';
 
-export interface EnrollmentResult {
-  consumerId: string;
-  outcome: 'created' | 'already_enrolled';
-}
-
 export async function processEnrollment(
   job: PerksJob<'enroll'>,
   ctx: JobContext,
   signal?: AbortSignal,
-): Promise<EnrollmentResult> {
+) {
   let consumerId: string | undefined;
   let userId: string | undefined;
   try {

@@ -1,12 +1,10 @@
 /**
  * What an error thrown in a processor makes BullMQ do (`steerFailure`, applied by the worker):
- * - our payload or request is wrong, or the API refuses us for good (400, 403): failed at once
- *   (UnrecoverableError), no retry storm;
- * - a 429, or the token endpoint failing (whatever its status: it says nothing about this
- *   consumer): both API queues pause, for Retry-After or the mint's backoff (they spend one
- *   token's budget), and the job goes back to wait without spending an attempt (BackToWait);
- * - anything else (5xx after the client's retries, timeouts, Redis or Postgres away): retried
- *   by BullMQ with exponential backoff.
+ * - our payload or request is wrong, or the API refuses us for good (400, 403): failed at once;
+ * - a 429, or the token endpoint failing (whatever its status: not this consumer's fault): both
+ *   API queues (one token's budget) pause, for Retry-After or the mint's backoff, and the job
+ *   goes back to wait without spending an attempt (BackToWait);
+ * - anything else (5xx after the client's retries, timeouts, Redis or Postgres away): retried.
  */
 import { RateLimitError, UnrecoverableError } from 'bullmq';
 import type { FailureReason } from '../ops/metrics.js';

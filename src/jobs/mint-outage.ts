@@ -1,12 +1,10 @@
 /**
  * A failing token mint is an outage of our credentials or of the token endpoint, never of one
- * consumer, so no job spends an attempt on it:
- * - both API queues pause (`queue.rateLimit`, seen by every replica) for 1 s, doubling with
- *   each failed mint up to 60 s; a job that meets the failure goes back to wait;
- * - at the end of each pause this replica mints again, and the first mint that works lifts
- *   the pause; the queues stay paused a little past that mint, so it is the round's only one;
- * - the failure is kept in Redis (`<prefix>:perks:mint-failure`) while it lasts, so /readyz of
- *   every replica and `status` show it.
+ * consumer, so no job spends an attempt on it: both API queues pause (`queue.rateLimit`, seen
+ * by every replica) for 1 s, doubling with each failed mint up to 60 s, and a job that meets
+ * it goes back to wait. At each pause's end this replica mints again (the pause lasts a little
+ * longer, so that mint is the round's only one); the first that works lifts the pause. The
+ * failure is kept in Redis while it lasts, for /readyz of every replica and `status`.
  */
 import { z } from 'zod';
 import { NotReadyError } from '../ops/health.js';
@@ -16,11 +14,8 @@ import type { Queues } from '../queues/queues.js';
 import type { RedisClient } from '../redis/connection.js';
 import { pauseApiQueues } from './failures.js';
 
-/**
- * The failure kept in Redis while a mint fails, read by /readyz and `status`: since when (ISO
- * 8601), its reason (`mintFailureReason`), the mint error's message (our own text, no secrets),
- * failed mints in a row (by the replica that wrote it), and when the next mint is tried.
- */
+// Since when, why (`mintFailureReason`), the error's message (our text, no secrets), failed
+// mints in a row (by the replica that wrote it), and when the next mint is tried.
 const mintFailureSchema = z.object({
   since: z.string(),
   reason: z.string(),
@@ -33,10 +28,7 @@ export type MintFailure = z.infer<typeof mintFailureSchema>;
 const mintFailureKey = (prefix: string) => `${prefix}:perks:mint-failure`;
 
 /** The failure recorded by any replica, if a mint is failing now. */
-export async function readMintFailure(
-  redis: RedisClient,
-  prefix: string,
-): Promise<MintFailure | undefined> {
+export async function readMintFailure(redis: RedisClient, prefix: string) {
   const value = await redis.get(mintFailureKey(prefix));
   return mintFailureSchema.safeParse(value === null ? undefined : tryJson(value)).data;
 }
@@ -81,9 +73,8 @@ export class MintOutage {
   }
 
   /**
-   * A mint failed, in a job or a probe: pause both API queues and mint again when the pause
-   * ends. Failures during a pause belong to the same round and do not lengthen it. Never
-   * throws: the job that met the failure must still go back to wait.
+   * A mint failed, in a job or a probe: pause the API queues, mint again when the pause ends.
+   * Failures during a pause are the same round's. Never throws: the job must go back to wait.
    */
   async failed(error: TokenMintError): Promise<void> {
     const now = Date.now();

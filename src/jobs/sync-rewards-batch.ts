@@ -22,22 +22,11 @@ import {
 import { rewardSyncJob } from '../queues/producer.js';
 import { carryReconciliation, countSyncs } from '../reconciliation/index.js';
 import { linkSignals } from '../signals.js';
-import type { RewardPageWrite } from '../store/store.js';
 import type { JobContext } from './context.js';
 import { BackToWait, pauseFor } from './failures.js';
 import { addWrites, syncConsumer } from './sync-rewards.js';
 
-export interface RewardSyncBatchResult {
-  consumers: number;
-  synced: number;
-  notEnrolled: number;
-  /** Left to their own sync job, pending or running when this job started. */
-  leftToOwnJob: string[];
-  /** Failed here; each is retried in a job of its own. */
-  retriedAlone: string[];
-  pages: number;
-  written: RewardPageWrite;
-}
+export type RewardSyncBatchResult = Awaited<ReturnType<typeof processRewardSyncBatch>>;
 
 /** One run of the job, as its steps see it. */
 interface Batch {
@@ -50,15 +39,11 @@ interface Batch {
 
 type Failed = { consumerId: string; error: unknown };
 
-/**
- * Consumers per sync job of a reconciliation's fan-out. BullMQ's limiter counts jobs, so
- * under PERKS_RATE_LIMIT_PER_SECOND each consumer keeps its own job and the cap counts syncs.
- */
-export function fanOutConsumersPerJob(
+// Consumers per sync job of a reconciliation's fan-out. BullMQ's limiter counts jobs, so
+// under PERKS_RATE_LIMIT_PER_SECOND each consumer keeps its own job and the cap counts syncs.
+export const fanOutConsumersPerJob = (
   worker: Pick<WorkerConfig, 'syncConsumersPerJob' | 'rateLimitPerSecond'>,
-): number {
-  return worker.rateLimitPerSecond === undefined ? worker.syncConsumersPerJob : 1;
-}
+) => (worker.rateLimitPerSecond === undefined ? worker.syncConsumersPerJob : 1);
 
 /** Consumer syncs one replica runs at once at most, each writing a page at a time. */
 export const syncsInFlight = (
@@ -69,7 +54,7 @@ export async function processRewardSyncBatch(
   job: PerksJob<'sync-rewards-batch'>,
   ctx: JobContext,
   signal?: AbortSignal,
-): Promise<RewardSyncBatchResult> {
+) {
   const payload = parsePayload(rewardSyncBatchPayloadSchema, job.data, 'reward sync batch');
   const { consumerIds, ...from } = payload;
   const attempt = job.attemptsMade + 1;
@@ -78,12 +63,14 @@ export async function processRewardSyncBatch(
   const leftToOwnJob = await leaveToOwnJobs(batch, consumerIds);
   const mine = consumerIds.filter((id) => !leftToOwnJob.includes(id));
   const run = await syncAtOnce(batch, mine, signal);
-  const result: RewardSyncBatchResult = {
+  const result = {
     consumers: consumerIds.length,
     synced: 0,
     notEnrolled: 0,
+    /** Left to their own sync job, pending or running when this job started. */
     leftToOwnJob,
-    retriedAlone: [],
+    /** Failed here; each is retried in a job of its own. */
+    retriedAlone: [] as string[],
     pages: 0,
     written: { inserted: 0, updated: 0, unchanged: 0, statusChanges: 0 },
   };
@@ -120,11 +107,8 @@ export async function processRewardSyncBatch(
   throw handOffError;
 }
 
-/**
- * Those of `consumerIds` with a sync job of their own (a deduplication key), whose job is added
- * again: ignored while that job is pending, run after it while it runs, and clearing a key whose
- * job is gone, as for any job of one consumer.
- */
+// Those with a sync job of their own (a deduplication key), whose job is added again: ignored
+// while it is pending, run after it while it runs, clearing a key whose job is gone.
 async function leaveToOwnJobs(batch: Batch, consumerIds: readonly string[]): Promise<string[]> {
   const queue = batch.ctx.queues.rewardSync;
   const owners = await Promise.all(consumerIds.map((id) => queue.getDeduplicationJobId(id)));
@@ -148,10 +132,8 @@ async function addOwnJobs({ ctx, from }: Batch, consumerIds: string[], delays: n
   await carryReconciliation(queue, ctx.tallies, consumerIds, from.reconciliation);
 }
 
-/**
- * Every sync at once. A 429 or a failing mint stops the others and pauses the queues now, not
- * once the slowest has ended; `stopped` after either, or a cancel.
- */
+// Every sync at once. A 429 or a failing mint stops the others and pauses the queues now, not
+// once the slowest has ended; `stopped` after either, or a cancel.
 async function syncAtOnce(
   { ctx, job }: Batch,
   consumerIds: readonly string[],

@@ -1,10 +1,9 @@
 /**
- * Reward sync: walks a consumer's rewards (per_page=1000, sort=-executed_at) and writes each
- * page as it arrives, so memory holds one page (plus the ids seen, for missing detection).
- * 500/502 are retried inside the client, then by BullMQ (a page written twice is harmless).
- * ERR-404-02 (not enrolled) is recorded, and is an outcome, not a failure. If `total` moved
- * during the walk, rows may have shifted between pages: it scans once more. Only a complete,
- * consistent scan may mark rewards missing.
+ * Reward sync: walks a consumer's rewards, writing each page as it arrives (memory holds one
+ * page and the ids seen). 500/502 are retried by the client, then BullMQ (a page written twice
+ * is harmless). ERR-404-02 (not enrolled) is recorded: an outcome, not a failure. If `total`
+ * moved during the walk, rows may have shifted between pages: it scans once more. Only a
+ * complete, consistent scan may mark rewards missing.
  */
 import type { Job } from 'bullmq';
 import { ConsumerNotEnrolledError } from '../perks/errors.js';
@@ -82,11 +81,8 @@ export async function syncConsumer(
   return result;
 }
 
-/**
- * One walk over the consumer's pages, each written as it arrives; returns whether it was
- * consistent. The last page's statement also ends the sync (missing rewards, last_synced_at),
- * unless the walk was inconsistent and a rescan is left.
- */
+// One walk over the pages; true if consistent. The last page's write also ends the sync
+// (missing rewards, last_synced_at), unless the walk was inconsistent and a rescan is left.
 async function scanOnce(
   consumerId: string,
   ctx: JobContext,

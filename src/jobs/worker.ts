@@ -15,11 +15,7 @@ import { BackToWait, failureReason, steerFailure } from './failures.js';
 import { processRewardSync } from './sync-rewards.js';
 import { processRewardSyncBatch } from './sync-rewards-batch.js';
 
-export interface RunningWorker {
-  workers: Record<QueueKind, Worker>;
-  /** Stops taking jobs, waits up to `timeoutMs` for active ones, then cancels what is left. */
-  close(timeoutMs: number): Promise<{ timedOut: boolean }>;
-}
+export type RunningWorker = ReturnType<typeof startWorker>;
 
 // queue.rateLimit (on 429s) needs a limiter: without PERKS_RATE_LIMIT_PER_SECOND, one too high
 // to ever bind.
@@ -35,7 +31,7 @@ export function startWorker(
     'enrollConcurrency' | 'syncConcurrency' | 'rateLimitPerSecond' | 'jobLockMs'
   >,
   options: { telemetry?: Telemetry } = {},
-): RunningWorker {
+) {
   const common: Omit<WorkerOptions, 'concurrency'> = {
     connection,
     prefix,
@@ -69,7 +65,9 @@ export function startWorker(
     // 2: the cron tick must be able to run (and be deduplicated) while a reconciliation runs.
     reconciliation: start('reconciliation', 2, reconcile, reconcileTick),
   };
-  return { workers, close: (timeoutMs) => closeWorkers(Object.values(workers), timeoutMs) };
+  /** Stops taking jobs, waits up to `timeoutMs` for active ones, then cancels what is left. */
+  const close = (timeoutMs: number) => closeWorkers(Object.values(workers), timeoutMs);
+  return { workers, close };
 }
 
 // Times every attempt and steers its error (failures.ts). One sent back to wait gets no BullMQ

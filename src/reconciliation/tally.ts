@@ -7,15 +7,6 @@
 import { queueNames } from '../queues/names.js';
 import type { RedisClient } from '../redis/connection.js';
 
-export interface Tally {
-  expected?: number;
-  total?: number;
-  synced: number;
-  notEnrolled: number;
-  failed: number;
-  finishedAt?: string;
-}
-
 /** Where the tallies are: the worker's Redis and QUEUE_PREFIX. */
 export interface TallyStore {
   redis: RedisClient;
@@ -44,10 +35,7 @@ return 1`;
 const keyOf = ({ prefix }: TallyStore, reconciliationId: string) =>
   `${prefix}:${queueNames.reconciliation}:tally:${reconciliationId}`;
 
-/**
- * Adds consumers' outcomes, and sets `expected` (at the start) or `total` (when the fan-out
- * has ended): all or nothing, and no round trip when there is nothing to write.
- */
+/** Adds outcomes, or sets `expected` (at the start) or `total` (once fanned out); atomic. */
 export async function updateTally(
   store: TallyStore,
   reconciliationId: string,
@@ -67,7 +55,9 @@ export async function updateTally(
   );
 }
 
-export async function readTally(store: TallyStore, reconciliationId: string): Promise<Tally> {
+export type Tally = Awaited<ReturnType<typeof readTally>>;
+
+export async function readTally(store: TallyStore, reconciliationId: string) {
   const raw = await store.redis.hgetall(keyOf(store, reconciliationId));
   const { expected, total, finishedAt } = raw;
   return {
