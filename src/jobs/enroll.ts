@@ -1,8 +1,7 @@
 /**
- * Enrollment: POST /perks/consumers with the consumer id the job carries (derived once, by its
- * producer). A 409 means an earlier attempt (perhaps one that timed out after the API applied
- * it) already enrolled this consumer: that is success, recorded as 'already_enrolled'. Then a
- * first reward sync.
+ * Enrollment: POST /perks/consumers with the consumer id the job carries (derived by its
+ * producer), then a first reward sync. A 409 means an earlier attempt (perhaps one that timed
+ * out after the API applied it) enrolled this consumer: success, recorded as 'already_enrolled'.
  */
 import { AuthError, ValidationError } from '../perks/errors.js';
 import { enrollmentPayloadSchema, type PerksJob, parsePayload } from '../queues/payloads.js';

@@ -63,10 +63,12 @@ export function failureReason(error: unknown): FailureReason {
   return 'error';
 }
 
+type Steering = Pick<JobContext, 'queues' | 'mintOutage'>;
+
 /** A 429 or a failing mint: pauses the API queues and says why. Anything else: undefined. */
 export async function pauseFor(
   error: unknown,
-  ctx: Pick<JobContext, 'queues' | 'mintOutage'>,
+  ctx: Steering,
 ): Promise<BackToWait['why'] | undefined> {
   if (error instanceof ThrottledError) {
     await pauseApiQueues(ctx.queues, error.retryAfterMs);
@@ -79,10 +81,7 @@ export async function pauseFor(
   return undefined;
 }
 
-export async function steerFailure(
-  error: unknown,
-  ctx: Pick<JobContext, 'queues' | 'mintOutage'>,
-): Promise<never> {
+export async function steerFailure(error: unknown, ctx: Steering): Promise<never> {
   const paused = await pauseFor(error, ctx);
   if (paused) throw new BackToWait(paused);
   if (isPermanent(error)) throw new UnrecoverableError((error as Error).message);

@@ -1,7 +1,4 @@
-/**
- * What a worker process runs on: the API client, the store, the Redis connection, the queues
- * and the metrics. Built by `startPerksWorker` (src/app.ts); closing releases all of it.
- */
+/** What a worker process runs on: API client, store, Redis, queues, metrics; `close` frees all. */
 import type { Telemetry } from 'bullmq';
 import type { Config } from '../config.js';
 import type { Logger } from '../ops/logger.js';

@@ -1,12 +1,10 @@
 /**
- * A sync job of several consumers (a reconciliation's fan-out): syncs them all at once, each as
- * a job of its own would (`syncConsumer`), and gives each what its own job would:
- * - a consumer with a sync job of its own (pending or running) is left to it;
- * - a consumer that fails is handed to a job of its own, delayed as a first retry, with the
- *   usual attempts, and shows in `perks-worker failed` if it fails for good;
- * - a 429 or a failing token mint stops the job's other syncs and pauses the queues at once;
- *   the job goes back to wait without spending an attempt, holding only the consumers not yet
- *   synced. A cancel (shutdown) leaves it the same consumers for its retry.
+ * A sync job of several consumers (a reconciliation's fan-out) syncs them all at once, giving
+ * each what a job of its own would: a consumer with a sync job of its own (pending or running)
+ * is left to it; one that fails is handed to a job of its own, delayed as a first retry (so it
+ * shows in `perks-worker failed` if it fails for good). A 429 or a failing mint stops the other
+ * syncs and pauses the queues at once; the job goes back to wait without spending an attempt,
+ * holding only the consumers not yet synced, as a cancel (shutdown) leaves it for its retry.
  */
 import { setMaxListeners } from 'node:events';
 import { Backoffs, type Job, type Queue } from 'bullmq';
@@ -28,7 +26,6 @@ import { addWrites, syncConsumer } from './sync-rewards.js';
 
 export type RewardSyncBatchResult = Awaited<ReturnType<typeof processRewardSyncBatch>>;
 
-/** One run of the job, as its steps see it. */
 interface Batch {
   job: PerksJob<'sync-rewards-batch'>;
   ctx: JobContext;

@@ -68,7 +68,7 @@ export async function syncConsumer(
   try {
     while (result.scans < maxScans && !result.consistent) {
       result.scans += 1;
-      result.consistent = await scanOnce(consumerId, ctx, job, log, signal, result);
+      result.consistent = await scanOnce(ctx, job, log, signal, result);
       if (!result.consistent)
         log.warn({ scan: result.scans }, 'total moved during the walk; rescanning');
     }
@@ -84,13 +84,13 @@ export async function syncConsumer(
 // One walk over the pages; true if consistent. The last page's write also ends the sync
 // (missing rewards, last_synced_at), unless the walk was inconsistent and a rescan is left.
 async function scanOnce(
-  consumerId: string,
   ctx: JobContext,
   job: Job,
   log: JobContext['logger'],
   signal: AbortSignal | undefined,
   result: RewardSyncResult,
 ): Promise<boolean> {
+  const { consumerId } = result;
   const startedAt = new Date();
   const seenIds: string[] = [];
   let consistent = true;
@@ -120,21 +120,12 @@ async function scanOnce(
     result.markedMissing += markedMissing;
     const pages = Math.max(1, Math.ceil(page.total / page.perPage));
     // Progress is for long walks; a one-page sync would only pay a Redis round trip for it.
-    if (pages > 1) {
+    if (pages > 1)
       await job.updateProgress({ consumerId, page: page.page, pages, total: page.total });
-    }
-    log.info(
-      {
-        page: page.page,
-        pages,
-        items: page.items.length,
-        total: page.total,
-        ...written,
-        ...(ends ? { markedMissing, finished: true } : {}),
-        writeMs: Math.round(performance.now() - started),
-      },
-      'reward page written',
-    );
+    const fields = { page: page.page, pages, items: page.items.length, total: page.total };
+    const end = ends ? { markedMissing, finished: true } : {};
+    const writeMs = Math.round(performance.now() - started);
+    log.info({ ...fields, ...written, ...end, writeMs }, 'reward page written');
   }
   return consistent;
 }

@@ -26,10 +26,7 @@ export function startWorker(
   ctx: JobContext,
   connection: RedisClient,
   prefix: string,
-  config: Pick<
-    WorkerConfig,
-    'enrollConcurrency' | 'syncConcurrency' | 'rateLimitPerSecond' | 'jobLockMs'
-  >,
+  config: WorkerConfig,
   options: { telemetry?: Telemetry } = {},
 ) {
   const common: Omit<WorkerOptions, 'concurrency'> = {

@@ -113,9 +113,7 @@ async function nothingLeftOf(queues: Queues, reconciliation: string): Promise<bo
   if (pending > scanLimit) return false;
   if (pending === 0) return true;
   const jobs = await queues.rewardSync.getJobs([...states], 0, scanLimit);
-  return !jobs.some(
-    (j) => (j.data as { reconciliation?: unknown })?.reconciliation === reconciliation,
-  );
+  return !jobs.some((job) => job.data?.reconciliation === reconciliation);
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();

@@ -93,7 +93,6 @@ export const reconciliationPayloadSchema = z.strictObject({
   startedAt: z.iso.datetime().optional(),
 });
 export type ReconciliationPayload = z.input<typeof reconciliationPayloadSchema>;
-export type ReconciliationState = z.output<typeof reconciliationPayloadSchema>;
 
 /** Each job name's payload schema: a `PerksJob<N>` is typed by it, and still parsed. */
 export const jobPayloadSchemas = {
@@ -122,7 +121,6 @@ export function parsePayload<S extends z.ZodType>(
 ): z.output<S> {
   const parsed = schema.safeParse(data);
   if (parsed.success) return parsed.data;
-  throw new InvalidPayloadError(
-    `invalid ${what} payload: ${describeProblems(problemsOf(parsed.error))}`,
-  );
+  const problems = describeProblems(problemsOf(parsed.error));
+  throw new InvalidPayloadError(`invalid ${what} payload: ${problems}`);
 }

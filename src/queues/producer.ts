@@ -68,11 +68,8 @@ export async function enqueueEnrollment(
   consumerIdKey: string | undefined,
 ): Promise<EnqueuedEnrollment> {
   const { consumerId, ...rest } = parsePayload(enrollmentRequestSchema, request, 'enrollment');
-  const payload = {
-    ...rest,
-    consumerId: consumerId ?? deriveConsumerId(rest.userId ?? '', consumerIdKey),
-  };
-  const [enqueued] = await enqueueEnrollments(queues, [payload]);
+  const derived = consumerId ?? deriveConsumerId(rest.userId ?? '', consumerIdKey);
+  const [enqueued] = await enqueueEnrollments(queues, [{ ...rest, consumerId: derived }]);
   return enqueued as EnqueuedEnrollment;
 }
 

@@ -21,9 +21,8 @@ export const defaultJobPolicy: JobPolicy = {
 export type Queues = Record<QueueKind, Queue>;
 
 /**
- * The three queues on one shared connection (Queue objects do not block). An 'error' listener
- * logs the first failure of an outage (BullMQ would print every reconnect). With `telemetry`,
- * a job carries its producer's trace to the worker.
+ * The three queues on one shared connection (Queue objects do not block), logging the first
+ * error of an outage, not every reconnect. With `telemetry`, a job carries its producer's trace.
  */
 export function openQueues(
   connection: RedisClient,

@@ -1,7 +1,6 @@
 /**
- * A reconciliation's tally (what counts what: index.ts): one Redis hash per reconciliation,
- * `<prefix>:<reconciliation queue>:tally:<job id>`, beside the queue's keys (one hash slot in a
- * Redis Cluster). Counters only, never consumer ids: a million consumers cost a few bytes.
+ * A reconciliation's tally (what counts what: index.ts): a Redis hash beside the queue's keys
+ * (one hash slot in a Cluster). Counters only, never ids: a million consumers cost a few bytes.
  */
 
 import { queueNames } from '../queues/names.js';

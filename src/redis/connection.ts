@@ -25,16 +25,14 @@ export function createRedisConnection(
   logger?: Logger,
   overrides: RedisOptions = {},
 ): RedisClient {
-  const options: RedisOptions =
+  const byRole: RedisOptions =
     role === 'worker'
       ? { maxRetriesPerRequest: null, enableReadyCheck: true }
       : { maxRetriesPerRequest: 1, enableOfflineQueue: false, connectTimeout: 5000 };
+  const options = { ...byRole, ...overrides };
   const redis = target.clusterNodes
-    ? new Cluster(
-        [...target.clusterNodes],
-        clusterOptions(target.url, role, { ...options, ...overrides }),
-      )
-    : new Redis(target.url, { ...options, retryStrategy: reconnectDelay, ...overrides });
+    ? new Cluster([...target.clusterNodes], clusterOptions(target.url, role, options))
+    : new Redis(target.url, { retryStrategy: reconnectDelay, ...options });
   watchErrors(redis, role, logger);
   return redis;
 }

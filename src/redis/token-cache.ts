@@ -1,7 +1,7 @@
 /**
- * The Perks access token shared through Redis, so N replicas mint one token an hour, not N:
- * `<prefix>:perks:token:<name>` expires with the token, and a lock lets one replica mint while
- * the others poll. `name` (the client id) keeps API clients sharing a prefix apart.
+ * The Perks access token shared through Redis, so N replicas mint one token an hour, not N: the
+ * key expires with the token, and a lock lets one replica mint while the others poll. `name`
+ * (the client id) keeps API clients sharing a prefix apart.
  */
 import { z } from 'zod';
 import { tryJson } from '../perks/errors.js';
@@ -35,8 +35,7 @@ export class RedisTokenCache implements TokenCache {
 
   async get(): Promise<CachedToken | undefined> {
     const value = await this.#redis.get(this.#tokenKey);
-    const parsed = storedSchema.safeParse(value === null ? undefined : tryJson(value));
-    return parsed.success ? parsed.data : undefined;
+    return storedSchema.safeParse(value === null ? undefined : tryJson(value)).data;
   }
 
   async set(token: CachedToken, now: number): Promise<void> {
