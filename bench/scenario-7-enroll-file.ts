@@ -16,10 +16,10 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { checkSignup } from '../src/intake/signups.js';
-import { deletePrefix } from '../src/queues/connection.js';
 import type { EnrollmentPayload } from '../src/queues/payloads.js';
 import { enqueueEnrollments } from '../src/queues/producer.js';
 import { closeQueues, defaultJobPolicy, openQueues } from '../src/queues/queues.js';
+import { deletePrefix } from '../src/redis/connection.js';
 import type { BenchRun } from './lab.js';
 import {
   type BenchContext,

@@ -19,8 +19,8 @@ import { closeServer, PortInUseError, startOpsServer } from './ops/health.js';
 import type { Logger } from './ops/logger.js';
 import { within } from './ops/timeouts.js';
 import { startTracing, type Tracing } from './ops/tracing.js';
-import { pingQueueStore } from './queues/connection.js';
 import { consumerIdKeyWarning } from './queues/consumer-id.js';
+import { pingQueueStore } from './redis/connection.js';
 import { MigrationChecksumError, MigrationFileError } from './store/errors.js';
 import { migrate } from './store/migrate.js';
 

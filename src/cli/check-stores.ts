@@ -2,7 +2,7 @@
 import pg from 'pg';
 import { type DatabaseConfig, type RedisConfig, redactUrl } from '../config.js';
 import { within, withTimeout } from '../ops/timeouts.js';
-import { connected, createRedisConnection, pingQueueStore } from '../queues/connection.js';
+import { connected, createRedisConnection, pingQueueStore } from '../redis/connection.js';
 import { MigrationChecksumError } from '../store/errors.js';
 import { quoteIdentifier } from '../store/identifier.js';
 import {

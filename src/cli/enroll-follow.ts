@@ -9,7 +9,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
-import type { RedisClient } from '../queues/connection.js';
+import type { RedisClient } from '../redis/connection.js';
 import type { Progress } from './progress.js';
 
 export interface EnrollmentOutcomes {

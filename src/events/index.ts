@@ -18,7 +18,7 @@ import type { Logger } from '../ops/logger.js';
 import type { Metrics, WebhookMetrics } from '../ops/metrics.js';
 import { oncePerOutage } from '../ops/outage.js';
 import { within } from '../ops/timeouts.js';
-import type { RedisClient } from '../queues/connection.js';
+import type { RedisClient } from '../redis/connection.js';
 import {
   advanceCursor,
   clearPendingIfDone,

@@ -6,7 +6,7 @@ import type { TallyStore } from '../reconciliation/tally.js';
 import type { Store } from '../store/store.js';
 import type { MintOutage } from './mint-outage.js';
 
-/** What every processor works with. Built once per process by `startWorker`. */
+/** What every processor works with. Built once per process by `createRuntime`. */
 export interface JobContext {
   client: Pick<PerksClient, 'enrollConsumer' | 'listRewardPages'>;
   store: Store;

@@ -1,8 +1,7 @@
 /**
- * Enrollment: POST /perks/consumers with the consumer id the job carries (derived once, by its
- * producer). A 409 means an earlier attempt (perhaps one that timed out after the API applied
- * it) already enrolled this consumer: that is success, recorded as 'already_enrolled'. Then a
- * first reward sync.
+ * Enrollment: POST /perks/consumers with the consumer id the job carries (derived by its
+ * producer), then a first reward sync. A 409 means an earlier attempt (perhaps one that timed
+ * out after the API applied it) enrolled this consumer: success, recorded as 'already_enrolled'.
  */
 import { AuthError, ValidationError } from '../perks/errors.js';
 import { enrollmentPayloadSchema, type PerksJob, parsePayload } from '../queues/payloads.js';
@@ -10,51 +9,32 @@ import { enqueueRewardSync } from '../queues/producer.js';
 import type { JobContext } from './context.js';
 import { isPermanent, steerFailure } from './failures.js';
 
-export interface EnrollmentResult {
-  consumerId: string;
-  outcome: 'created' | 'already_enrolled';
-}
-
 export async function processEnrollment(
   job: PerksJob<'enroll'>,
   ctx: JobContext,
   signal?: AbortSignal,
-): Promise<EnrollmentResult> {
+) {
   let consumerId: string | undefined;
   let userId: string | undefined;
   try {
     const payload = parsePayload(enrollmentPayloadSchema, job.data, 'enrollment');
     ({ userId, consumerId } = payload);
     const { extraConsents = [], removedConsents = [] } = payload;
-
+    const consents = { extraConsents, removedConsents };
     const { outcome } = await ctx.client.enrollConsumer(
-      { id: consumerId, extraConsents, removedConsents },
+      { id: consumerId, ...consents },
       { signal },
     );
-    await ctx.store.recordEnrollment({
-      consumerId,
-      userId,
-      outcome,
-      extraConsents,
-      removedConsents,
-      at: new Date(),
-    });
+    await ctx.store.recordEnrollment({ consumerId, userId, outcome, ...consents, at: new Date() });
     ctx.metrics.enrollment(outcome);
     await enqueueRewardSync(ctx.queues, { consumerId, reason: 'enrollment' });
     return { consumerId, outcome };
   } catch (error) {
     // Refused for good: say why where support will look for it.
-    if (
-      consumerId &&
-      isPermanent(error) &&
-      (error instanceof ValidationError || error instanceof AuthError)
-    ) {
-      await ctx.store.recordConsumerError({
-        consumerId,
-        userId,
-        message: (error as Error).message,
-        at: new Date(),
-      });
+    const refused = error instanceof ValidationError || error instanceof AuthError;
+    if (consumerId && refused && isPermanent(error)) {
+      const at = new Date();
+      await ctx.store.recordConsumerError({ consumerId, userId, message: error.message, at });
     }
     return steerFailure(error, ctx);
   }

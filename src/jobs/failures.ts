@@ -1,12 +1,10 @@
 /**
  * What an error thrown in a processor makes BullMQ do (`steerFailure`, applied by the worker):
- * - our payload or request is wrong, or the API refuses us for good (400, 403): failed at once
- *   (UnrecoverableError), no retry storm;
- * - a 429, or the token endpoint failing (whatever its status: it says nothing about this
- *   consumer): both API queues pause, for Retry-After or the mint's backoff (they spend one
- *   token's budget), and the job goes back to wait without spending an attempt (BackToWait);
- * - anything else (5xx after the client's retries, timeouts, Redis or Postgres away): retried
- *   by BullMQ with exponential backoff.
+ * - our payload or request is wrong, or the API refuses us for good (400, 403): failed at once;
+ * - a 429, or the token endpoint failing (whatever its status: not this consumer's fault): both
+ *   API queues (one token's budget) pause, for Retry-After or the mint's backoff, and the job
+ *   goes back to wait without spending an attempt (BackToWait);
+ * - anything else (5xx after the client's retries, timeouts, Redis or Postgres away): retried.
  */
 import { RateLimitError, UnrecoverableError } from 'bullmq';
 import type { FailureReason } from '../ops/metrics.js';
@@ -29,9 +27,6 @@ export class BackToWait extends RateLimitError {
   }
 }
 
-/** BullMQ refuses a zero or negative pause; `Retry-After: 0` still means "slow down". */
-const minimumPauseMs = 1000;
-
 /** Errors that retrying cannot fix. */
 export function isPermanent(error: unknown): boolean {
   if (error instanceof TokenMintError) return false;
@@ -45,23 +40,20 @@ export function isPermanent(error: unknown): boolean {
 }
 
 /**
- * Pauses both API queues (every replica) for at least `ms`, never shortening a longer pause.
+ * Pauses both API queues (every replica) for at least `ms`, never shortening a longer pause, and
+ * for 1 s at least: BullMQ refuses a zero pause, and `Retry-After: 0` still means "slow down".
  * Never throws: a Redis error while pausing must not turn the pause into a spent attempt.
  */
 export async function pauseApiQueues(
   queues: Pick<Queues, 'enrollment' | 'rewardSync'>,
   ms: number,
 ): Promise<void> {
+  const pauseMs = Math.max(ms, 1000);
   await Promise.allSettled(
     [queues.enrollment, queues.rewardSync].map(async (queue) => {
-      if ((await queue.getRateLimitTtl()) < ms) await queue.rateLimit(ms);
+      if ((await queue.getRateLimitTtl()) < pauseMs) await queue.rateLimit(pauseMs);
     }),
   );
-}
-
-/** Pauses both API queues for the 429's Retry-After; never throws. */
-export async function pauseForThrottle(error: ThrottledError, queues: Queues): Promise<void> {
-  await pauseApiQueues(queues, Math.max(error.retryAfterMs, minimumPauseMs));
 }
 
 /** An attempt's failure, for the metrics. */
@@ -71,20 +63,27 @@ export function failureReason(error: unknown): FailureReason {
   return 'error';
 }
 
-export async function steerFailure(
+type Steering = Pick<JobContext, 'queues' | 'mintOutage'>;
+
+/** A 429 or a failing mint: pauses the API queues and says why. Anything else: undefined. */
+export async function pauseFor(
   error: unknown,
-  ctx: Pick<JobContext, 'queues' | 'mintOutage'>,
-): Promise<never> {
+  ctx: Steering,
+): Promise<BackToWait['why'] | undefined> {
   if (error instanceof ThrottledError) {
-    await pauseForThrottle(error, ctx.queues);
-    throw new BackToWait('throttled by the API');
+    await pauseApiQueues(ctx.queues, error.retryAfterMs);
+    return 'throttled by the API';
   }
   if (error instanceof TokenMintError) {
     await ctx.mintOutage.failed(error);
-    throw new BackToWait('token mint failing');
+    return 'token mint failing';
   }
-  if (isPermanent(error)) {
-    throw new UnrecoverableError((error as Error).message);
-  }
+  return undefined;
+}
+
+export async function steerFailure(error: unknown, ctx: Steering): Promise<never> {
+  const paused = await pauseFor(error, ctx);
+  if (paused) throw new BackToWait(paused);
+  if (isPermanent(error)) throw new UnrecoverableError((error as Error).message);
   throw error;
 }

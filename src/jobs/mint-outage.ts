@@ -1,32 +1,26 @@
 /**
  * A failing token mint is an outage of our credentials or of the token endpoint, never of one
- * consumer, so no job spends an attempt on it:
- * - both API queues pause (`queue.rateLimit`, seen by every replica) for 1 s, doubling with
- *   each failed mint up to 60 s; a job that meets the failure goes back to wait;
- * - at the end of each pause this replica mints again, and the first mint that works lifts
- *   the pause; the queues stay paused a little past that mint, so it is the round's only one;
- * - the failure is kept in Redis (`<prefix>:perks:mint-failure`) while it lasts, so /readyz of
- *   every replica and `status` show it.
+ * consumer, so no job spends an attempt on it: both API queues pause (`queue.rateLimit`, seen
+ * by every replica) for 1 s, doubling with each failed mint up to 60 s, and a job that meets
+ * it goes back to wait. At each pause's end this replica mints again (the pause lasts a little
+ * longer, so that mint is the round's only one); the first that works lifts the pause. The
+ * failure is kept in Redis while it lasts, for /readyz of every replica and `status`.
  */
 import { z } from 'zod';
 import { NotReadyError } from '../ops/health.js';
 import type { Logger } from '../ops/logger.js';
-import { TokenMintError } from '../perks/errors.js';
-import type { RedisClient } from '../queues/connection.js';
+import { TokenMintError, tryJson } from '../perks/errors.js';
 import type { Queues } from '../queues/queues.js';
+import type { RedisClient } from '../redis/connection.js';
 import { pauseApiQueues } from './failures.js';
 
-/** The failure kept in Redis while a mint fails: read by /readyz and `status`. */
+// Since when, why (`mintFailureReason`), the error's message (our text, no secrets), failed
+// mints in a row (by the replica that wrote it), and when the next mint is tried.
 const mintFailureSchema = z.object({
-  /** When this outage began (ISO 8601). */
   since: z.string(),
-  /** The failing mint's HTTP status and code, e.g. `401 ERR-401-00`, or its error name. */
   reason: z.string(),
-  /** The mint error's message: our own text, without secrets. */
   message: z.string(),
-  /** Failed mints in a row, by the replica that wrote this. */
   failures: z.number(),
-  /** When the pause ends and the next mint is tried (ISO 8601). */
   nextTryAt: z.string(),
 });
 export type MintFailure = z.infer<typeof mintFailureSchema>;
@@ -34,18 +28,9 @@ export type MintFailure = z.infer<typeof mintFailureSchema>;
 const mintFailureKey = (prefix: string) => `${prefix}:perks:mint-failure`;
 
 /** The failure recorded by any replica, if a mint is failing now. */
-export async function readMintFailure(
-  redis: RedisClient,
-  prefix: string,
-): Promise<MintFailure | undefined> {
+export async function readMintFailure(redis: RedisClient, prefix: string) {
   const value = await redis.get(mintFailureKey(prefix));
-  if (value === null) return undefined;
-  try {
-    const parsed = mintFailureSchema.safeParse(JSON.parse(value));
-    return parsed.success ? parsed.data : undefined;
-  } catch {
-    return undefined;
-  }
+  return mintFailureSchema.safeParse(value === null ? undefined : tryJson(value)).data;
 }
 
 /** `401 ERR-401-00`, `503`, `ECONNREFUSED`: what failed, with nothing but status and code. */
@@ -54,24 +39,22 @@ function mintFailureReason(error: TokenMintError): string {
   return parts.length > 0 ? parts.join(' ') : error.name;
 }
 
-export interface MintOutageOptions {
+interface MintOutageOptions {
   redis: RedisClient;
   prefix: string;
   queues: Pick<Queues, 'enrollment' | 'rewardSync'>;
   logger: Logger;
   /** Mints a new token (PerksClient.checkCredentials). */
   mint: () => Promise<void>;
-  minPauseMs?: number;
-  maxPauseMs?: number;
 }
 
+const [minPauseMs, maxPauseMs] = [1000, 60_000];
 /** The record outlives its pause by this much: a replica that died mid-outage leaves no trace. */
 const recordSlackMs = 120_000;
 /** The queues' pause outlasts this replica's next mint by this much; that mint lifts it. */
 const probeSlackMs = 5_000;
 
 export class MintOutage {
-  readonly #options: Required<MintOutageOptions>;
   #failures = 0;
   #since: Date | undefined;
   #pausedUntil = 0;
@@ -79,9 +62,7 @@ export class MintOutage {
   #probing: Promise<boolean> | undefined;
   #closed = false;
 
-  constructor(options: MintOutageOptions) {
-    this.#options = { minPauseMs: 1000, maxPauseMs: 60_000, ...options };
-  }
+  constructor(private readonly options: MintOutageOptions) {}
 
   /** Mints now. True when it worked; a failure pauses the queues as `failed` does. */
   probe(): Promise<boolean> {
@@ -92,16 +73,15 @@ export class MintOutage {
   }
 
   /**
-   * A mint failed, in a job or a probe: pause both API queues and mint again when the pause
-   * ends. Failures during a pause belong to the same round and do not lengthen it. Never
-   * throws: the job that met the failure must still go back to wait.
+   * A mint failed, in a job or a probe: pause the API queues, mint again when the pause ends.
+   * Failures during a pause are the same round's. Never throws: the job must go back to wait.
    */
   async failed(error: TokenMintError): Promise<void> {
     const now = Date.now();
     if (now < this.#pausedUntil) return;
     this.#failures += 1;
     this.#since ??= new Date(now);
-    const { minPauseMs, maxPauseMs, queues, redis, prefix, logger } = this.#options;
+    const { queues, redis, prefix, logger } = this.options;
     const pauseMs = Math.min(minPauseMs * 2 ** (this.#failures - 1), maxPauseMs);
     this.#pausedUntil = now + pauseMs;
     const failure: MintFailure = {
@@ -112,14 +92,9 @@ export class MintOutage {
       nextTryAt: new Date(this.#pausedUntil).toISOString(),
     };
     const fields = { reason: failure.reason, failures: this.#failures, pauseMs };
-    if (this.#failures === 1) {
-      logger.error(
-        { ...fields, err: { name: error.name, message: error.message } },
-        'perks api: cannot mint a token; the API queues are paused until a mint works',
-      );
-    } else {
-      logger.warn(fields, 'perks api: token mint still failing');
-    }
+    const first = 'perks api: cannot mint a token; the API queues are paused until a mint works';
+    if (this.#failures > 1) logger.warn(fields, 'perks api: token mint still failing');
+    else logger.error({ ...fields, err: { name: error.name, message: error.message } }, first);
     await Promise.allSettled([
       pauseApiQueues(queues, pauseMs + probeSlackMs),
       redis.set(mintFailureKey(prefix), JSON.stringify(failure), 'PX', pauseMs + recordSlackMs),
@@ -132,7 +107,7 @@ export class MintOutage {
 
   /** For /readyz: throws while any replica records a failing mint. */
   async check(): Promise<void> {
-    const failure = await readMintFailure(this.#options.redis, this.#options.prefix);
+    const failure = await readMintFailure(this.options.redis, this.options.prefix);
     if (failure) throw new NotReadyError(`token mint failing (${failure.reason})`);
   }
 
@@ -143,7 +118,7 @@ export class MintOutage {
 
   async #probe(): Promise<boolean> {
     try {
-      await this.#options.mint();
+      await this.options.mint();
     } catch (error) {
       await this.failed(error instanceof TokenMintError ? error : TokenMintError.from(error));
       return false;
@@ -153,7 +128,7 @@ export class MintOutage {
   }
 
   async #recovered(): Promise<void> {
-    const { queues, redis, prefix, logger } = this.#options;
+    const { queues, redis, prefix, logger } = this.options;
     const failures = this.#failures;
     const since = this.#since;
     this.#failures = 0;
@@ -164,10 +139,9 @@ export class MintOutage {
     // With neither, a pause is a 429's, and stays.
     const recorded = await redis.del(mintFailureKey(prefix)).catch(() => 0);
     if (failures === 0 && recorded === 0) return;
-    await Promise.allSettled([
-      queues.enrollment.removeRateLimitKey(),
-      queues.rewardSync.removeRateLimitKey(),
-    ]);
+    await Promise.allSettled(
+      [queues.enrollment, queues.rewardSync].map((q) => q.removeRateLimitKey()),
+    );
     logger.info(
       { failures, downMs: since ? Date.now() - since.getTime() : undefined },
       'perks api: token mint works again; the API queues resume',

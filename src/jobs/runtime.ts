@@ -1,41 +1,25 @@
-/**
- * What a worker process runs on: the API client, the store, the Redis connection, the queues
- * and the metrics. Built by `startPerksWorker` (src/app.ts); closing releases all of it.
- */
+/** What a worker process runs on: API client, store, Redis, queues, metrics; `close` frees all. */
 import type { Telemetry } from 'bullmq';
 import type { Config } from '../config.js';
 import type { Logger } from '../ops/logger.js';
-import { createMetrics, type Metrics } from '../ops/metrics.js';
+import { createMetrics } from '../ops/metrics.js';
 import { within } from '../ops/timeouts.js';
 import { PerksClient } from '../perks/client.js';
-import { createRedisConnection, type RedisClient } from '../queues/connection.js';
 import { closeQueues, openQueues } from '../queues/queues.js';
+import { createRedisConnection } from '../redis/connection.js';
 import { RedisTokenCache } from '../redis/token-cache.js';
 import { createStore } from '../store/store.js';
 import type { JobContext } from './context.js';
 import { MintOutage } from './mint-outage.js';
 import { fanOutConsumersPerJob, syncsInFlight } from './sync-rewards-batch.js';
 
-export interface Runtime {
-  ctx: JobContext;
-  connection: RedisClient;
-  /** API hooks attached, queues watched; served on /metrics. */
-  metrics: Metrics;
-  /** Mints at start (`probe`), pauses the API queues while minting fails, backs /readyz. */
-  mintOutage: MintOutage;
-  close(): Promise<void>;
-}
-
-export type RuntimeConfig = Pick<
-  Config,
-  'perks' | 'consumerIds' | 'redis' | 'database' | 'worker' | 'events'
->;
+export type Runtime = ReturnType<typeof createRuntime>;
 
 export function createRuntime(
-  config: RuntimeConfig,
+  config: Pick<Config, 'perks' | 'consumerIds' | 'redis' | 'database' | 'worker' | 'events'>,
   logger: Logger,
   options: { telemetry?: Telemetry } = {},
-): Runtime {
+) {
   const { perks, redis } = config;
   const connection = createRedisConnection(redis, 'worker', logger);
   const store = createStore(config.database, {
@@ -43,39 +27,25 @@ export function createRuntime(
     writers: syncsInFlight(config.worker),
     eventTypes: config.events.types,
   });
-  const queues = openQueues(
-    connection,
-    redis.queuePrefix,
-    config.worker,
-    logger,
-    options.telemetry,
-  );
+  const prefix = redis.queuePrefix;
+  const queues = openQueues(connection, prefix, config.worker, logger, options.telemetry);
   const metrics = createMetrics();
   metrics.watchQueues(Object.values(queues));
   const client = new PerksClient({
     ...perks,
     retry: { attempts: perks.retryAttempts, maxRetryTimeMs: perks.retryMaxMs },
     // One token an hour for all replicas, not one per replica.
-    tokenCache: new RedisTokenCache({
-      redis: connection,
-      prefix: redis.queuePrefix,
-      name: perks.clientId,
-    }),
+    tokenCache: new RedisTokenCache({ redis: connection, prefix, name: perks.clientId }),
     logger,
     hooks: metrics.apiHooks,
   });
-  const mintOutage = new MintOutage({
-    redis: connection,
-    prefix: redis.queuePrefix,
-    queues,
-    logger,
-    mint: () => client.checkCredentials(),
-  });
+  const mint = () => client.checkCredentials();
+  const mintOutage = new MintOutage({ redis: connection, prefix, queues, logger, mint });
   const ctx: JobContext = {
     client,
     store,
     queues,
-    tallies: { redis: connection, prefix: redis.queuePrefix },
+    tallies: { redis: connection, prefix },
     mintOutage,
     logger,
     reconcile: {
@@ -88,9 +58,11 @@ export function createRuntime(
   return {
     ctx,
     connection,
+    /** API hooks attached, queues watched; served on /metrics. */
     metrics,
+    /** Mints at start (`probe`), pauses the API queues while minting fails, backs /readyz. */
     mintOutage,
-    async close() {
+    async close(): Promise<void> {
       mintOutage.close();
       // Each step is bounded: with Redis or Postgres gone, a close can wait for ever.
       await within(5000, closeQueues(queues));

@@ -1,13 +1,12 @@
 import type { Logger } from '../ops/logger.js';
-import type { RedisClient } from '../queues/connection.js';
 import { jobNames, reconcileSchedulerId } from '../queues/names.js';
 import type { Queues } from '../queues/queues.js';
+import type { RedisClient } from '../redis/connection.js';
 import { acquireRedisLock } from '../redis/lock.js';
 
 /**
- * Registers the reconciliation cron (`off` removes it). Replicas booting together have produced
- * duplicate schedules, so one replica at a time does it, under a short Redis lock, and only
- * when the stored pattern differs from the configured one.
+ * Registers the reconciliation cron (`off` removes it). Replicas booting together made duplicate
+ * schedules: one at a time does it, under a Redis lock, and only when the pattern changed.
  */
 export async function registerReconcileSchedule(
   queues: Queues,

@@ -1,12 +1,10 @@
 /**
- * A sync job of several consumers (a reconciliation's fan-out): syncs them all at once, each as
- * a job of its own would (`syncConsumer`), and gives each what its own job would:
- * - a consumer with a sync job of its own (pending or running) is left to it;
- * - a consumer that fails is handed to a job of its own, delayed as a first retry, with the
- *   usual attempts, and shows in `perks-worker failed` if it fails for good;
- * - a 429 or a failing token mint stops the job's other syncs and pauses the queues at once;
- *   the job goes back to wait without spending an attempt, holding only the consumers not yet
- *   synced. A cancel (shutdown) leaves it the same consumers for its retry.
+ * A sync job of several consumers (a reconciliation's fan-out) syncs them all at once, giving
+ * each what a job of its own would: a consumer with a sync job of its own (pending or running)
+ * is left to it; one that fails is handed to a job of its own, delayed as a first retry (so it
+ * shows in `perks-worker failed` if it fails for good). A 429 or a failing mint stops the other
+ * syncs and pauses the queues at once; the job goes back to wait without spending an attempt,
+ * holding only the consumers not yet synced, as a cancel (shutdown) leaves it for its retry.
  */
 import { setMaxListeners } from 'node:events';
 import { Backoffs, type Job, type Queue } from 'bullmq';
@@ -22,24 +20,12 @@ import {
 import { rewardSyncJob } from '../queues/producer.js';
 import { carryReconciliation, countSyncs } from '../reconciliation/index.js';
 import { linkSignals } from '../signals.js';
-import type { RewardPageWrite } from '../store/store.js';
 import type { JobContext } from './context.js';
-import { BackToWait, pauseForThrottle } from './failures.js';
-import { addWrites, type RewardSyncResult, syncConsumer } from './sync-rewards.js';
+import { BackToWait, pauseFor } from './failures.js';
+import { addWrites, syncConsumer } from './sync-rewards.js';
 
-export interface RewardSyncBatchResult {
-  consumers: number;
-  synced: number;
-  notEnrolled: number;
-  /** Left to their own sync job, pending or running when this job started. */
-  leftToOwnJob: string[];
-  /** Failed here; each is retried in a job of its own. */
-  retriedAlone: string[];
-  pages: number;
-  written: RewardPageWrite;
-}
+export type RewardSyncBatchResult = Awaited<ReturnType<typeof processRewardSyncBatch>>;
 
-/** One run of the job, as its steps see it. */
 interface Batch {
   job: PerksJob<'sync-rewards-batch'>;
   ctx: JobContext;
@@ -50,15 +36,11 @@ interface Batch {
 
 type Failed = { consumerId: string; error: unknown };
 
-/**
- * Consumers per sync job of a reconciliation's fan-out. BullMQ's limiter counts jobs, so
- * under PERKS_RATE_LIMIT_PER_SECOND each consumer keeps its own job and the cap counts syncs.
- */
-export function fanOutConsumersPerJob(
+// Consumers per sync job of a reconciliation's fan-out. BullMQ's limiter counts jobs, so
+// under PERKS_RATE_LIMIT_PER_SECOND each consumer keeps its own job and the cap counts syncs.
+export const fanOutConsumersPerJob = (
   worker: Pick<WorkerConfig, 'syncConsumersPerJob' | 'rateLimitPerSecond'>,
-): number {
-  return worker.rateLimitPerSecond === undefined ? worker.syncConsumersPerJob : 1;
-}
+) => (worker.rateLimitPerSecond === undefined ? worker.syncConsumersPerJob : 1);
 
 /** Consumer syncs one replica runs at once at most, each writing a page at a time. */
 export const syncsInFlight = (
@@ -69,7 +51,7 @@ export async function processRewardSyncBatch(
   job: PerksJob<'sync-rewards-batch'>,
   ctx: JobContext,
   signal?: AbortSignal,
-): Promise<RewardSyncBatchResult> {
+) {
   const payload = parsePayload(rewardSyncBatchPayloadSchema, job.data, 'reward sync batch');
   const { consumerIds, ...from } = payload;
   const attempt = job.attemptsMade + 1;
@@ -78,22 +60,22 @@ export async function processRewardSyncBatch(
   const leftToOwnJob = await leaveToOwnJobs(batch, consumerIds);
   const mine = consumerIds.filter((id) => !leftToOwnJob.includes(id));
   const run = await syncAtOnce(batch, mine, signal);
-  const written = { inserted: 0, updated: 0, unchanged: 0, statusChanges: 0 };
-  const result: RewardSyncBatchResult = {
+  const result = {
     consumers: consumerIds.length,
     synced: 0,
     notEnrolled: 0,
+    /** Left to their own sync job, pending or running when this job started. */
     leftToOwnJob,
-    retriedAlone: [],
+    /** Failed here; each is retried in a job of its own. */
+    retriedAlone: [] as string[],
     pages: 0,
-    written,
+    written: { inserted: 0, updated: 0, unchanged: 0, statusChanges: 0 },
   };
   for (const synced of run.synced) {
     ctx.metrics.rewardSync(synced.outcome);
-    if (synced.outcome === 'synced') result.synced += 1;
-    else result.notEnrolled += 1;
+    result[synced.outcome === 'synced' ? 'synced' : 'notEnrolled'] += 1;
     result.pages += synced.pages;
-    addWrites(written, synced.written);
+    addWrites(result.written, synced.written);
     log.info(synced, 'consumer synced');
   }
 
@@ -122,11 +104,8 @@ export async function processRewardSyncBatch(
   throw handOffError;
 }
 
-/**
- * Those of `consumerIds` with a sync job of their own (a deduplication key), whose job is added
- * again: ignored while that job is pending, run after it while it runs, and clearing a key whose
- * job is gone, as for any job of one consumer.
- */
+// Those with a sync job of their own (a deduplication key), whose job is added again: ignored
+// while it is pending, run after it while it runs, clearing a key whose job is gone.
 async function leaveToOwnJobs(batch: Batch, consumerIds: readonly string[]): Promise<string[]> {
   const queue = batch.ctx.queues.rewardSync;
   const owners = await Promise.all(consumerIds.map((id) => queue.getDeduplicationJobId(id)));
@@ -150,10 +129,8 @@ async function addOwnJobs({ ctx, from }: Batch, consumerIds: string[], delays: n
   await carryReconciliation(queue, ctx.tallies, consumerIds, from.reconciliation);
 }
 
-/**
- * Every sync at once. A 429 or a failing mint stops the others and pauses the queues now, not
- * once the slowest has ended; `stopped` after either, or a cancel.
- */
+// Every sync at once. A 429 or a failing mint stops the others and pauses the queues now, not
+// once the slowest has ended; `stopped` after either, or a cancel.
 async function syncAtOnce(
   { ctx, job }: Batch,
   consumerIds: readonly string[],
@@ -163,37 +140,24 @@ async function syncAtOnce(
   const linked = linkSignals([signal, stop.signal]);
   // Each sync listens to it (one API call at a time each): up to 100.
   setMaxListeners(maxConsumersPerSyncJob + 1, linked.signal);
-  let throttled: ThrottledError | undefined;
   let paused: BackToWait['why'] | undefined;
   const settled = await Promise.allSettled(
     consumerIds.map(async (consumerId) => {
       try {
         return await syncConsumer(consumerId, ctx, job, linked.signal);
       } catch (error) {
-        if (
-          error instanceof ThrottledError &&
-          error.retryAfterMs >= (throttled?.retryAfterMs ?? 0)
-        ) {
-          throttled = error;
-          paused = 'throttled by the API';
-          stop.abort(paused);
-          await pauseForThrottle(error, ctx.queues);
-        } else if (error instanceof TokenMintError && !paused) {
-          paused = 'token mint failing';
-          stop.abort(paused);
-          await ctx.mintOutage.failed(error);
-        }
+        // A pause never shortens a longer one, and a mint's outage counts one failure a round.
+        if (error instanceof ThrottledError || error instanceof TokenMintError) stop.abort();
+        paused = (await pauseFor(error, ctx)) ?? paused;
         throw error;
       }
     }),
   ).finally(linked.dispose);
 
-  const synced: RewardSyncResult[] = [];
-  const failed: Failed[] = [];
-  settled.forEach((outcome, i) => {
-    if (outcome.status === 'fulfilled') synced.push(outcome.value);
-    else failed.push({ consumerId: consumerIds[i] ?? '', error: outcome.reason });
-  });
+  const synced = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  const failed: Failed[] = settled.flatMap((s, i) =>
+    s.status === 'rejected' ? [{ consumerId: consumerIds[i] ?? '', error: s.reason }] : [],
+  );
   return { synced, failed, stopped: linked.signal.aborted, ...(paused ? { paused } : {}) };
 }
 

@@ -1,10 +1,9 @@
 /**
- * Reward sync: walks a consumer's rewards (per_page=1000, sort=-executed_at) and writes each
- * page as it arrives, so memory holds one page (plus the ids seen, for missing detection).
- * 500/502 are retried inside the client, then by BullMQ (a page written twice is harmless).
- * ERR-404-02 (not enrolled) is recorded, and is an outcome, not a failure. If `total` moved
- * during the walk, rows may have shifted between pages: it scans once more. Only a complete,
- * consistent scan may mark rewards missing.
+ * Reward sync: walks a consumer's rewards, writing each page as it arrives (memory holds one
+ * page and the ids seen). 500/502 are retried by the client, then BullMQ (a page written twice
+ * is harmless). ERR-404-02 (not enrolled) is recorded: an outcome, not a failure. If `total`
+ * moved during the walk, rows may have shifted between pages: it scans once more. Only a
+ * complete, consistent scan may mark rewards missing.
  */
 import type { Job } from 'bullmq';
 import { ConsumerNotEnrolledError } from '../perks/errors.js';
@@ -42,10 +41,7 @@ export async function processRewardSync(
 
 /** Adds one sync's or page's writes to a total. */
 export function addWrites(total: RewardPageWrite, more: RewardPageWrite): void {
-  total.inserted += more.inserted;
-  total.updated += more.updated;
-  total.unchanged += more.unchanged;
-  total.statusChanges += more.statusChanges;
+  for (const key of Object.keys(total) as (keyof RewardPageWrite)[]) total[key] += more[key];
 }
 
 /** One consumer's sync, in a job of its own or of several. Failures other than ERR-404-02 throw. */
@@ -72,7 +68,7 @@ export async function syncConsumer(
   try {
     while (result.scans < maxScans && !result.consistent) {
       result.scans += 1;
-      result.consistent = await scanOnce(consumerId, ctx, job, log, signal, result);
+      result.consistent = await scanOnce(ctx, job, log, signal, result);
       if (!result.consistent)
         log.warn({ scan: result.scans }, 'total moved during the walk; rescanning');
     }
@@ -85,19 +81,16 @@ export async function syncConsumer(
   return result;
 }
 
-/**
- * One walk over the consumer's pages, each written as it arrives; returns whether it was
- * consistent. The last page's statement also ends the sync (missing rewards, last_synced_at),
- * unless the walk was inconsistent and a rescan is left.
- */
+// One walk over the pages; true if consistent. The last page's write also ends the sync
+// (missing rewards, last_synced_at), unless the walk was inconsistent and a rescan is left.
 async function scanOnce(
-  consumerId: string,
   ctx: JobContext,
   job: Job,
   log: JobContext['logger'],
   signal: AbortSignal | undefined,
   result: RewardSyncResult,
 ): Promise<boolean> {
+  const { consumerId } = result;
   const startedAt = new Date();
   const seenIds: string[] = [];
   let consistent = true;
@@ -127,21 +120,12 @@ async function scanOnce(
     result.markedMissing += markedMissing;
     const pages = Math.max(1, Math.ceil(page.total / page.perPage));
     // Progress is for long walks; a one-page sync would only pay a Redis round trip for it.
-    if (pages > 1) {
+    if (pages > 1)
       await job.updateProgress({ consumerId, page: page.page, pages, total: page.total });
-    }
-    log.info(
-      {
-        page: page.page,
-        pages,
-        items: page.items.length,
-        total: page.total,
-        ...written,
-        ...(ends ? { markedMissing, finished: true } : {}),
-        writeMs: Math.round(performance.now() - started),
-      },
-      'reward page written',
-    );
+    const fields = { page: page.page, pages, items: page.items.length, total: page.total };
+    const end = ends ? { markedMissing, finished: true } : {};
+    const writeMs = Math.round(performance.now() - started);
+    log.info({ ...fields, ...written, ...end, writeMs }, 'reward page written');
   }
   return consistent;
 }

@@ -4,42 +4,31 @@ import type { z } from 'zod';
 import type { WorkerConfig } from '../config.js';
 import { oncePerOutage } from '../ops/outage.js';
 import { within } from '../ops/timeouts.js';
-import type { RedisClient } from '../queues/connection.js';
 import { jobNames, type QueueKind, queueNames } from '../queues/names.js';
 import { type JobName, jobPayloadSchemas, type PerksJob } from '../queues/payloads.js';
-import { countFailedForGood } from '../reconciliation/index.js';
+import { processReconciliation } from '../reconciliation/fan-out.js';
+import { countFailedForGood, processReconcileTick } from '../reconciliation/index.js';
+import type { RedisClient } from '../redis/connection.js';
 import type { JobContext } from './context.js';
 import { processEnrollment } from './enroll.js';
 import { BackToWait, failureReason, steerFailure } from './failures.js';
-import { processReconcileTick, processReconciliation } from './reconcile.js';
 import { processRewardSync } from './sync-rewards.js';
 import { processRewardSyncBatch } from './sync-rewards-batch.js';
 
-export interface RunningWorker {
-  workers: Record<QueueKind, Worker>;
-  /** Stops taking jobs, waits up to `timeoutMs` for active ones, then cancels what is left. */
-  close(timeoutMs: number): Promise<{ timedOut: boolean }>;
-}
-
-export interface StartWorkerOptions {
-  /** OpenTelemetry for BullMQ (bullmq-otel): a span per job attempt. Default: none. */
-  telemetry?: Telemetry;
-}
+export type RunningWorker = ReturnType<typeof startWorker>;
 
 // queue.rateLimit (on 429s) needs a limiter: without PERKS_RATE_LIMIT_PER_SECOND, one too high
 // to ever bind.
 const unboundedRate = 1_000_000;
 
+/** `telemetry`: OpenTelemetry for BullMQ (bullmq-otel), a span per job attempt. Default: none. */
 export function startWorker(
   ctx: JobContext,
   connection: RedisClient,
   prefix: string,
-  config: Pick<
-    WorkerConfig,
-    'enrollConcurrency' | 'syncConcurrency' | 'rateLimitPerSecond' | 'jobLockMs'
-  >,
-  options: StartWorkerOptions = {},
-): RunningWorker {
+  config: WorkerConfig,
+  options: { telemetry?: Telemetry } = {},
+) {
   const common: Omit<WorkerOptions, 'concurrency'> = {
     connection,
     prefix,
@@ -49,42 +38,33 @@ export function startWorker(
     stalledInterval: config.jobLockMs,
     ...(options.telemetry ? { telemetry: options.telemetry } : {}),
   };
-  const processors = processorsOf(ctx);
-  const start = (queue: QueueKind, main: JobName, others: JobName[], concurrency: number) => {
-    const processor = steered(ctx, dispatch(processors, main, others));
-    return watched(new Worker(queueNames[queue], processor, { ...common, concurrency }), ctx);
-  };
-  const { enroll, syncRewards, syncRewardsBatch, reconcile, reconcileTick } = jobNames;
-  const workers: Record<QueueKind, Worker> = {
-    enrollment: start('enrollment', enroll, [], config.enrollConcurrency),
-    rewardSync: start('rewardSync', syncRewards, [syncRewardsBatch], config.syncConcurrency),
-    // 2: the cron tick must be able to run (and be deduplicated) while a reconciliation runs.
-    reconciliation: start('reconciliation', reconcile, [reconcileTick], 2),
-  };
-  return { workers, close: (timeoutMs) => closeWorkers(Object.values(workers), timeoutMs) };
-}
-
-type Processors = { [N in JobName]: (job: PerksJob<N>, signal?: AbortSignal) => unknown };
-
-/** The one place a job's name picks its processor and its payload type. */
-function processorsOf(ctx: JobContext): Processors {
-  return {
+  // The one place a job's name picks its processor and its payload type.
+  const processors: { [N in JobName]: (job: PerksJob<N>, signal?: AbortSignal) => unknown } = {
     [jobNames.enroll]: (job, signal) => processEnrollment(job, ctx, signal),
     [jobNames.syncRewards]: (job, signal) => processRewardSync(job, ctx, signal),
     [jobNames.syncRewardsBatch]: (job, signal) => processRewardSyncBatch(job, ctx, signal),
     [jobNames.reconcile]: (job, signal) => processReconciliation(job, ctx, signal),
     [jobNames.reconcileTick]: () => processReconcileTick(ctx),
   };
-}
-
-// By the job's name; another queue's job or an unknown one runs as `main`, whose payload check
-// then names what is wrong.
-function dispatch(processors: Processors, main: JobName, others: readonly JobName[]): Processor {
-  return async (job, _token, signal) => {
-    const name = others.find((known) => known === job.name) ?? main;
-    const processor = processors[name] as (job: Job, signal?: AbortSignal) => unknown;
-    return processor(job, signal);
+  // By the job's name; another queue's job or an unknown one runs as `main`, whose payload
+  // check then names what is wrong.
+  const start = (queue: QueueKind, concurrency: number, main: JobName, ...others: JobName[]) => {
+    const processor = steered(ctx, async (job, _token, signal) => {
+      const name = others.find((known) => known === job.name) ?? main;
+      return (processors[name] as (job: Job, signal?: AbortSignal) => unknown)(job, signal);
+    });
+    return watched(new Worker(queueNames[queue], processor, { ...common, concurrency }), ctx);
   };
+  const { enroll, syncRewards, syncRewardsBatch, reconcile, reconcileTick } = jobNames;
+  const workers: Record<QueueKind, Worker> = {
+    enrollment: start('enrollment', config.enrollConcurrency, enroll),
+    rewardSync: start('rewardSync', config.syncConcurrency, syncRewards, syncRewardsBatch),
+    // 2: the cron tick must be able to run (and be deduplicated) while a reconciliation runs.
+    reconciliation: start('reconciliation', 2, reconcile, reconcileTick),
+  };
+  /** Stops taking jobs, waits up to `timeoutMs` for active ones, then cancels what is left. */
+  const close = (timeoutMs: number) => closeWorkers(Object.values(workers), timeoutMs);
+  return { workers, close };
 }
 
 // Times every attempt and steers its error (failures.ts). One sent back to wait gets no BullMQ
@@ -155,26 +135,21 @@ async function closeWorkers(all: Worker[], timeoutMs: number): Promise<{ timedOu
   return { timedOut: true };
 }
 
-/** A job outcome's log fields; the duration is of this attempt, up to now if it is retried. */
+/**
+ * A job outcome's log fields: the consumer (or consumers) it is about, from its payload or an
+ * enrollment's result; the duration is of this attempt, up to now if it is retried.
+ */
 function attemptOf(job: Job, result?: unknown) {
+  type Subject = { consumerId?: string; consumerIds?: string[]; [field: string]: unknown };
+  const schema: z.ZodType<Subject> | undefined = jobPayloadSchemas[job.name as JobName];
+  const payload = schema?.safeParse(job.data).data;
+  const consumerId = payload?.consumerId ?? (result as Subject | undefined)?.consumerId;
   const end = job.finishedOn ?? Date.now();
   return {
     queue: job.queueName,
     jobId: job.id,
-    ...subjectOf(job, result),
+    ...(payload?.consumerIds ? { consumerIds: payload.consumerIds } : { consumerId }),
     attempt: job.attemptsMade,
     durationMs: job.processedOn ? end - job.processedOn : undefined,
   };
-}
-
-/** What a job's log lines say it is about. */
-type Subject = { consumerId?: string; consumerIds?: string[]; [field: string]: unknown };
-
-/** The consumer (or consumers) a job is about: from its payload, or an enrollment's result. */
-function subjectOf(job: Job, result?: unknown): Pick<Subject, 'consumerId' | 'consumerIds'> {
-  const schema: z.ZodType<Subject> | undefined = jobPayloadSchemas[job.name as JobName];
-  const payload = schema?.safeParse(job.data).data;
-  if (payload?.consumerIds) return { consumerIds: payload.consumerIds };
-  const consumerId = payload?.consumerId ?? (result as Subject | undefined)?.consumerId;
-  return consumerId ? { consumerId } : {};
 }

@@ -26,28 +26,16 @@ const base32Alphabet = 'abcdefghijklmnopqrstuvwxyz234567';
 
 /** RFC 4648 base32, lower case, no padding: consumer-id safe and case-insensitive. */
 function base32(bytes: Uint8Array): string {
-  let out = '';
-  let buffer = 0;
-  let bits = 0;
-  for (const byte of bytes) {
-    buffer = (buffer << 8) | byte;
-    bits += 8;
-    while (bits >= 5) {
-      out += base32Alphabet[(buffer >>> (bits - 5)) & 31];
-      bits -= 5;
-    }
-  }
-  if (bits > 0) out += base32Alphabet[(buffer << (5 - bits)) & 31];
-  return out;
+  const bits = [...bytes].map((byte) => byte.toString(2).padStart(8, '0')).join('');
+  const groups = bits.match(/.{1,5}/g) ?? [];
+  return groups.map((group) => base32Alphabet[Number.parseInt(group.padEnd(5, '0'), 2)]).join('');
 }
 
 /**
- * The consumer id of a customer, the same on every call, replica and retry: that is what
- * makes a retried enrollment answer 409 instead of creating a second consumer.
- *
- * A user id that already obeys the API's consumer id rules is used as it is. Any other
- * becomes `u_` + base32(HMAC-SHA256(key, userId)) (54 characters). The key must never change:
- * under another key the same customer would become another consumer.
+ * A customer's consumer id, the same on every call, replica and retry, so that a retried
+ * enrollment answers 409 instead of creating a second consumer. A user id that is a valid
+ * consumer id is used as it is; any other becomes `u_` + base32(HMAC-SHA256(key, userId))
+ * (54 characters). The key must never change: under another, a customer is another consumer.
  */
 export function deriveConsumerId(
   userId: string,

@@ -1,90 +1,56 @@
 /** Read-only views of the queues for `status`, `failed` and the demo. */
-import type { Job } from 'bullmq';
+import type { Job, Queue } from 'bullmq';
 import { readTally, type TallyStore } from '../reconciliation/tally.js';
 import { jobNames, type QueueKind } from './names.js';
+import type { ReconciliationPayload } from './payloads.js';
 import type { Queues } from './queues.js';
 
 const countedStates = ['wait', 'prioritized', 'active', 'delayed', 'completed', 'failed'] as const;
 export type CountedState = (typeof countedStates)[number];
 
-export interface FailedJob {
-  queue: QueueKind;
-  job: Job;
-}
+export type FailedJob = { queue: QueueKind; job: Job };
 
-/** `read` run on every queue, its answers keyed by queue kind. */
-function eachQueue<T>(
-  queues: Queues,
-  read: (queue: Queues[QueueKind], kind: QueueKind) => Promise<T>,
-) {
-  return Promise.all((Object.keys(queues) as QueueKind[]).map((kind) => read(queues[kind], kind)));
-}
+type Counts = Record<QueueKind, Record<CountedState, number>>;
 
-export async function queueCounts(
-  queues: Queues,
-): Promise<Record<QueueKind, Record<CountedState, number>>> {
-  const rows = await eachQueue(queues, async (queue, kind) => {
-    const counts = await queue.getJobCounts(...countedStates);
+export async function queueCounts(queues: Queues): Promise<Counts> {
+  const kinds = Object.keys(queues) as QueueKind[];
+  const rows = kinds.map(async (kind) => {
+    const counts = await queues[kind].getJobCounts(...countedStates);
     return [kind, Object.fromEntries(countedStates.map((s) => [s, counts[s] ?? 0]))] as const;
   });
-  return Object.fromEntries(rows) as Record<QueueKind, Record<CountedState, number>>;
+  return Object.fromEntries(await Promise.all(rows)) as Counts;
 }
 
 /** The most recent failed jobs of every queue, newest first, at most `limit` in all. */
 export async function failedJobs(queues: Queues, limit: number): Promise<FailedJob[]> {
-  const perQueue = await eachQueue(queues, async (queue, kind) =>
-    (await queue.getFailed(0, limit - 1)).map((job) => ({ queue: kind, job })),
-  );
-  return perQueue
-    .flat()
-    .sort((a, b) => (b.job.finishedOn ?? 0) - (a.job.finishedOn ?? 0))
-    .slice(0, limit);
+  const jobs = await jobsOf(queues, (queue) => queue.getFailed(0, limit - 1));
+  return jobs.sort((a, b) => (b.job.finishedOn ?? 0) - (a.job.finishedOn ?? 0)).slice(0, limit);
 }
 
 /** Jobs waiting in delayed for a retry after a failed attempt, at most `limit` in all. */
 export async function retryingJobs(queues: Queues, limit: number): Promise<FailedJob[]> {
-  const perQueue = await eachQueue(queues, async (queue, kind) =>
-    (await queue.getDelayed(0, limit - 1))
-      .filter((job) => job.failedReason)
-      .map((job) => ({ queue: kind, job })),
-  );
-  return perQueue.flat().slice(0, limit);
+  const jobs = await jobsOf(queues, (queue) => queue.getDelayed(0, limit - 1));
+  return jobs.filter(({ job }) => job.failedReason).slice(0, limit);
 }
 
-export interface ReconciliationView {
-  jobId: string;
-  trigger: string;
-  /**
-   * waiting: not started yet; running: fanning out, or syncs of its consumers still to end;
-   * finished: every consumer's sync ended; failed: the fan-out itself failed for good.
-   */
-  state: 'waiting' | 'running' | 'finished' | 'failed';
-  /** When it was enqueued; it starts when a worker picks it up. */
-  queuedAt: string;
-  startedAt?: string;
-  finishedAt?: string;
-  durationSeconds?: number;
-  consumers: {
-    /** Consumers it covers: counted at its start until its fan-out ends, exact after. */
-    total: number;
-    enqueued: number;
-    synced: number;
-    failed: number;
-    notEnrolled: number;
-  };
-  failedReason?: string;
+/** What `read` answers on every queue, each job with its queue. */
+async function jobsOf(queues: Queues, read: (queue: Queue) => Promise<Job[]>) {
+  const kinds = Object.keys(queues) as QueueKind[];
+  const perQueue = kinds.map(async (queue) =>
+    (await read(queues[queue])).map((job) => ({ queue, job })),
+  );
+  return (await Promise.all(perQueue)).flat();
 }
+
+export type ReconciliationView = Awaited<ReturnType<typeof reconciliationView>>;
 
 /** The latest reconciliation, running or finished, if any is still retained. */
 export async function lastReconciliation(
   queues: Queues,
   tallies: TallyStore,
 ): Promise<ReconciliationView | undefined> {
-  const jobs = await queues.reconciliation.getJobs(
-    ['active', 'wait', 'delayed', 'completed', 'failed'],
-    0,
-    20,
-  );
+  const states = ['active', 'wait', 'delayed', 'completed', 'failed'] as const;
+  const jobs = await queues.reconciliation.getJobs([...states], 0, 20);
   const latest = jobs
     .filter((job) => job.name === jobNames.reconcile)
     .sort((a, b) => b.timestamp - a.timestamp)[0];
@@ -92,18 +58,16 @@ export async function lastReconciliation(
 }
 
 /** One reconciliation's state and figures, from its job and its tally. */
-export async function reconciliationView(
-  queues: Queues,
-  tallies: TallyStore,
-  job: Job,
-): Promise<ReconciliationView> {
+export async function reconciliationView(queues: Queues, tallies: TallyStore, job: Job) {
   const jobId = job.id ?? '';
   const [jobState, tally] = await Promise.all([job.getState(), readTally(tallies, jobId)]);
-  const data = job.data as { trigger?: string; enqueued?: number; startedAt?: string };
+  const data = job.data as ReconciliationPayload;
   const result = job.returnvalue as { enqueued?: number } | null;
   const enqueued = result?.enqueued ?? data.enqueued ?? 0;
   const startedAt = data.startedAt ?? (job.processedOn ? iso(job.processedOn) : undefined);
-  let state: ReconciliationView['state'] = startedAt ? 'running' : 'waiting';
+  // waiting: not started yet; running: fanning out, or syncs of its consumers still to end;
+  // finished: every consumer's sync ended; failed: the fan-out itself failed for good.
+  let state: 'waiting' | 'running' | 'finished' | 'failed' = startedAt ? 'running' : 'waiting';
   let finishedAt: string | undefined;
   if (jobState === 'failed') {
     state = 'failed';
@@ -122,11 +86,12 @@ export async function reconciliationView(
     jobId,
     trigger: data.trigger ?? 'manual',
     state,
-    queuedAt: iso(job.timestamp),
+    queuedAt: iso(job.timestamp), // when enqueued; it starts when a worker picks it up
     ...(startedAt ? { startedAt } : {}),
     ...(finishedAt ? { finishedAt } : {}),
     ...(startedAt ? { durationSeconds: Math.round((end - Date.parse(startedAt)) / 1000) } : {}),
     consumers: {
+      // Consumers it covers: counted at its start until its fan-out ends, exact after.
       total: tally.total ?? Math.max(tally.expected ?? 0, enqueued),
       enqueued,
       synced: tally.synced,
@@ -148,9 +113,7 @@ async function nothingLeftOf(queues: Queues, reconciliation: string): Promise<bo
   if (pending > scanLimit) return false;
   if (pending === 0) return true;
   const jobs = await queues.rewardSync.getJobs([...states], 0, scanLimit);
-  return !jobs.some(
-    (j) => (j.data as { reconciliation?: unknown })?.reconciliation === reconciliation,
-  );
+  return !jobs.some((job) => job.data?.reconciliation === reconciliation);
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();

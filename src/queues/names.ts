@@ -28,14 +28,8 @@ export const reconcileSchedulerId = 'reconcile-schedule';
 /** At most one reconciliation is pending or running at a time, whoever started it. */
 export const reconcileDeduplicationId = 'reconciliation';
 
-/**
- * `enroll-<consumer id>-<when>`: never all digits, never a `:`. The deduplication id keeps one
- * enrollment per consumer pending; the suffix lets a new request follow a finished one.
- */
+// `enroll-<consumer id>-<when>`: never all digits, never a `:`. The deduplication id
+// (`enroll-<consumer id>`) keeps one pending per consumer; the suffix lets a new one follow.
 export function enrollmentJobId(consumerId: string, at: Date = new Date()): string {
   return `enroll-${consumerId}-${at.getTime().toString(36)}${randomBytes(2).toString('hex')}`;
-}
-
-export function enrollmentDeduplicationId(consumerId: string): string {
-  return `enroll-${consumerId}`;
 }

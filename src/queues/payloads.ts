@@ -1,7 +1,6 @@
 /**
- * Job payload contracts. Producers validate before enqueueing; processors validate again,
- * because jobs can be added by anything that speaks to Redis. A payload that fails here
- * fails its job at once (UnrecoverableError) with a reason naming the field.
+ * Job payload contracts, checked by producers and again by processors (anything that speaks to
+ * Redis can add a job): a bad payload fails its job at once, with a reason naming the field.
  */
 import type { Job } from 'bullmq';
 import { type ZodError, z } from 'zod';
@@ -10,10 +9,7 @@ import { consentSchema, consumerIdSchema } from '../perks/schemas.js';
 import { jobNames, maxConsumersPerSyncJob } from './names.js';
 
 /** One thing wrong with an input: the field as its sender names it (`extra_consents[1]`), and why. */
-export interface Problem {
-  field: string;
-  message: string;
-}
+export type Problem = { field: string; message: string };
 
 /** Every issue of a failed parse as a Problem; `whole` names the input when it is not an object. */
 export function problemsOf(error: ZodError, whole = '(payload)'): Problem[] {
@@ -97,10 +93,6 @@ export const reconciliationPayloadSchema = z.strictObject({
   startedAt: z.iso.datetime().optional(),
 });
 export type ReconciliationPayload = z.input<typeof reconciliationPayloadSchema>;
-export type ReconciliationState = z.output<typeof reconciliationPayloadSchema>;
-
-/** The cron scheduler's tick carries nothing: it only starts a reconciliation. */
-export const reconcileTickPayloadSchema = z.strictObject({});
 
 /** Each job name's payload schema: a `PerksJob<N>` is typed by it, and still parsed. */
 export const jobPayloadSchemas = {
@@ -108,13 +100,13 @@ export const jobPayloadSchemas = {
   [jobNames.syncRewards]: rewardSyncPayloadSchema,
   [jobNames.syncRewardsBatch]: rewardSyncBatchPayloadSchema,
   [jobNames.reconcile]: reconciliationPayloadSchema,
-  [jobNames.reconcileTick]: reconcileTickPayloadSchema,
+  // The cron scheduler's tick carries nothing: it only starts a reconciliation.
+  [jobNames.reconcileTick]: z.strictObject({}),
 } as const;
 
 export type JobName = keyof typeof jobPayloadSchemas;
-export type JobPayload<N extends JobName> = z.input<(typeof jobPayloadSchemas)[N]>;
 /** A BullMQ job of one name, its data typed by that name. */
-export type PerksJob<N extends JobName> = Job<JobPayload<N>, unknown, N>;
+export type PerksJob<N extends JobName> = Job<z.input<(typeof jobPayloadSchemas)[N]>, unknown, N>;
 
 /** Thrown by `parsePayload`: one line naming each bad field. */
 export class InvalidPayloadError extends InputError {
@@ -129,7 +121,6 @@ export function parsePayload<S extends z.ZodType>(
 ): z.output<S> {
   const parsed = schema.safeParse(data);
   if (parsed.success) return parsed.data;
-  throw new InvalidPayloadError(
-    `invalid ${what} payload: ${describeProblems(problemsOf(parsed.error))}`,
-  );
+  const problems = describeProblems(problemsOf(parsed.error));
+  throw new InvalidPayloadError(`invalid ${what} payload: ${problems}`);
 }

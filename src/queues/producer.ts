@@ -1,14 +1,13 @@
 /**
  * The enqueueing of every job, and the typed producer API the client's Node services import
- * (`perks-worker/producer`). Payloads are validated here, before anything reaches Redis, and
- * again by the worker.
+ * (`perks-worker/producer`). Payloads are validated before they reach Redis, and by the worker.
  */
 import type { Job, Telemetry } from 'bullmq';
 import type { Logger } from '../ops/logger.js';
 import { type StartedReconciliation, startReconciliation } from '../reconciliation/index.js';
-import { connected, createRedisConnection, type RedisClient } from './connection.js';
+import { connected, createRedisConnection } from '../redis/connection.js';
 import { deriveConsumerId } from './consumer-id.js';
-import { enrollmentDeduplicationId, enrollmentJobId, jobNames } from './names.js';
+import { enrollmentJobId, jobNames } from './names.js';
 import {
   type EnrollmentPayload,
   type EnrollmentRequest,
@@ -38,10 +37,9 @@ export interface EnqueuedEnrollment {
 }
 
 /**
- * Enqueues enrollments in one round trip, the path of every door (one is a batch of one), the
- * answers in the order given. While an enrollment of a consumer is pending, another adds nothing
- * and is answered with the pending job's id: BullMQ's deduplication, atomic in Redis, so two
- * racing producers cannot both believe they enqueued. Once it has finished, a new one may start.
+ * Enqueues enrollments in one round trip (every door's path), answered in the order given. While
+ * one of a consumer is pending, another adds nothing and gets the pending job's id: deduplication
+ * is atomic in Redis, so two racing producers cannot both believe they enqueued.
  */
 export async function enqueueEnrollments(
   queues: Queues,
@@ -53,7 +51,7 @@ export async function enqueueEnrollments(
     data,
     opts: {
       jobId: enrollmentJobId(data.consumerId),
-      deduplication: { id: enrollmentDeduplicationId(data.consumerId) },
+      deduplication: { id: `enroll-${data.consumerId}` },
     },
   }));
   const added = await queues.enrollment.addBulk(jobs);
@@ -70,11 +68,8 @@ export async function enqueueEnrollment(
   consumerIdKey: string | undefined,
 ): Promise<EnqueuedEnrollment> {
   const { consumerId, ...rest } = parsePayload(enrollmentRequestSchema, request, 'enrollment');
-  const payload = {
-    ...rest,
-    consumerId: consumerId ?? deriveConsumerId(rest.userId ?? '', consumerIdKey),
-  };
-  const [enqueued] = await enqueueEnrollments(queues, [payload]);
+  const derived = consumerId ?? deriveConsumerId(rest.userId ?? '', consumerIdKey);
+  const [enqueued] = await enqueueEnrollments(queues, [{ ...rest, consumerId: derived }]);
   return enqueued as EnqueuedEnrollment;
 }
 
@@ -85,11 +80,10 @@ export async function enqueueRewardSync(queues: Queues, payload: RewardSyncPaylo
 }
 
 /**
- * Enqueues many syncs in one round trip (a reconciliation's fan-out), `consumersPerJob` to a
- * job: the queue's own work per job is much of the whole for consumers of a page or two. Each
- * consumer of such a job is synced as if alone (jobs/sync-rewards-batch.ts). With
- * `reconciliation` (its job id), every job is a batch counted in its tally, whose id is the
- * reconciliation's and its first consumer's: enqueued again on a resume, it adds nothing.
+ * Enqueues many syncs in one round trip, `consumersPerJob` to a job (the queue's own work per job
+ * is much of the whole for consumers of a page or two). With `reconciliation` (its job id), each
+ * job is a batch counted in its tally, its id the reconciliation's and its first consumer's:
+ * enqueued again on a resume, it adds nothing.
  */
 export async function enqueueRewardSyncs(
   queues: Queues,
@@ -129,10 +123,9 @@ export function rewardSyncJob(payload: RewardSyncPayload) {
 
 function rewardSyncBatchJob(payload: RewardSyncBatchPayload) {
   const data = parsePayload(rewardSyncBatchPayloadSchema, payload, 'reward sync batch');
-  const { reconciliation } = data;
-  const jobId =
-    reconciliation === undefined ? {} : { jobId: `${reconciliation}-${data.consumerIds[0]}` };
-  return { name: jobNames.syncRewardsBatch, data, opts: { ...priorityOf(data.reason), ...jobId } };
+  const { reconciliation, consumerIds, reason } = data;
+  const jobId = reconciliation && { jobId: `${reconciliation}-${consumerIds[0]}` };
+  return { name: jobNames.syncRewardsBatch, data, opts: { ...priorityOf(reason), ...jobId } };
 }
 
 const priorityOf = (reason: RewardSyncPayload['reason']) =>
@@ -152,52 +145,35 @@ export interface ProducerOptions {
   jobPolicy?: JobPolicy;
   logger?: Logger;
   /**
-   * BullMQ telemetry, e.g. `new BullMQOtel({ tracerName: 'signup-service' })` from bullmq-otel:
-   * each enqueue is a span of the active trace, which the worker's job span continues.
-   * Default: none.
+   * BullMQ telemetry, e.g. `new BullMQOtel({ tracerName: 'signup-service' })` (bullmq-otel): each
+   * enqueue is a span of the active trace, which the worker's job span continues. Default: none.
    */
   telemetry?: Telemetry;
 }
 
-export interface Producer {
-  enqueueEnrollment(request: EnrollmentRequest): Promise<EnqueuedEnrollment>;
-  enqueueRewardSync(payload: RewardSyncPayload): Promise<{ jobId: string }>;
-  startReconciliation(): Promise<StartedReconciliation>;
-  readonly queues: Queues;
-  /** Its Redis connection, shared by the queues; closed by `close`. */
-  readonly connection: RedisClient;
-  close(): Promise<void>;
-}
+export type Producer = Awaited<ReturnType<typeof createProducer>>;
 
 /** A fail-fast producer: rejects at once when Redis is unreachable rather than queueing in memory. */
-export async function createProducer(options: ProducerOptions): Promise<Producer> {
-  const connection = createRedisConnection(
-    { url: options.redisUrl, clusterNodes: options.clusterNodes },
-    'producer',
-    options.logger,
-  );
-  try {
-    await connected(connection);
-  } catch (error) {
+export async function createProducer(options: ProducerOptions) {
+  const { queuePrefix = 'perks', jobPolicy = defaultJobPolicy, logger, telemetry } = options;
+  const target = { url: options.redisUrl, clusterNodes: options.clusterNodes };
+  const connection = createRedisConnection(target, 'producer', logger);
+  await connected(connection).catch((error: unknown) => {
     connection.disconnect();
     throw error;
-  }
-  const queues = openQueues(
-    connection,
-    options.queuePrefix ?? 'perks',
-    options.jobPolicy ?? defaultJobPolicy,
-    options.logger,
-    options.telemetry,
-  );
+  });
+  const queues = openQueues(connection, queuePrefix, jobPolicy, logger, telemetry);
   return {
     queues,
+    /** Its Redis connection, shared by the queues; closed by `close`. */
     connection,
-    enqueueEnrollment: (request) => enqueueEnrollment(queues, request, options.consumerIdKey),
-    enqueueRewardSync: async (payload) => ({
+    enqueueEnrollment: (request: EnrollmentRequest) =>
+      enqueueEnrollment(queues, request, options.consumerIdKey),
+    enqueueRewardSync: async (payload: RewardSyncPayload): Promise<{ jobId: string }> => ({
       jobId: (await enqueueRewardSync(queues, payload)).id ?? '',
     }),
     startReconciliation: () => startReconciliation(queues),
-    async close() {
+    async close(): Promise<void> {
       await closeQueues(queues);
       connection.disconnect();
     },

@@ -2,7 +2,7 @@ import { type DefaultJobOptions, Queue, type Telemetry } from 'bullmq';
 import type { WorkerConfig } from '../config.js';
 import type { Logger } from '../ops/logger.js';
 import { oncePerOutage } from '../ops/outage.js';
-import type { RedisClient } from './connection.js';
+import type { RedisClient } from '../redis/connection.js';
 import { type QueueKind, queueNames } from './names.js';
 
 /** What jobs carry by default, whoever enqueues them (our CLI, the worker, a client service). */
@@ -18,21 +18,11 @@ export const defaultJobPolicy: JobPolicy = {
   keepFailedJobs: 10_000,
 };
 
-export function defaultJobOptions(policy: JobPolicy): DefaultJobOptions {
-  return {
-    attempts: policy.jobAttempts,
-    backoff: { type: 'exponential', delay: policy.jobBackoffMs, jitter: 0.5 },
-    removeOnComplete: { count: policy.keepCompletedJobs },
-    removeOnFail: { count: policy.keepFailedJobs },
-  };
-}
-
 export type Queues = Record<QueueKind, Queue>;
 
 /**
- * The three queues on one shared connection (Queue objects do not block). An 'error' listener
- * logs the first failure of an outage (BullMQ would print every reconnect). With `telemetry`,
- * a job carries its producer's trace to the worker.
+ * The three queues on one shared connection (Queue objects do not block), logging the first
+ * error of an outage, not every reconnect. With `telemetry`, a job carries its producer's trace.
  */
 export function openQueues(
   connection: RedisClient,
@@ -45,13 +35,15 @@ export function openQueues(
     logger?.warn({ err: { message: error.message } }, 'queue connection error; retrying'),
   );
   connection.on('ready', outage.recovered);
+  const defaultJobOptions: DefaultJobOptions = {
+    attempts: policy.jobAttempts,
+    backoff: { type: 'exponential', delay: policy.jobBackoffMs, jitter: 0.5 },
+    removeOnComplete: { count: policy.keepCompletedJobs },
+    removeOnFail: { count: policy.keepFailedJobs },
+  };
   const open = (kind: QueueKind) => {
-    const queue = new Queue(queueNames[kind], {
-      connection,
-      prefix,
-      defaultJobOptions: defaultJobOptions(policy),
-      ...(telemetry ? { telemetry } : {}),
-    });
+    const options = { connection, prefix, defaultJobOptions, ...(telemetry ? { telemetry } : {}) };
+    const queue = new Queue(queueNames[kind], options);
     queue.on('error', outage.error);
     return queue;
   };

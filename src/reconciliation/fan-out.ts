@@ -1,32 +1,23 @@
 /**
  * A reconciliation's fan-out: consumer ids read in keyset batches and enqueued as sync jobs that
- * carry its id, while the sync queue holds fewer than `maxPending` jobs: one batch in memory
- * and about maxPending + batchSize jobs in Redis, whatever the number of consumers. The cursor
- * (last id enqueued) is saved in the job after every batch: a replica killed mid-way leaves the
- * job to another (stalled-job recovery), which resumes there.
+ * carry its id while the sync queue holds fewer than `maxPending` (one batch in memory, about
+ * maxPending + batchSize jobs in Redis, whatever the number of consumers). The cursor is saved
+ * in the job after every batch: a killed replica's job is resumed there by another.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { JobContext } from '../jobs/context.js';
-import type { PerksJob, ReconciliationState } from '../queues/payloads.js';
+import { type PerksJob, parsePayload, reconciliationPayloadSchema } from '../queues/payloads.js';
 import { enqueueRewardSyncs } from '../queues/producer.js';
 import { updateTally } from './tally.js';
 
-export interface ReconciliationResult {
-  enqueued: number;
-  batches: number;
-  startedAt: string;
-  finishedAt: string;
-}
-
-/** How often a fan-out waiting for the sync queue to drain looks again. */
 const backpressurePollMs = 250;
 
-export async function fanOut(
+export async function processReconciliation(
   job: PerksJob<'reconcile'>,
-  state: ReconciliationState,
   ctx: JobContext,
   signal?: AbortSignal,
-): Promise<ReconciliationResult> {
+) {
+  const state = parsePayload(reconciliationPayloadSchema, job.data, 'reconciliation');
   // Names its tally, and prefixes the ids of the sync jobs it enqueues.
   const reconciliation = job.id;
   if (reconciliation === undefined) throw new Error('a reconciliation job without an id');

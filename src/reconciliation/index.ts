@@ -16,11 +16,10 @@
  * | ... whose own job carries another reconciliation       | synced + 1 now (outcome unknown)  |
  * | synced + notEnrolled + failed reaches total            | finishedAt = now, set once        |
  *
- * A job of several counts its consumers once: when it ends, or when narrowed to those left for
- * its next attempt. At least once: a replica killed between an outcome and its job's completion
- * counts it again on the retry, so figures may exceed `total` by that much. An outcome no
- * listener hears (a job failed by the stalled check) is never counted: `status` calls such a
- * reconciliation finished once its job has completed and no sync job of it is left.
+ * A job of several counts its consumers once: when it ends, or when narrowed for its next
+ * attempt. At least once: a replica killed between an outcome and its job's completion counts it
+ * again (figures may exceed `total`). An outcome no listener hears (a stalled-check failure) is
+ * never counted: `status` calls it finished once its job completed and no sync job of it is left.
  */
 import { randomBytes } from 'node:crypto';
 import type { Job, Queue } from 'bullmq';
@@ -57,6 +56,14 @@ export async function startReconciliation(
     attempts: 3,
   });
   return { jobId: job.id ?? jobId, started: job.id === jobId };
+}
+
+/** The cron's tick: starts a reconciliation unless one is already under way. */
+export async function processReconcileTick(ctx: JobContext): Promise<StartedReconciliation> {
+  const started = await startReconciliation(ctx.queues, 'schedule');
+  const skipped = 'reconciliation already running; tick skipped';
+  ctx.logger.info(started, started.started ? 'scheduled reconciliation started' : skipped);
+  return started;
 }
 
 /** Consumers whose sync ended, in a sync job of `reconciliation` (if any). */

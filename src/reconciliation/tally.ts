@@ -1,21 +1,10 @@
 /**
- * A reconciliation's tally (what counts what: index.ts): one Redis hash per reconciliation,
- * `<prefix>:<reconciliation queue>:tally:<job id>`, beside the queue's keys (one hash slot in a
- * Redis Cluster). Counters only, never consumer ids: a million consumers cost a few bytes.
+ * A reconciliation's tally (what counts what: index.ts): a Redis hash beside the queue's keys
+ * (one hash slot in a Cluster). Counters only, never ids: a million consumers cost a few bytes.
  */
-import type { RedisClient } from '../queues/connection.js';
+
 import { queueNames } from '../queues/names.js';
-
-export type TallyOutcome = 'synced' | 'notEnrolled' | 'failed';
-
-export interface Tally {
-  expected?: number;
-  total?: number;
-  synced: number;
-  notEnrolled: number;
-  failed: number;
-  finishedAt?: string;
-}
+import type { RedisClient } from '../redis/connection.js';
 
 /** Where the tallies are: the worker's Redis and QUEUE_PREFIX. */
 export interface TallyStore {
@@ -45,14 +34,11 @@ return 1`;
 const keyOf = ({ prefix }: TallyStore, reconciliationId: string) =>
   `${prefix}:${queueNames.reconciliation}:tally:${reconciliationId}`;
 
-/**
- * Adds consumers' outcomes, and sets `expected` (at the start) or `total` (when the fan-out
- * has ended): all or nothing, and no round trip when there is nothing to write.
- */
+/** Adds outcomes, or sets `expected` (at the start) or `total` (once fanned out); atomic. */
 export async function updateTally(
   store: TallyStore,
   reconciliationId: string,
-  outcomes: Partial<Record<TallyOutcome, number>>,
+  outcomes: Partial<Record<'synced' | 'notEnrolled' | 'failed', number>>,
   figure?: ['expected' | 'total', number],
 ): Promise<void> {
   if (!figure && !Object.values(outcomes).some((n) => (n ?? 0) > 0)) return;
@@ -68,7 +54,9 @@ export async function updateTally(
   );
 }
 
-export async function readTally(store: TallyStore, reconciliationId: string): Promise<Tally> {
+export type Tally = Awaited<ReturnType<typeof readTally>>;
+
+export async function readTally(store: TallyStore, reconciliationId: string) {
   const raw = await store.redis.hgetall(keyOf(store, reconciliationId));
   const { expected, total, finishedAt } = raw;
   return {

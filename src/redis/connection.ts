@@ -12,10 +12,8 @@ interface RedisTarget {
   clusterNodes?: readonly { host: string; port: number }[] | undefined;
 }
 
-/**
- * `worker` retries forever while Redis is away (BullMQ requires `maxRetriesPerRequest: null`);
- * `producer` fails fast, so a caller enqueueing a signup learns at once that Redis is down.
- */
+// `worker` retries forever while Redis is away (BullMQ requires `maxRetriesPerRequest: null`);
+// `producer` fails fast, so a caller enqueueing a signup learns at once that Redis is down.
 type ConnectionRole = 'worker' | 'producer';
 
 // Reconnect with a capped backoff instead of ioredis' unbounded growth.
@@ -27,24 +25,20 @@ export function createRedisConnection(
   logger?: Logger,
   overrides: RedisOptions = {},
 ): RedisClient {
-  const options: RedisOptions =
+  const byRole: RedisOptions =
     role === 'worker'
       ? { maxRetriesPerRequest: null, enableReadyCheck: true }
       : { maxRetriesPerRequest: 1, enableOfflineQueue: false, connectTimeout: 5000 };
+  const options = { ...byRole, ...overrides };
   const redis = target.clusterNodes
-    ? new Cluster(
-        [...target.clusterNodes],
-        clusterOptions(target.url, role, { ...options, ...overrides }),
-      )
-    : new Redis(target.url, { ...options, retryStrategy: reconnectDelay, ...overrides });
+    ? new Cluster([...target.clusterNodes], clusterOptions(target.url, role, options))
+    : new Redis(target.url, { retryStrategy: reconnectDelay, ...options });
   watchErrors(redis, role, logger);
   return redis;
 }
 
-/**
- * A master that stops answering gives connection errors, then MOVED or CLUSTERDOWN until a
- * replica takes its slots: a worker's command retries without end, a producer's gives up.
- */
+// A master that stops answering gives connection errors, then MOVED or CLUSTERDOWN until a
+// replica takes its slots: a worker's command retries without end, a producer's gives up.
 function clusterOptions(url: string, role: ConnectionRole, options: RedisOptions): ClusterOptions {
   const { username, password, protocol } = new URL(url);
   const tls = protocol === 'rediss:';
@@ -64,10 +58,8 @@ function clusterOptions(url: string, role: ConnectionRole, options: RedisOptions
   };
 }
 
-/**
- * An unhandled 'error' event would crash the process. Logs the first error of an outage and
- * the recovery, per cluster node (a cluster stays ready while one master is away).
- */
+// An unhandled 'error' event would crash the process. Logs the first error of an outage and
+// the recovery, per cluster node (a cluster stays ready while one master is away).
 function watchErrors(redis: RedisClient, role: ConnectionRole, logger?: Logger): void {
   let everReady = false;
   const down = new Set<string>();

@@ -18,9 +18,5 @@ export async function acquireRedisLock(
   const owner = randomUUID();
   const acquired = await redis.set(key, owner, 'PX', Math.max(1, Math.ceil(ttlMs)), 'NX');
   if (acquired !== 'OK') return undefined;
-  return {
-    release: async () => {
-      await redis.eval(deleteIfValueIs, 1, key, owner);
-    },
-  };
+  return { release: () => redis.eval(deleteIfValueIs, 1, key, owner).then(() => undefined) };
 }

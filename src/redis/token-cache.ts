@@ -1,20 +1,13 @@
 /**
- * The Perks access token shared through Redis, so N replicas mint one token an hour, not N:
- * `<prefix>:perks:token:<name>` expires with the token, and a lock lets one replica mint while
- * the others poll. `name` (the client id) keeps API clients sharing a prefix apart.
+ * The Perks access token shared through Redis, so N replicas mint one token an hour, not N: the
+ * key expires with the token, and a lock lets one replica mint while the others poll. `name`
+ * (the client id) keeps API clients sharing a prefix apart.
  */
 import { z } from 'zod';
 import { tryJson } from '../perks/errors.js';
 import type { CachedToken, TokenCache, TokenLock } from '../perks/tokens.js';
 import type { RedisClient } from './connection.js';
 import { acquireRedisLock } from './lock.js';
-
-interface RedisTokenCacheOptions {
-  redis: RedisClient;
-  /** The queue prefix: `{perks}` on a cluster. */
-  prefix: string;
-  name?: string;
-}
 
 const storedSchema = z.object({
   accessToken: z.string().min(1),
@@ -34,15 +27,15 @@ export class RedisTokenCache implements TokenCache {
   readonly #redis: RedisClient;
   readonly #tokenKey: string;
 
-  constructor(options: RedisTokenCacheOptions) {
+  /** `prefix`: the queue prefix (`{perks}` on a cluster). */
+  constructor(options: { redis: RedisClient; prefix: string; name?: string }) {
     this.#redis = options.redis;
     this.#tokenKey = `${options.prefix}:perks:token:${options.name ?? 'default'}`;
   }
 
   async get(): Promise<CachedToken | undefined> {
     const value = await this.#redis.get(this.#tokenKey);
-    const parsed = storedSchema.safeParse(value === null ? undefined : tryJson(value));
-    return parsed.success ? parsed.data : undefined;
+    return storedSchema.safeParse(value === null ? undefined : tryJson(value)).data;
   }
 
   async set(token: CachedToken, now: number): Promise<void> {

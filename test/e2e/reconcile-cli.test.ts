@@ -5,7 +5,7 @@
  */
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { deletePrefix } from '../../src/queues/connection.js';
+import { deletePrefix } from '../../src/redis/connection.js';
 import {
   bin,
   type ProcessRig,

@@ -1,9 +1,8 @@
 /** Reconciliation end to end: every enrolled consumer re-synced, with a bounded backlog. */
 import { afterEach, describe, expect, it } from 'vitest';
-import { processReconcileTick } from '../../src/jobs/reconcile.js';
 import type { PerksJob } from '../../src/queues/payloads.js';
 import { enqueueRewardSyncs, rewardSyncJob } from '../../src/queues/producer.js';
-import { startReconciliation } from '../../src/reconciliation/index.js';
+import { processReconcileTick, startReconciliation } from '../../src/reconciliation/index.js';
 import { readTally, type Tally } from '../../src/reconciliation/tally.js';
 import { waitFor } from '../support/processes.js';
 import { type Harness, startHarness } from '../support/worker-harness.js';
@@ -178,7 +177,7 @@ describe('reconciliation', () => {
       'reconciliation',
       { consumersPerJob: 8, reconciliation: jobId },
     );
-    const { processReconciliation } = await import('../../src/jobs/reconcile.js');
+    const { processReconciliation } = await import('../../src/reconciliation/fan-out.js');
     const fresh = await h.runtime.ctx.queues.reconciliation.getJob(jobId);
     if (!fresh) throw new Error('job vanished');
     const result = await processReconciliation(fresh as PerksJob<'reconcile'>, h.runtime.ctx);

@@ -5,9 +5,9 @@
 import { pino } from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import { registerReconcileSchedule } from '../../src/jobs/schedule.js';
-import { createRedisConnection } from '../../src/queues/connection.js';
 import { reconcileSchedulerId } from '../../src/queues/names.js';
 import { closeQueues, defaultJobPolicy, openQueues } from '../../src/queues/queues.js';
+import { createRedisConnection } from '../../src/redis/connection.js';
 import { testQueuePrefix } from '../support/redis.js';
 
 const logger = pino({ level: 'silent' });

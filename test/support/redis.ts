@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Cluster, Redis } from 'ioredis';
 import { inject } from 'vitest';
-import { deletePrefix } from '../../src/queues/connection.js';
+import { deletePrefix } from '../../src/redis/connection.js';
 
 export async function pingRedis(url: string): Promise<void> {
   const redis = new Redis(url, {

@@ -16,13 +16,13 @@ import {
   startAmqpIntake,
 } from '../../../src/intake/amqp.js';
 import type { IntakeMetrics, IntakeOutcome } from '../../../src/ops/metrics.js';
+import { deriveConsumerId } from '../../../src/queues/consumer-id.js';
+import { closeQueues, openQueues, type Queues } from '../../../src/queues/queues.js';
 import {
   connected,
   createRedisConnection,
   type RedisClient,
-} from '../../../src/queues/connection.js';
-import { deriveConsumerId } from '../../../src/queues/consumer-id.js';
-import { closeQueues, openQueues, type Queues } from '../../../src/queues/queues.js';
+} from '../../../src/redis/connection.js';
 import { sleep, waitFor } from '../../support/processes.js';
 import {
   amqpUrl,

@@ -8,13 +8,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type HttpIntake, startHttpIntake } from '../../../src/intake/http.js';
 import { createMetrics, type Metrics } from '../../../src/ops/metrics.js';
 import { within } from '../../../src/ops/timeouts.js';
-import { createRedisConnection, type RedisClient } from '../../../src/queues/connection.js';
 import {
   closeQueues,
   defaultJobPolicy,
   openQueues,
   type Queues,
 } from '../../../src/queues/queues.js';
+import { createRedisConnection, type RedisClient } from '../../../src/redis/connection.js';
 import { type Harness, startHarness } from '../../support/worker-harness.js';
 
 const token = 'intake-test-token-0123456789abcdef';

@@ -14,7 +14,6 @@ import {
   startOutboxDrain,
 } from '../../../src/intake/outbox.js';
 import type { IntakeOutcome } from '../../../src/ops/metrics.js';
-import { connected, createRedisConnection } from '../../../src/queues/connection.js';
 import { deriveConsumerId } from '../../../src/queues/consumer-id.js';
 import {
   closeQueues,
@@ -22,6 +21,7 @@ import {
   openQueues,
   type Queues,
 } from '../../../src/queues/queues.js';
+import { connected, createRedisConnection } from '../../../src/redis/connection.js';
 import { deleteProcessedSignups } from '../../../src/store/outbox.js';
 import { testQueuePrefix } from '../../support/redis.js';
 import { startTcpProxy, targetOf } from '../../support/tcp-proxy.js';
