@@ -1,8 +1,4 @@
-/**
- * `perks-worker demo`: the worker `work` runs, against an in-process sandbox, on the local Redis
- * and PostgreSQL, in its own schema (<DATABASE_SCHEMA>_demo) and queue prefix
- * (<QUEUE_PREFIX>-demo), both reset at each run. It ends with a summary read from Postgres.
- */
+/** `perks-worker demo`: `work` against an in-process sandbox; see its help in program.ts. */
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { startPerksWorker } from '../app.js';

@@ -25,11 +25,7 @@ import { createProgress } from './progress.js';
 
 const batchSize = 1000;
 
-/**
- * `file` is a path or `-` (stdin); without `format` or a known extension, the first character
- * tells. Exit status: 0, 1 when a line was bad or (with --wait) a job did not end well, 130 when
- * interrupted.
- */
+/** `file`: a path or `-` (stdin). Without `format` or a known extension, the first character tells. */
 export async function enrollFromFile(
   file: string,
   format = formatOfPath(file),

@@ -1,7 +1,3 @@
-/**
- * `perks-worker migrate`: creates the database when missing and applies the migrations.
- * Safe to run from every replica at start-up (see src/store/migrate.ts).
- */
 import { loadConfig } from '../config.js';
 import { OperationalError } from '../errors.js';
 import { createLogger } from '../ops/logger.js';

@@ -1,7 +1,4 @@
-/**
- * `perks-worker sandbox`: runs the Perks API simulator until SIGINT or SIGTERM, and prints the
- * environment lines that point the worker at it.
- */
+/** `perks-worker sandbox`: the Perks API simulator until SIGINT or SIGTERM. */
 import { once } from 'node:events';
 import { loadConfig } from '../config.js';
 import { UsageError } from '../errors.js';
