@@ -31,10 +31,7 @@ export async function checkPerksApi(config: PerksConfig): Promise<CheckResult> {
   const target = redactUrl(config.baseUrl);
   const requestMs = Math.min(config.timeoutMs, timeoutMs);
   const client = new PerksClient({
-    baseUrl: config.baseUrl,
-    clientId: config.clientId,
-    clientSecret: config.clientSecret,
-    apiVersion: config.apiVersion,
+    ...config,
     timeoutMs: requestMs,
     connections: 1,
     // One try: check reports what it sees now; the worker's retries are for jobs.

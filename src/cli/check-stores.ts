@@ -31,13 +31,9 @@ export async function checkRedis(config: RedisConfig): Promise<CheckResult> {
     const policy = /^maxmemory_policy:(\S+)/m.exec(memory)?.[1];
     if (!policy || policy === 'noeviction')
       return line.pass('redis', target, `reachable (${version})`);
+    const detail = `reachable (${version}), but maxmemory-policy is ${policy}`;
     const fix = 'set maxmemory-policy noeviction: with eviction, Redis may drop queued jobs';
-    return line.fail(
-      'redis',
-      target,
-      `reachable (${version}), but maxmemory-policy is ${policy}`,
-      fix,
-    );
+    return line.fail('redis', target, detail, fix);
   } catch (error) {
     const message = line.describeError(error);
     const refused = /NOAUTH|WRONGPASS|NOPERM/.test(message);
@@ -140,13 +136,8 @@ async function checkSchema(client: pg.Client, schema: string): Promise<CheckResu
   // The functions (migrations/repeatable/) are this build's only once `migrate` has run it.
   const stale = (await loadRepeatableFiles()).filter((f) => functions.get(f.file) !== f.checksum);
   if (stale.length === 0) return result;
-  const names = stale.map((f) => f.file).join(', ');
-  return line.fail(
-    'schema',
-    schema,
-    `functions not this build's (${names})`,
-    'run perks-worker migrate',
-  );
+  const detail = `functions not this build's (${stale.map((f) => f.file).join(', ')})`;
+  return line.fail('schema', schema, detail, 'run perks-worker migrate');
 }
 
 /** Whether `applied` (version -> checksum, from schema_migrations) is what this build ships. */
@@ -162,14 +153,10 @@ export function schemaResult(
       if (checksum !== undefined) assertUnchanged(file, checksum);
     } catch (error) {
       if (!(error instanceof MigrationChecksumError)) throw error;
+      const detail = `migration ${file.file} differs from the one applied`;
       const fix =
         'run the release that applied it: a released migration is never edited, a new file is added';
-      return line.fail(
-        'schema',
-        schema,
-        `migration ${file.file} differs from the one applied`,
-        fix,
-      );
+      return line.fail('schema', schema, detail, fix);
     }
   }
   const pending = files.filter((f) => !applied.has(f.version));

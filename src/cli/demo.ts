@@ -1,8 +1,4 @@
-/**
- * `perks-worker demo`: the worker `work` runs, against an in-process sandbox, on the local Redis
- * and PostgreSQL, in its own schema (<DATABASE_SCHEMA>_demo) and queue prefix
- * (<QUEUE_PREFIX>-demo), both reset at each run. It ends with a summary read from Postgres.
- */
+/** `perks-worker demo`: `work` against an in-process sandbox; see its help in program.ts. */
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { startPerksWorker } from '../app.js';
@@ -17,12 +13,10 @@ import { type Sandbox, startSandbox } from '../sandbox/index.js';
 import { migrate } from '../store/migrate.js';
 import { consumerFailures, readSummary } from '../store/summary.js';
 import { demoUserIds, differences, moveStatuses, seedUpstream } from './demo-upstream.js';
-import { datastoreBlock, failuresBlock, reconciliationBlock } from './report.js';
+import { datastoreBlock, failuresBlock, reconciliationBlock, say } from './report.js';
 
 /** A demo-only HMAC key: the demo's consumers live in the demo's own sandbox and schema. */
 const demoConsumerIdKey = 'perks-worker-demo-key-not-for-production';
-
-const say = (line: string) => process.stdout.write(`${line}\n`);
 
 /** Commander's options: program.ts checks the ranges and gives the defaults. */
 export async function run(options: {
@@ -138,20 +132,14 @@ async function enrollReconcileAndReport(
     lastReconciliation(ctx.queues, ctx.tallies),
   ]);
   const upstream = sandbox.state.counters();
-  for (const block of [
+  const blocks = [
     reconciliationBlock(reconciled),
     datastoreBlock(summary),
     failuresBlock(jobs, consumers),
-  ]) {
-    say('');
-    say(block);
-  }
-  say('');
-  say(
     `upstream sandbox: ${upstream.enrollmentsCreated} enrollments created, ${upstream.enrollmentsConflicted} answered 409, ${upstream.tokensMinted} token(s) minted`,
-  );
-  for (const line of differences({ ...changed, created: upstream.enrollmentsCreated }, summary))
-    say(line);
+  ];
+  const changes = { ...changed, created: upstream.enrollmentsCreated };
+  say(...blocks.flatMap((block) => ['', block]), ...differences(changes, summary));
 }
 
 /** Prints progress until no job is waiting, delayed or running (and the reconciliation, if any, ended). */

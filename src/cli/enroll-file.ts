@@ -16,7 +16,6 @@ import { EnrollmentFollower, followSummary } from './enroll-follow.js';
 import {
   EnrollmentInputError,
   formatOfPath,
-  type InputFormat,
   type InputRecord,
   readRecords,
   sniffFormat,
@@ -26,25 +25,21 @@ import { createProgress } from './progress.js';
 
 const batchSize = 1000;
 
-/**
- * `file` is a path or `-` (stdin); without `format` or a known extension, the first character
- * tells. Exit status: 0, 1 when a line was bad or (with --wait) a job did not end well, 130 when
- * interrupted.
- */
-export async function enrollFromFile(options: {
-  file: string;
-  format: InputFormat | undefined;
-  wait: boolean;
-}): Promise<number> {
-  const { input, lines } = await openInput(options.file);
-  const format = options.format ?? formatOfPath(options.file) ?? (await sniffFormat(input));
+/** `file`: a path or `-` (stdin). Without `format` or a known extension, the first character tells. */
+export async function enrollFromFile(
+  file: string,
+  format = formatOfPath(file),
+  wait = false,
+): Promise<number> {
+  const { input, lines } = await openInput(file);
+  format ??= await sniffFormat(input);
   const interrupted = new AbortController();
   const stop = () => interrupted.abort();
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   try {
     return await withProducer(async ({ queues, connection }, config) => {
-      const follower = options.wait
+      const follower = wait
         ? await EnrollmentFollower.start(queues.enrollment, connection)
         : undefined;
       const records = readRecords(input, format);

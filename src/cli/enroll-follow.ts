@@ -12,17 +12,18 @@ import type { Queue } from 'bullmq';
 import type { RedisClient } from '../redis/connection.js';
 import type { Progress } from './progress.js';
 
-export interface EnrollmentOutcomes {
-  created: number;
-  alreadyEnrolled: number;
-  failed: number;
+const noOutcomes = () => ({
+  created: 0,
+  alreadyEnrolled: 0,
+  failed: 0,
   /** Ended without an outcome this command could read (removed from Redis first, or another shape). */
-  unknown: number;
+  unknown: 0,
   /** Failure reason -> how many jobs failed for good with it. */
-  failures: Map<string, number>;
+  failures: new Map<string, number>(),
   /** Jobs still pending when following stopped early (interrupted). */
-  pending: number;
-}
+  pending: 0,
+});
+export type EnrollmentOutcomes = ReturnType<typeof noOutcomes>;
 
 const readCount = 5000;
 const sweepChunk = 1000;
@@ -31,14 +32,7 @@ const sweepEveryMs = 5000;
 
 export class EnrollmentFollower {
   private readonly pending = new Set<string>();
-  private readonly outcomes: EnrollmentOutcomes = {
-    created: 0,
-    alreadyEnrolled: 0,
-    failed: 0,
-    unknown: 0,
-    failures: new Map(),
-    pending: 0,
-  };
+  private readonly outcomes = noOutcomes();
 
   private constructor(
     private readonly queue: Queue,

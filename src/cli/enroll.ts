@@ -29,7 +29,7 @@ export async function run(
         'enroll: --consent and --remove-consent are for one <user-id>; with --file, give consents in the file',
       );
     }
-    return enrollFromFile({ file, format, wait: wait ?? false });
+    return enrollFromFile(file, format, wait);
   }
   if (format !== undefined || wait !== undefined) {
     throw new UsageError('enroll: --format and --wait go with --file');

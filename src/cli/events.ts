@@ -2,7 +2,7 @@ import { loadConfig } from '../config.js';
 import { deliveryLag, listDeliveries, replayFrom } from '../store/event-deliveries.js';
 import { quoteIdentifier } from '../store/identifier.js';
 import { createStore } from '../store/store.js';
-import { clip, lagLine, renderTable } from './report.js';
+import { clip, lagLine, renderTable, say } from './report.js';
 
 export async function run({ failed = false, limit }: { failed?: boolean; limit: number }) {
   const { database, events } = loadConfig(['database', 'events']);
@@ -23,9 +23,8 @@ export async function run({ failed = false, limit }: { failed?: boolean; limit: 
         clip(r.last_error ?? '', 120),
       ]),
     );
-    const lines = [rows.length > 0 ? table : failed ? 'no failed events' : 'no events'];
-    lines.push('', lagLine(lag, events.webhookUrl !== undefined));
-    process.stdout.write(`${lines.join('\n')}\n`);
+    const list = rows.length > 0 ? table : failed ? 'no failed events' : 'no events';
+    say(list, '', lagLine(lag, events.webhookUrl !== undefined));
     return 0;
   } finally {
     await store.close();
@@ -38,8 +37,8 @@ export async function replay({ from }: { from: string }): Promise<number> {
   const store = createStore(database);
   try {
     const consumers = await replayFrom(store.pool, quoteIdentifier(database.schema), from);
-    process.stdout.write(
-      `replaying from evt_${from}: the events of ${consumers} consumer(s) will be delivered again, in order\n`,
+    say(
+      `replaying from evt_${from}: the events of ${consumers} consumer(s) will be delivered again, in order`,
     );
     return 0;
   } finally {

@@ -1,11 +1,8 @@
-/**
- * `perks-worker migrate`: creates the database when missing and applies the migrations.
- * Safe to run from every replica at start-up (see src/store/migrate.ts).
- */
 import { loadConfig } from '../config.js';
 import { OperationalError } from '../errors.js';
 import { createLogger } from '../ops/logger.js';
 import { migrate } from '../store/migrate.js';
+import { say } from './report.js';
 
 export async function run(): Promise<number> {
   const config = loadConfig(['database', 'log']);
@@ -16,25 +13,20 @@ export async function run(): Promise<number> {
   // Direct when given: only there can a missing database be created (src/store/migrate.ts).
   const databaseUrl = config.database.directUrl ?? config.database.url;
 
-  let result: Awaited<ReturnType<typeof migrate>>;
-  try {
-    result = await migrate({ databaseUrl, schema, logger: quiet });
-  } catch (error) {
-    if (error instanceof OperationalError) {
-      process.stderr.write(`perks-worker: migrate: ${error.message}\n`);
-      return 1;
-    }
+  const result = await migrate({ databaseUrl, schema, logger: quiet }).catch((error: unknown) => {
+    if (error instanceof OperationalError) return error;
     throw error;
+  });
+  if (result instanceof OperationalError) {
+    process.stderr.write(`perks-worker: migrate: ${result.message}\n`);
+    return 1;
   }
-
-  const lines: string[] = [];
   const database = decodeURIComponent(new URL(databaseUrl).pathname.slice(1));
-  if (result.databaseCreated) lines.push(`created database ${database}`);
-  for (const file of result.applied) lines.push(`applied ${file}`);
   const { count } = result;
-  lines.push(
+  say(
+    ...(result.databaseCreated ? [`created database ${database}`] : []),
+    ...result.applied.map((file) => `applied ${file}`),
     `schema ${schema} is at ${result.current} (${count} migration${count === 1 ? '' : 's'})`,
   );
-  process.stdout.write(`${lines.join('\n')}\n`);
   return 0;
 }

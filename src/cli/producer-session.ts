@@ -19,18 +19,12 @@ export async function withProducer<T>(
     jobPolicy: config.worker,
     logger: createLogger(config.log),
   }).catch((error: unknown) => {
-    throw new RedisUnreachableError(redactUrl(config.redis.url), error);
+    const reason = `cannot reach Redis at ${redactUrl(config.redis.url)}: ${(error as Error).message}`;
+    throw new OperationalError(reason, { cause: error });
   });
   try {
     return await fn(producer, config);
   } finally {
     await producer.close();
-  }
-}
-
-export class RedisUnreachableError extends OperationalError {
-  override readonly name = 'RedisUnreachableError';
-  constructor(url: string, cause: unknown) {
-    super(`cannot reach Redis at ${url}: ${(cause as Error).message}`, { cause });
   }
 }

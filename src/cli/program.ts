@@ -42,40 +42,38 @@ function declare(program: Command, version: string, lazy: Lazy): Command {
     .helpOption('-h, --help', 'show this help')
     .helpCommand('help [command]', "show a command's help, as <command> --help does")
     .addHelpText('after', "\nEach command's --help lists the environment variables it reads.");
+  // Each command's module is named after it, and exports its `run`.
   const command = (name: string, summary: string, description: string, groups: ConfigGroup[]) =>
     program
       .command(name)
       .summary(summary)
       .description(description)
-      .addHelpText('after', () => environmentHelp(groups));
+      .addHelpText('after', () => environmentHelp(groups))
+      .action(lazy(() => import(`./${name}.js`)));
 
   command(
     'work',
     'run the worker (enrollment, reward sync, reconciliation)',
     'Run the worker: enrollment, reward sync and reconciliation jobs, and the signup intake (HTTP, outbox table, RabbitMQ) that is configured, until SIGTERM or SIGINT. Run as many replicas as you like; they share the work through Redis.',
     [...configGroups],
-  )
-    .option(
-      '--skip-migrate',
-      'do not apply migrations at start (when a deploy step runs `migrate`)',
-    )
-    .action(lazy(() => import('./work.js')));
+  ).option(
+    '--skip-migrate',
+    'do not apply migrations at start (when a deploy step runs `migrate`)',
+  );
 
   command(
     'check',
     'check the configuration, Redis, PostgreSQL, the API and the edges before running',
     'Check the configuration and every service the worker needs, before running it: Redis, PostgreSQL and its schema, a token mint and one GET against the API, RabbitMQ and the webhook URL when configured. One line per check, ✓ or ✗ with its fix; exits 0 only when all pass.',
     [...configGroups],
-  )
-    .option('--json', 'print {ok, checks: [{name, target?, ok, skipped?, detail, fix?}]}')
-    .action(lazy(() => import('./check.js')));
+  ).option('--json', 'print {ok, checks: [{name, target?, ok, skipped?, detail, fix?}]}');
 
   command(
     'migrate',
     'create the database if needed and apply migrations',
     'Create the database named in DATABASE_URL if it does not exist, then apply the migrations to DATABASE_SCHEMA. Idempotent, and safe when several replicas run it at once.',
     ['database', 'log'],
-  ).action(lazy(() => import('./migrate.js')));
+  );
 
   command(
     'enroll',
@@ -96,38 +94,31 @@ function declare(program: Command, version: string, lazy: Lazy): Command {
       'csv or jsonl; default: by extension (.csv .jsonl .ndjson), else jsonl if it starts with {',
       format,
     )
-    .option('--wait', 'follow the enrollments to their end and print what became of them')
-    .action(lazy(() => import('./enroll.js')));
+    .option('--wait', 'follow the enrollments to their end and print what became of them');
 
   command(
     'sync',
     'enqueue a reward sync of one consumer',
     'Enqueue a reward sync of one consumer, known to the datastore or not (consumers enrolled before the worker existed can be synced too). A running `perks-worker work` does it.',
     [...producerGroups],
-  )
-    .argument('<consumer-id>', 'the Perks consumer id')
-    .action(lazy(() => import('./sync.js')));
+  ).argument('<consumer-id>', 'the Perks consumer id');
 
   command(
     'reconcile',
     'start a reconciliation of every enrolled consumer now',
     'Start a reconciliation now: every enrolled consumer gets a reward sync. If one is already pending or running, it is not started twice (--wait then follows that one).',
     [...producerGroups],
-  )
-    .option(
-      '--wait',
-      'show its progress until every consumer is synced, then its figures; exit 1 if a consumer failed or the reconciliation did (Ctrl-C stops following only: it goes on in the worker)',
-    )
-    .action(lazy(() => import('./reconcile.js')));
+  ).option(
+    '--wait',
+    'show its progress until every consumer is synced, then its figures; exit 1 if a consumer failed or the reconciliation did (Ctrl-C stops following only: it goes on in the worker)',
+  );
 
   command(
     'status',
     'show queue counts, the last reconciliation and failures',
     'Show a failing token mint, queue counts, the last reconciliation, jobs waiting to retry, the datastore totals, the webhook delivery lag and recent failures. Exits 1 while minting fails or the datastore is unavailable.',
     [...producerGroups, 'database', 'events'],
-  )
-    .option('--json', 'print the same as one JSON object')
-    .action(lazy(() => import('./status.js')));
+  ).option('--json', 'print the same as one JSON object');
 
   command(
     'failed',
@@ -137,8 +128,7 @@ function declare(program: Command, version: string, lazy: Lazy): Command {
   )
     .option('--retry', 'retry the listed failed jobs (they go back to the queue)')
     .option('--limit <n>', 'how many to list or retry, at most 10000', whole(1, 10_000), 50)
-    .option('--json', 'print {"jobs": [...], "retried": N} instead of a table')
-    .action(lazy(() => import('./failed.js')));
+    .option('--json', 'print {"jobs": [...], "retried": N} instead of a table');
 
   command(
     'events',
@@ -148,7 +138,6 @@ function declare(program: Command, version: string, lazy: Lazy): Command {
   )
     .option('--failed', 'only the events given up after WEBHOOK_MAX_AGE_HOURS')
     .option('--limit <n>', 'how many to list, at most 10000', whole(1, 10_000), 20)
-    .action(lazy(() => import('./events.js')))
     .command('replay')
     .description(
       'Deliver every event from an id on again: the consumers concerned go back before it, and a running `perks-worker work` with WEBHOOK_URL set delivers them in order.',
@@ -177,8 +166,7 @@ function declare(program: Command, version: string, lazy: Lazy): Command {
       whole(1, 1e6),
     )
     .option('--token-ttl <n>', 'lifetime of access tokens in seconds', whole(1, 86_400), 3600)
-    .option('--scenario <file>', 'JSON file of extra consumers, settings and faults')
-    .action(lazy(() => import('./sandbox.js')));
+    .option('--scenario <file>', 'JSON file of extra consumers, settings and faults');
 
   command(
     'demo',
@@ -188,8 +176,7 @@ function declare(program: Command, version: string, lazy: Lazy): Command {
   )
     .option('--customers <n>', 'customers to enroll', whole(1, 100_000), 200)
     .option('--seed <n>', 'seed of the sandbox data', whole(1, 1_000_000), 7)
-    .option('-v, --verbose', 'print the worker log lines (JSON) too')
-    .action(lazy(() => import('./demo.js')));
+    .option('-v, --verbose', 'print the worker log lines (JSON) too');
 
   reportUsageErrors(program, []);
   return program;

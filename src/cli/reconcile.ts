@@ -2,9 +2,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { OperationalError } from '../errors.js';
 import { type ReconciliationView, reconciliationView } from '../queues/inspect.js';
 import type { Producer } from '../queues/producer.js';
+import type { TallyStore } from '../reconciliation/tally.js';
 import { withProducer } from './producer-session.js';
 import { createProgress } from './progress.js';
-import { reconciliationBlock } from './report.js';
+import { reconciliationBlock, say } from './report.js';
 
 /** How often --wait reads the reconciliation's figures. */
 const pollMs = 1000;
@@ -12,37 +13,35 @@ const pollMs = 1000;
 export async function run(options: { wait?: boolean }): Promise<number> {
   return withProducer(async (producer, config) => {
     const { jobId, started } = await producer.startReconciliation();
-    process.stdout.write(
+    say(
       started
-        ? `started reconciliation (job ${jobId})\n`
-        : `a reconciliation is already pending or running (job ${jobId}); not started again\n`,
+        ? `started reconciliation (job ${jobId})`
+        : `a reconciliation is already pending or running (job ${jobId}); not started again`,
     );
     if (!options.wait) return 0;
     // Ctrl-C stops following, cleanly (the bar ends, the cursor comes back), not the work.
     const interrupted = new AbortController();
     const onSigint = () => interrupted.abort();
     process.once('SIGINT', onSigint);
-    try {
-      const prefix = config.redis.queuePrefix;
-      const view = await follow(producer, prefix, jobId, interrupted.signal);
-      if (!view) {
-        process.stderr.write(
-          `stopped following; reconciliation ${jobId} goes on in the worker (perks-worker status)\n`,
-        );
-        return 130;
-      }
-      process.stdout.write(`${reconciliationBlock(view)}\n`);
-      return view.state === 'finished' && view.consumers.failed === 0 ? 0 : 1;
-    } finally {
-      process.off('SIGINT', onSigint);
+    const tallies = { redis: producer.connection, prefix: config.redis.queuePrefix };
+    const view = await follow(producer, tallies, jobId, interrupted.signal).finally(() =>
+      process.off('SIGINT', onSigint),
+    );
+    if (!view) {
+      process.stderr.write(
+        `stopped following; reconciliation ${jobId} goes on in the worker (perks-worker status)\n`,
+      );
+      return 130;
     }
+    say(reconciliationBlock(view));
+    return view.state === 'finished' && view.consumers.failed === 0 ? 0 : 1;
   });
 }
 
 /** Polls the reconciliation, showing its progress, until it has ended or `signal` stops it. */
 async function follow(
   producer: Producer,
-  prefix: string,
+  tallies: TallyStore,
   jobId: string,
   signal: AbortSignal,
 ): Promise<ReconciliationView | undefined> {
@@ -56,11 +55,7 @@ async function follow(
           `reconcile: the reconciliation job ${jobId} is gone (removed by job retention?); see perks-worker status`,
         );
       }
-      const view = await reconciliationView(
-        producer.queues,
-        { redis: producer.connection, prefix },
-        job,
-      );
+      const view = await reconciliationView(producer.queues, tallies, job);
       const { total, enqueued, synced, failed, notEnrolled } = view.consumers;
       progress.update(
         synced + failed + notEnrolled,

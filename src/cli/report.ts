@@ -10,6 +10,9 @@ import { type QueueKind, queueNames } from '../queues/names.js';
 import type { DeliveryLag } from '../store/event-deliveries.js';
 import type { ConsumerFailure, DatastoreSummary } from '../store/summary.js';
 
+/** Lines on stdout, each ended with a newline. */
+export const say = (...lines: string[]) => process.stdout.write(`${lines.join('\n')}\n`);
+
 const states = ['wait', 'prioritized', 'active', 'delayed', 'completed', 'failed'] as const;
 
 export function queuesBlock(counts: Record<QueueKind, Record<CountedState, number>>): string {

@@ -1,7 +1,4 @@
-/**
- * `perks-worker sandbox`: runs the Perks API simulator until SIGINT or SIGTERM, and prints the
- * environment lines that point the worker at it.
- */
+/** `perks-worker sandbox`: the Perks API simulator until SIGINT or SIGTERM. */
 import { once } from 'node:events';
 import { loadConfig } from '../config.js';
 import { UsageError } from '../errors.js';
@@ -30,7 +27,7 @@ export async function run(
   options: SandboxCommandOptions,
   io: { signal?: AbortSignal; stdout?: NodeJS.WritableStream } = {},
 ): Promise<number> {
-  const { rewardsMin: min, rewardsMax: max = Math.max(30, min) } = options;
+  const { rewardsMin: min, rewardsMax: max = Math.max(30, min), tokenTtl, rateLimit } = options;
   if (max < min) {
     throw new UsageError(
       `sandbox: --rewards-max (${max}) must not be below --rewards-min (${min})`,
@@ -41,17 +38,12 @@ export async function run(
         throw new UsageError(`sandbox: --${(error as Error).message}`);
       })
     : undefined;
+  // latencyMs and rateLimit unset: the scenario's settings apply.
   const sandbox = await startSandbox({
-    host: options.host,
-    port: options.port,
-    consumers: options.consumers,
-    seed: options.seed,
-    tokenTtlSeconds: options.tokenTtl,
+    ...options,
+    tokenTtlSeconds: tokenTtl,
     rewardsPerConsumer: { min, max },
-    rewardsOnEnroll: options.rewardsOnEnroll,
-    // Unset, the scenario's settings apply.
-    latencyMs: options.latencyMs,
-    rateLimitPerSecond: options.rateLimit,
+    rateLimitPerSecond: rateLimit,
     scenario,
     logger: createLogger(loadConfig(['log']).log, { component: 'sandbox' }),
   }).catch((error: unknown) => {

@@ -6,6 +6,7 @@ import { deliveryLag } from '../store/event-deliveries.js';
 import { quoteIdentifier } from '../store/identifier.js';
 import { createStore } from '../store/store.js';
 import { consumerFailures, readSummary } from '../store/summary.js';
+import { errorCode } from './check-result.js';
 import { withProducer } from './producer-session.js';
 import {
   datastoreBlock,
@@ -16,6 +17,7 @@ import {
   queuesBlock,
   reconciliationBlock,
   retryingBlock,
+  say,
 } from './report.js';
 
 type StatusConfig = Pick<Config, 'redis' | 'database' | 'events'>;
@@ -25,10 +27,7 @@ export async function run(options: { json?: boolean }): Promise<number> {
   const config = loadConfig(['redis', 'database', 'events']);
   return withProducer(async (producer) => {
     const status = await gather(producer, config);
-    const text = options.json
-      ? JSON.stringify(toJson(status, config), null, 2)
-      : render(status, config);
-    process.stdout.write(`${text}\n`);
+    say(options.json ? JSON.stringify(toJson(status, config), null, 2) : render(status, config));
     return healthy(status) ? 0 : 1;
   });
 }
@@ -58,10 +57,7 @@ async function gather(producer: Producer, config: StatusConfig) {
     return { ...status, datastore: { summary, consumerFailures: consumers, lag } };
   } catch (error) {
     // 42P01: no such table, 3F000: no such schema, 42883: no such function.
-    const unmigrated = ['42P01', '3F000', '42883'].includes(
-      (error as { code?: string }).code ?? '',
-    );
-    const datastoreError = unmigrated
+    const datastoreError = ['42P01', '3F000', '42883'].includes(errorCode(error) ?? '')
       ? `schema ${schema} is not migrated: run perks-worker migrate`
       : (error as Error).message;
     return { ...status, datastore: undefined, datastoreError };

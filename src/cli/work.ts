@@ -1,8 +1,3 @@
-/**
- * `perks-worker work`: enrollment, reward sync and reconciliation jobs, and the signup intake
- * (HTTP, outbox table, RabbitMQ) that is configured, until SIGTERM or SIGINT. Replicas share
- * the work through Redis.
- */
 import { startPerksWorker } from '../app.js';
 import { configGroups, loadConfig } from '../config.js';
 import { createLogger } from '../ops/logger.js';
