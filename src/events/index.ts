@@ -16,7 +16,7 @@ import type pg from 'pg';
 import type { Config } from '../config.js';
 import type { Logger } from '../ops/logger.js';
 import type { Metrics, WebhookMetrics } from '../ops/metrics.js';
-import { oncePerOutage } from '../ops/outage.js';
+import { outageLogger } from '../ops/outage.js';
 import { within } from '../ops/timeouts.js';
 import type { RedisClient } from '../queues/connection.js';
 import {
@@ -173,9 +173,7 @@ export function startWebhookDelivery(options: WebhookDeliveryOptions): Webhooks 
       settings: { backoffStrategy: deliveryBackoff },
     },
   );
-  const workerOutage = oncePerOutage((error) =>
-    logger.error({ err: { message: error.message } }, 'webhook worker error'),
-  );
+  const workerOutage = outageLogger(logger, 'webhook worker error', 'error');
   worker.on('error', workerOutage.error);
   // A job whose lock could not be renewed (Redis away longer than JOB_LOCK_MS) may already run
   // on another replica: cancel it here, so that it stops before its next POST.
@@ -190,9 +188,7 @@ export function startWebhookDelivery(options: WebhookDeliveryOptions): Webhooks 
   });
 
   const closing = new AbortController();
-  const dispatchOutage = oncePerOutage((error) =>
-    logger.warn({ err: { message: error.message } }, 'webhook dispatch failed; retrying'),
-  );
+  const dispatchOutage = outageLogger(logger, 'webhook dispatch failed; retrying');
   const dispatch = async (consumerIds: string[]) => {
     const jobs = consumerIds.map((consumerId) => ({
       name: deliverJobName,
@@ -208,7 +204,7 @@ export function startWebhookDelivery(options: WebhookDeliveryOptions): Webhooks 
         while ((await dispatchPending(options.pool, options.schema, 1000, dispatch)) === 1000) {}
         dispatchOutage.recovered();
       } catch (error) {
-        dispatchOutage.error(error instanceof Error ? error : new Error(String(error)));
+        dispatchOutage.error(error);
       }
       await sleep(pollMs, undefined, { signal: closing.signal }).catch(() => {});
     }

@@ -20,7 +20,7 @@ import {
 import { redactUrl } from '../config.js';
 import { NotReadyError } from '../ops/health.js';
 import type { Logger } from '../ops/logger.js';
-import { oncePerOutage } from '../ops/outage.js';
+import { type Outage, oncePerOutage, outageLogger } from '../ops/outage.js';
 import { within } from '../ops/timeouts.js';
 import type { ContinueTrace } from '../ops/tracing.js';
 import { describeProblems } from '../queues/payloads.js';
@@ -38,8 +38,6 @@ export interface AmqpIntakeOptions extends Door {
   startTimeoutMs?: number;
   /** How long `close()` waits for running handlers. Default 5000. */
   closeTimeoutMs?: number;
-  /** With tracing on: a message's job continues the trace of its `traceparent` header. */
-  continueTrace?: ContinueTrace;
 }
 
 export interface AmqpIntake {
@@ -67,9 +65,7 @@ export async function startAmqpIntake(options: AmqpIntakeOptions): Promise<AmqpI
     retryLow: 500,
     retryHigh: 10_000,
   });
-  const brokerOutage = oncePerOutage((error) =>
-    log.warn({ err: { message: error.message } }, 'rabbitmq unreachable; retrying'),
-  );
+  const brokerOutage = outageLogger(log, 'rabbitmq unreachable; retrying');
   let wasDown = false;
   connection.on('error', (error: Error) => {
     wasDown = true;
@@ -96,9 +92,7 @@ export async function startAmqpIntake(options: AmqpIntakeOptions): Promise<AmqpI
   const deadQueue = deadQueueOf(options.queue);
   consumer.on('error', (error: Error) => brokerOutage.error(error));
   consumer.on('ready', () => {
-    connection
-      .queueDeclare({ queue: deadQueue, durable: true })
-      .catch((error: unknown) => brokerOutage.error(asError(error)));
+    connection.queueDeclare({ queue: deadQueue, durable: true }).catch(brokerOutage.error);
   });
   const consuming = new Promise<void>((resolve) => consumer.once('ready', resolve));
   const started = await within(options.startTimeoutMs ?? 10_000, consuming);
@@ -122,8 +116,6 @@ export async function startAmqpIntake(options: AmqpIntakeOptions): Promise<AmqpI
   };
 }
 
-type Outage = ReturnType<typeof oncePerOutage>;
-
 /** Acks a message once enqueued or dead-lettered; requeues it after a pause otherwise. */
 function messageHandler(
   options: AmqpIntakeOptions,
@@ -134,9 +126,7 @@ function messageHandler(
   const inTraceOf: ContinueTrace = options.continueTrace ?? ((_headers, fn) => fn());
   const deadQueue = deadQueueOf(options.queue);
   const retryPause = outagePause();
-  const redisOutage = oncePerOutage((error) =>
-    ctx.log.warn({ err: { message: error.message } }, 'cannot enqueue signups; messages requeued'),
-  );
+  const redisOutage = outageLogger(ctx.log, 'cannot enqueue signups; messages requeued');
   // At most a line a minute: a flood of invalid messages shows in the metrics, not the log.
   const rejections = oncePerOutage((error) =>
     ctx.log.warn(
@@ -166,7 +156,7 @@ function messageHandler(
       return ConsumerStatus.ACK;
     } catch (error) {
       // Redis (or the broker, for a dead letter) refused: keep the message, after a pause.
-      (signup.ok ? redisOutage : ctx.brokerOutage).error(asError(error));
+      (signup.ok ? redisOutage : ctx.brokerOutage).error(error);
       await retryPause.wait(ctx.stopping.signal);
       return ConsumerStatus.REQUEUE;
     }
@@ -227,5 +217,3 @@ function outagePause(): { wait(signal: AbortSignal): Promise<void>; recovered():
     },
   };
 }
-
-const asError = (error: unknown) => (error instanceof Error ? error : new Error(String(error)));

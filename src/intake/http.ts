@@ -10,7 +10,7 @@ import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
 import { PortInUseError } from '../ops/health.js';
 import type { Logger } from '../ops/logger.js';
 import type { IntakeOutcome } from '../ops/metrics.js';
-import { oncePerOutage } from '../ops/outage.js';
+import { type Outage, outageLogger } from '../ops/outage.js';
 import { withTimeout } from '../ops/timeouts.js';
 import type { ContinueTrace } from '../ops/tracing.js';
 import { enqueueEnrollments, enqueueRewardSync } from '../queues/producer.js';
@@ -21,8 +21,6 @@ export interface HttpIntakeOptions extends Door {
   host: string;
   /** INTAKE_TOKEN: the bearer token every caller sends. */
   token: string;
-  /** With tracing on: a request's jobs continue the trace of its `traceparent` header. */
-  continueTrace?: ContinueTrace;
 }
 
 export interface HttpIntake {
@@ -46,11 +44,10 @@ interface BatchRoute<T> {
 export async function startHttpIntake(options: HttpIntakeOptions): Promise<HttpIntake> {
   const { queues, consumerIdKey } = options;
   const app = createApp(options.token, options.logger);
-  const redisOutage = oncePerOutage((error) =>
-    options.logger.error(
-      { err: { message: error.message } },
-      'intake: cannot enqueue, Redis unreachable; answering 503',
-    ),
+  const redisOutage = outageLogger(
+    options.logger,
+    'intake: cannot enqueue, Redis unreachable; answering 503',
+    'error',
   );
   batchRoute(app, options, redisOutage, {
     url: '/v1/enrollments',
@@ -143,7 +140,7 @@ function createApp(token: string, logger: Logger): FastifyInstance {
 function batchRoute<T>(
   app: FastifyInstance,
   { metrics, continueTrace }: HttpIntakeOptions,
-  redisOutage: ReturnType<typeof oncePerOutage>,
+  redisOutage: Outage,
   route: BatchRoute<T>,
 ): void {
   const inTraceOf: ContinueTrace = continueTrace ?? ((_headers, fn) => fn());
@@ -164,7 +161,7 @@ function batchRoute<T>(
       answer = await withTimeout(enqueued, enqueueTimeoutMs);
       redisOutage.recovered();
     } catch (error) {
-      redisOutage.error(error instanceof Error ? error : new Error(String(error)));
+      redisOutage.error(error);
       return reply.code(503).header('retry-after', '5').send({
         error: 'the queue store (Redis) is unreachable; nothing was accepted, retry later',
       });

@@ -9,7 +9,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { oncePerOutage } from '../ops/outage.js';
+import { outageLogger } from '../ops/outage.js';
 import { withTimeout } from '../ops/timeouts.js';
 import { describeProblems, type EnrollmentPayload } from '../queues/payloads.js';
 import { enqueueEnrollments } from '../queues/producer.js';
@@ -80,12 +80,7 @@ export function startOutboxDrain(options: OutboxOptions): OutboxDrain {
       if (processed < drainer.batchSize || closing.signal.aborted) return total;
     }
   };
-  const outage = oncePerOutage((error) =>
-    logger.warn(
-      { err: { message: error.message } },
-      'outbox drain failed; the rows wait for the next pass',
-    ),
-  );
+  const outage = outageLogger(logger, 'outbox drain failed; the rows wait for the next pass');
   const run = async () => {
     let failures = 0;
     while (!closing.signal.aborted) {
@@ -99,7 +94,7 @@ export function startOutboxDrain(options: OutboxOptions): OutboxDrain {
         outage.recovered();
       } catch (error) {
         failures++;
-        if (!closing.signal.aborted) outage.error(asError(error));
+        if (!closing.signal.aborted) outage.error(error);
       }
       const backoff = Math.min(pollMs * 2 ** (failures - 1), Math.max(pollMs, maxBackoffMs));
       await wakeup.wait(failures === 0 ? pollMs : backoff, failures === 0, closing.signal);
@@ -177,12 +172,7 @@ function listenForSignups(
 ): { close(): Promise<void> } {
   const closing = new AbortController();
   let session: pg.Client | undefined;
-  const outage = oncePerOutage((error) =>
-    logger.warn(
-      { err: { message: error.message } },
-      'outbox LISTEN failed; polling alone until it reconnects',
-    ),
-  );
+  const outage = outageLogger(logger, 'outbox LISTEN failed; polling alone until it reconnects');
   const listen = async () => {
     for (let failures = 0; !closing.signal.aborted; ) {
       const client = new pg.Client({
@@ -203,14 +193,16 @@ function listenForSignups(
         if (message.payload === schema) onSignup();
       });
       const listening = client.connect().then(() => client.query(`listen ${signupOutboxChannel}`));
-      const error = await listening.then(() => {
-        if (failures > 0) logger.info('outbox LISTEN restored');
-        failures = 0;
-        outage.recovered();
-        // Rows committed while nobody listened sent their notification to no one.
-        onSignup();
-        return lost;
-      }, asError);
+      const error = await listening
+        .then(() => {
+          if (failures > 0) logger.info('outbox LISTEN restored');
+          failures = 0;
+          outage.recovered();
+          // Rows committed while nobody listened sent their notification to no one.
+          onSignup();
+          return lost;
+        })
+        .catch((failure: unknown) => failure);
       client.end().catch(() => undefined);
       if (closing.signal.aborted) return;
       outage.error(error);
@@ -255,5 +247,3 @@ function createWakeup() {
     },
   };
 }
-
-const asError = (error: unknown) => (error instanceof Error ? error : new Error(String(error)));

@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import type { Logger } from '../ops/logger.js';
 import type { IntakeMetrics } from '../ops/metrics.js';
+import type { ContinueTrace } from '../ops/tracing.js';
 import { consumerIdSchema } from '../perks/schemas.js';
 import { ConsumerIdKeyMissingError, deriveConsumerId } from '../queues/consumer-id.js';
 import {
@@ -26,6 +27,8 @@ export interface Door {
   consumerIdKey: string | undefined;
   logger: Logger;
   metrics: IntakeMetrics;
+  /** With tracing on: HTTP and AMQP jobs continue the trace of the `traceparent` header. */
+  continueTrace?: ContinueTrace;
 }
 
 export const signupSchema = z.strictObject({
