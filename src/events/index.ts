@@ -34,7 +34,6 @@ import { WebhookSender } from './webhook.js';
 export const webhookQueueName = 'webhooks';
 export const deliverJobName = 'deliver-events';
 
-/** What a delivery job carries. */
 export interface DeliveryJobData {
   consumerId: string;
 }
@@ -182,8 +181,7 @@ export function startWebhookDelivery(options: WebhookDeliveryOptions): Webhooks 
   });
   worker.on('failed', (job, { message }) => {
     if (!job) return;
-    const { attemptsMade: attempt, data } = job;
-    const fields = { consumerId: data.consumerId, attempt, err: { message } };
+    const fields = { consumerId: job.data.consumerId, attempt: job.attemptsMade, err: { message } };
     logger.warn(fields, 'webhook delivery refused; will retry');
   });
 

@@ -40,13 +40,6 @@ export interface AmqpIntakeOptions extends Door {
   closeTimeoutMs?: number;
 }
 
-export interface AmqpIntake {
-  /** Resolves while connected and consuming; rejects with a NotReadyError otherwise. */
-  check(): Promise<void>;
-  /** Stops consuming, lets running handlers finish (bounded), closes the connection. */
-  close(): Promise<void>;
-}
-
 /** The header that says why a message was dead-lettered: `user_id: must not be empty`. */
 export const errorHeader = 'x-perks-error';
 
@@ -54,7 +47,9 @@ export function deadQueueOf(queue: string): string {
   return `${queue}.dead`;
 }
 
-export async function startAmqpIntake(options: AmqpIntakeOptions): Promise<AmqpIntake> {
+export type AmqpIntake = Awaited<ReturnType<typeof startAmqpIntake>>;
+
+export async function startAmqpIntake(options: AmqpIntakeOptions) {
   const log = options.logger.child({ intake: 'amqp', queue: options.queue });
   const stopping = new AbortController();
   // One listener per handler pausing after a refusal: up to `prefetch` at once.
@@ -101,12 +96,14 @@ export async function startAmqpIntake(options: AmqpIntakeOptions): Promise<AmqpI
     started ? 'rabbitmq intake consuming' : 'rabbitmq not reachable yet; consuming once it is',
   );
   return {
-    async check() {
+    /** Resolves while connected and consuming; rejects with a NotReadyError otherwise. */
+    async check(): Promise<void> {
       if (!connection.ready) throw new NotReadyError('not connected');
       // Empty while the consumer sets itself up again after a lost channel.
       if (consumer.consumerTag === '') throw new NotReadyError('not consuming');
     },
-    async close() {
+    /** Stops consuming, lets running handlers finish (bounded), closes the connection. */
+    async close(): Promise<void> {
       stopping.abort();
       const handlersDone = consumer.close().then(() => publisher.close());
       const closing = handlersDone.then(() => connection.close());

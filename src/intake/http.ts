@@ -23,12 +23,6 @@ export interface HttpIntakeOptions extends Door {
   token: string;
 }
 
-export interface HttpIntake {
-  /** The port listened on (INTAKE_PORT, or the one picked for 0). */
-  port: number;
-  close(): Promise<void>;
-}
-
 const bodyLimitBytes = 1024 * 1024;
 const maxItemsPerRequest = 1000;
 /** A Redis that has not answered by then is treated as away. */
@@ -41,7 +35,9 @@ interface BatchRoute<T> {
   enqueue(values: T[]): Promise<{ body: object; counts: Partial<Record<IntakeOutcome, number>> }>;
 }
 
-export async function startHttpIntake(options: HttpIntakeOptions): Promise<HttpIntake> {
+export type HttpIntake = Awaited<ReturnType<typeof startHttpIntake>>;
+
+export async function startHttpIntake(options: HttpIntakeOptions) {
   const { queues, consumerIdKey } = options;
   const app = createApp(options.token, options.logger);
   const redisOutage = outageLogger(
@@ -86,8 +82,9 @@ export async function startHttpIntake(options: HttpIntakeOptions): Promise<HttpI
   }
   const address = app.server.address();
   return {
+    /** The port listened on (INTAKE_PORT, or the one picked for 0). */
     port: typeof address === 'object' && address ? address.port : options.port,
-    close: () => app.close(),
+    close: (): Promise<void> => app.close(),
   };
 }
 

@@ -41,13 +41,6 @@ export interface OutboxOptions extends Door {
   listen?: boolean;
 }
 
-export interface OutboxDrain {
-  /** Drains until no row is waiting (after any pass in progress); returns the rows processed. */
-  drainNow(): Promise<number>;
-  /** Stops polling and listening; waits for a pass in progress (up to 10 s on a silent Redis). */
-  close(): Promise<void>;
-}
-
 /** How long a batch waits for Redis before it is rolled back. */
 const enqueueTimeoutMs = 10_000;
 const maxBackoffMs = 10_000;
@@ -55,7 +48,9 @@ const maxBackoffMs = 10_000;
 const retentionBatchSize = 1000;
 const retentionIntervalMs = 10 * 60_000;
 
-export function startOutboxDrain(options: OutboxOptions): OutboxDrain {
+export type OutboxDrain = ReturnType<typeof startOutboxDrain>;
+
+export function startOutboxDrain(options: OutboxOptions) {
   const { logger, pollMs } = options;
   const drainer: Drainer = {
     ...options,
@@ -104,8 +99,10 @@ export function startOutboxDrain(options: OutboxOptions): OutboxDrain {
   const running = run();
   const listener = options.listen === false ? undefined : listenForSignups(options, wakeup.wake);
   return {
+    /** Drains until no row is waiting (after any pass in progress); returns the rows processed. */
     drainNow: () => exclusively(drainUntilEmpty),
-    async close() {
+    /** Stops polling and listening; waits for a pass in progress (up to 10 s on a silent Redis). */
+    async close(): Promise<void> {
       closing.abort(new Error('outbox drain closed'));
       await Promise.all([running, listener?.close()]);
     },

@@ -19,15 +19,9 @@ interface TracingOptions {
 /** Runs `fn` in the trace the W3C `traceparent` of `headers` names (or a new one). */
 export type ContinueTrace = <T>(headers: Readonly<Record<string, unknown>>, fn: () => T) => T;
 
-export interface Tracing {
-  /** Pass to BullMQ Workers and Queues as their `telemetry` option. */
-  telemetry: Telemetry;
-  continueTrace: ContinueTrace;
-  /** Sends the spans still buffered, then stops. Call once, at shutdown. */
-  shutdown(): Promise<void>;
-}
+export type Tracing = Awaited<ReturnType<typeof startTracing>>;
 
-export async function startTracing(options: TracingOptions): Promise<Tracing> {
+export async function startTracing(options: TracingOptions) {
   const [{ BullMQOtel }, api, sdk, { OTLPTraceExporter }, { resourceFromAttributes }] =
     await Promise.all([
       import('bullmq-otel'),
@@ -46,11 +40,14 @@ export async function startTracing(options: TracingOptions): Promise<Tracing> {
   provider.register();
   const uninstrument = await instrumentClients();
   options.logger?.info({ endpoint: options.endpoint, serviceName }, 'tracing to OTLP endpoint');
+  const continueTrace: ContinueTrace = (headers, fn) =>
+    api.context.with(api.propagation.extract(api.context.active(), headers), fn);
   return {
-    telemetry: new BullMQOtel({ tracerName: serviceName }),
-    continueTrace: (headers, fn) =>
-      api.context.with(api.propagation.extract(api.context.active(), headers), fn),
-    async shutdown() {
+    /** Pass to BullMQ Workers and Queues as their `telemetry` option. */
+    telemetry: new BullMQOtel({ tracerName: serviceName }) as Telemetry,
+    continueTrace,
+    /** Sends the spans still buffered, then stops. Call once, at shutdown. */
+    async shutdown(): Promise<void> {
       uninstrument();
       await provider.shutdown().catch((error: unknown) => {
         const err = { message: error instanceof Error ? error.message : String(error) };

@@ -45,6 +45,7 @@ const optionsSchema = z.object({
 });
 
 export type SandboxOptions = z.input<typeof optionsSchema>;
+export type SandboxSettings = z.output<typeof optionsSchema>;
 
 export type Sandbox = Awaited<ReturnType<typeof startSandbox>>;
 

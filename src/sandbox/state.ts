@@ -26,8 +26,6 @@ const emptyCounters = () => ({
   enrollmentsConflicted: 0,
 });
 
-export type SandboxCounters = ReturnType<typeof emptyCounters>;
-
 /** The last `capacity` entries. */
 export class RequestLog {
   private readonly entries: RequestLogEntry[] = [];
@@ -165,7 +163,7 @@ export class SandboxState {
     return this.record(consumerId).rewards;
   }
 
-  counters(): SandboxCounters {
+  counters() {
     return structuredClone(this.stats);
   }
 
