@@ -1,14 +1,10 @@
 /**
- * Webhook delivery of the reward_events feed, on when WEBHOOK_URL and WEBHOOK_SECRET are set, on
- * a BullMQ queue of its own (`webhooks`), with the delivery-lag gauge:
- * - each replica's dispatcher adds one `deliver-events` job per consumer marked pending,
- *   deduplicated by consumer, so one consumer's events are never delivered in parallel or out
- *   of order;
- * - the job POSTs them one at a time in feed order, moving the consumer's cursor past each 2xx;
- *   a refusal fails the attempt (retried, 1 s doubling to 5 min) while other consumers go on;
- * - an event still refused WEBHOOK_MAX_AGE_HOURS after it was recorded is marked failed and
- *   skipped. At least once: a crash between a POST and its cursor move sends that event again
- *   (receivers deduplicate on `webhook-id`).
+ * Webhook delivery of the reward_events feed (WEBHOOK_URL and WEBHOOK_SECRET set) on the BullMQ
+ * queue `webhooks`: each replica's dispatcher adds a `deliver-events` job per pending consumer,
+ * deduplicated by consumer so its events never go in parallel or out of order. The job POSTs
+ * them in feed order, moving the cursor past each 2xx; a refusal fails the attempt (retried)
+ * while other consumers go on, until WEBHOOK_MAX_AGE_HOURS marks the event failed. At least
+ * once: a crash between a POST and its cursor move resends (receivers dedupe on `webhook-id`).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Job, Queue, Worker } from 'bullmq';

@@ -152,17 +152,14 @@ function batchRoute<T>(
         errors: checked.problems,
       });
     }
-    let answer: Awaited<ReturnType<BatchRoute<T>['enqueue']>>;
-    try {
-      const enqueued = inTraceOf(request.headers, () => route.enqueue(checked.value));
-      answer = await withTimeout(enqueued, enqueueTimeoutMs);
-      redisOutage.recovered();
-    } catch (error) {
-      redisOutage.error(error);
+    const enqueued = inTraceOf(request.headers, () => route.enqueue(checked.value));
+    const answer = await withTimeout(enqueued, enqueueTimeoutMs).catch(redisOutage.error);
+    if (!answer) {
       return reply.code(503).header('retry-after', '5').send({
         error: 'the queue store (Redis) is unreachable; nothing was accepted, retry later',
       });
     }
+    redisOutage.recovered();
     for (const [outcome, count] of Object.entries(answer.counts)) {
       metrics.intake('http', outcome as IntakeOutcome, count);
     }

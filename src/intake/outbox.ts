@@ -158,10 +158,9 @@ async function drainBatch(d: Drainer): Promise<number> {
 
 /**
  * The drain's wake-up, a LISTEN session of its own, is only a shortcut: without it (PostgreSQL
- * away, or PgBouncer's transaction pooling, where LISTEN succeeds but the notifications are
- * dropped) signups wait for the next poll, none is lost. So a failure is logged once per outage
- * and the session reconnects, for ever. `onSignup` runs on each notification of this schema
- * (others are ignored) and on each (re)connection.
+ * away, or PgBouncer's transaction pooling, which drops notifications) signups wait for the
+ * poll. So it reconnects for ever; `onSignup` runs per notification of this schema and per
+ * (re)connection.
  */
 function listenForSignups(
   { databaseUrl, schema, logger }: OutboxOptions,

@@ -36,7 +36,6 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     ...jobMetrics(registers),
     ...intakeMetrics(registers),
     ...webhookMetrics(registers),
-    /** The text exposition, as served on /metrics. */
     scrape: () => registry.metrics(),
   };
 }

@@ -18,7 +18,6 @@ export type SandboxContext = SandboxSettings & {
   state: SandboxState;
   faults: FaultController;
   tokens: TokenAuthority;
-  /** Seeded data, no faults, empty counters and log, settings as started. */
   reset(): void;
 };
 

@@ -101,12 +101,9 @@ export class SandboxState {
     return [...this.consumers].filter(([, c]) => c.enrolled).map(([id]) => id);
   }
 
-  listConsumers(): { id: string; enrolled: boolean; rewards: number }[] {
-    return [...this.consumers].map(([id, c]) => ({
-      id,
-      enrolled: c.enrolled,
-      rewards: c.rewards.size,
-    }));
+  listConsumers() {
+    const all = [...this.consumers];
+    return all.map(([id, { enrolled, rewards }]) => ({ id, enrolled, rewards: rewards.size }));
   }
 
   enroll(id: string, rewardsOnEnroll = 0): 'created' | 'conflict' {
