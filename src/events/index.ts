@@ -30,9 +30,7 @@ import { WebhookSender } from './webhook.js';
 export const webhookQueueName = 'webhooks';
 export const deliverJobName = 'deliver-events';
 
-export interface DeliveryJobData {
-  consumerId: string;
-}
+export type DeliveryJobData = { consumerId: string };
 
 export type Webhooks = { close(): Promise<void> };
 
@@ -55,12 +53,11 @@ export function startWebhooks(
   const prefix = config.redis.queuePrefix;
   const queue = new Queue<DeliveryJobData>(webhookQueueName, { connection, prefix });
   queue.on('error', () => {}); // the worker's connection logs its outages
-  const timeoutMs = config.events.webhookTimeoutMs;
+  const { webhookTimeoutMs: timeoutMs, webhookMaxAgeHours } = config.events;
   const sender = new WebhookSender({ url, secret, timeoutMs, connections: concurrency });
-  const maxAgeMs = config.events.webhookMaxAgeHours * 3_600_000;
-  const lockMs = config.worker.jobLockMs;
+  const maxAgeMs = webhookMaxAgeHours * 3_600_000;
   const parts = { pool, schema, sender, maxAgeMs, logger, metrics, connection, prefix, queue };
-  const delivery = startWebhookDelivery({ ...parts, concurrency, lockMs });
+  const delivery = startWebhookDelivery({ ...parts, concurrency, lockMs: config.worker.jobLockMs });
   metrics.watchDeliveryLag(async () => {
     const lag = await deliveryLag(pool, schema);
     return lag.oldest ? (Date.now() - lag.oldest.createdAt.getTime()) / 1000 : 0;

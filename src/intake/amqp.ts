@@ -1,11 +1,9 @@
 /**
- * The RabbitMQ intake: each message of the queue is one signup (signups.ts).
- * - Acked only once its job is in Redis. When Redis refuses, the handler waits (as long as the
- *   outage has lasted, 0.25 to 5 s) and requeues it: the consumer does not spin on it.
- * - An invalid message is published, confirmed, to `<queue>.dead` with the reason in the header
- *   `x-perks-error`, then acked: plain dead-lettering cannot add a header of our own.
- * - rabbitmq-client reconnects; the broker requeues what was unacked on a lost channel, so a
- *   signup is enqueued at least once, a second time meeting deduplication or a 409.
+ * The RabbitMQ intake, a signup per message: acked once its job is in Redis; Redis refusing, it
+ * is requeued after a pause (0.25 to 5 s) so the consumer does not spin. An invalid one goes,
+ * confirmed, to `<queue>.dead` with the reason in `x-perks-error` (which plain dead-lettering
+ * cannot add), then is acked. The broker requeues what a lost channel left unacked: at least
+ * once, a second time meeting deduplication or a 409.
  */
 import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
@@ -43,9 +41,7 @@ export interface AmqpIntakeOptions extends Door {
 /** The header that says why a message was dead-lettered: `user_id: must not be empty`. */
 export const errorHeader = 'x-perks-error';
 
-export function deadQueueOf(queue: string): string {
-  return `${queue}.dead`;
-}
+export const deadQueueOf = (queue: string) => `${queue}.dead`;
 
 export type AmqpIntake = Awaited<ReturnType<typeof startAmqpIntake>>;
 

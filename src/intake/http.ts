@@ -1,9 +1,8 @@
 /**
  * The HTTP intake: `POST /v1/enrollments` (a signup, or 1..1000) and `POST /v1/syncs`
- * ({"consumer_id"}, or 1..1000), with `Authorization: Bearer <INTAKE_TOKEN>`. All or nothing:
- * one invalid item refuses the request (400, each problem named); 202 once every job is in
- * Redis (Redis away: 503, and deduplication absorbs the retry). fastify does the HTTP edges:
- * body limit (413), JSON only (415), bad JSON (400), safe parsing, timeouts.
+ * ({"consumer_id"}, or 1..1000), `Authorization: Bearer <INTAKE_TOKEN>`. All or nothing: one
+ * invalid item is a 400 naming each problem; 202 once every job is in Redis (else 503). fastify
+ * does the edges: body limit (413), JSON only (415), bad JSON (400), timeouts.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
@@ -100,8 +99,7 @@ function createApp(token: string, logger: Logger): FastifyInstance {
   // JSON only: fastify would otherwise parse text/plain into a string.
   app.removeContentTypeParser('text/plain');
   const authorized = bearerCheck(token);
-  // Before routing and body parsing: no caller without the token learns anything, not even
-  // which paths exist.
+  // Before routing and parsing: without the token nothing leaks, not even which paths exist.
   app.addHook('onRequest', async (request, reply) => {
     if (!authorized(request.headers.authorization)) {
       return reply
@@ -130,9 +128,8 @@ function createApp(token: string, logger: Logger): FastifyInstance {
 }
 
 /**
- * A route that checks every item, then enqueues all of them or none; 405 for other methods.
- * When Redis fails or is silent it answers 503: an enqueue landing after the 503 was never
- * claimed, and deduplication absorbs the caller's retry.
+ * Checks every item, then enqueues all or none; 405 for other methods. Redis failing or silent:
+ * 503, and an enqueue landing after it was never claimed, deduplication absorbs the retry.
  */
 function batchRoute<T>(
   app: FastifyInstance,

@@ -1,9 +1,8 @@
 /**
- * The outbox drain: the rows services add to <schema>.signup_outbox in their own transactions
- * become enrollment jobs. A batch is a transaction: claim rows `for update skip locked` (replicas
- * share them), enqueue the valid ones while locked, mark every row (job id, or the error naming
- * the field), commit. A row is enqueued at least once: if Redis refuses or the process dies
- * before the commit, the next pass enqueues it again, and deduplication (or a 409) absorbs it.
+ * The outbox drain: rows services add to <schema>.signup_outbox become enrollment jobs. A batch
+ * is a transaction: claim rows `for update skip locked` (replicas share them), enqueue the valid
+ * ones while locked, mark every row (job id, or the error), commit. At least once: a row whose
+ * commit Redis or a crash prevented is enqueued again, and deduplication (or a 409) absorbs it.
  * A pass runs on a NOTIFY or every `pollMs`, never two at once, repeating while batches are
  * full; after a failure it backs off, deaf to notifications, so as not to spin.
  */
@@ -216,10 +215,7 @@ function listenForSignups(
   };
 }
 
-/**
- * Wakes the drain's wait early. A wake-up that comes during a pass is kept for the next wait,
- * so a row committed after the pass read the table is not left for the poll.
- */
+/** Wakes the drain's wait early; one during a pass is kept for the next wait (rows it missed). */
 function createWakeup() {
   let pending = false;
   let early: AbortController | undefined;

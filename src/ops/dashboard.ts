@@ -1,7 +1,6 @@
 /**
- * The queue dashboard (bull-board) under /dashboard of the operations server, behind HTTP
- * basic auth. Read-only: retries go through `perks-worker failed --retry`, so a browser tab can
- * never delete or clean a queue. bull-board and Express load only with DASHBOARD_PASSWORD set.
+ * bull-board under /dashboard of the ops server, behind basic auth, read-only (retries go through
+ * `failed --retry`: a browser tab never cleans a queue); loaded only with DASHBOARD_PASSWORD.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';

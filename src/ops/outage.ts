@@ -1,9 +1,8 @@
 import type { Logger } from './logger.js';
 
 /**
- * Logs the first error of an outage, then stays quiet until `recovered()` is called or
- * `quietMs` has passed (an idle worker may see no sign of recovery for a long time, and a new
- * kind of error must not stay hidden behind the first). A thrown non-Error is wrapped in one.
+ * Logs the first error of an outage, then nothing until `recovered()` or `quietMs` (an idle
+ * worker may see no recovery for long, and a new kind of error must not hide behind the first).
  */
 export function oncePerOutage(log: (error: Error) => void, quietMs = 60_000) {
   let loggedAt: number | undefined;

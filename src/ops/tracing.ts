@@ -1,8 +1,7 @@
 /**
- * OpenTelemetry traces over OTLP/HTTP: a span per job attempt (bullmq-otel), inside it a span
- * per Perks API call (undici) and per PostgreSQL query (pg). A job continues the trace of its
- * producer or of the intake request's W3C `traceparent`. Imported on demand: without an
- * endpoint no OpenTelemetry code loads. No span records request headers or SQL parameters.
+ * OpenTelemetry over OTLP/HTTP: a span per job attempt (bullmq-otel), inside it per API call
+ * (undici) and SQL query (pg), continuing its producer's or the intake's `traceparent`. Loaded
+ * on demand; no span records request headers or SQL parameters.
  */
 import { createRequire } from 'node:module';
 import type { Telemetry } from 'bullmq';
@@ -58,9 +57,8 @@ export async function startTracing(options: TracingOptions) {
 }
 
 /**
- * Spans for undici requests and pg queries, only inside a job's span (outbox polls and webhook
- * deliveries would each start a trace). pg is already loaded and the hook patches a module as
- * it is required: so pg and pg-pool are required once more, patching their prototypes in place.
+ * Spans for undici and pg only inside a job's (outbox polls would each start a trace). The hook
+ * patches a module as required, and pg is loaded: so pg and pg-pool are required once more.
  */
 async function instrumentClients(): Promise<() => void> {
   const [{ registerInstrumentations }, { UndiciInstrumentation }, { PgInstrumentation }] =

@@ -1,7 +1,4 @@
-/**
- * The Perks API, behind what a gateway applies first (faults, per-token rate limit, latency),
- * then token, scope and version checks.
- */
+/** The Perks API: first a gateway's faults, rate limit and latency, then token, scope, version. */
 import type { IncomingMessage } from 'node:http';
 import { applyFault, type FaultController } from './faults.js';
 import type { Reply } from './reply.js';

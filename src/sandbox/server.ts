@@ -4,6 +4,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { z } from 'zod';
+import { closeServer } from '../ops/health.js';
 import { handleApi } from './api.js';
 import { handleControl } from './control.js';
 import { FaultController } from './faults.js';
@@ -117,9 +118,7 @@ export async function startSandbox(options: SandboxOptions = {}) {
     close: async (): Promise<void> => {
       for (const timer of timers) clearTimeout(timer);
       timers.clear();
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeAllConnections();
-      await closed;
+      await closeServer(server);
     },
   };
 }

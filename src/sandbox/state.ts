@@ -1,7 +1,4 @@
-/**
- * The sandbox's data: consumers, their enrollment and rewards, the settings (latency, rate
- * limit), counters and the request log.
- */
+/** The sandbox's data: consumers and their rewards, settings, counters, the request log. */
 import { ConsumerRewards, type RewardPage, type RewardPageQuery } from './consumer-rewards.js';
 import { SeededRandom } from './random.js';
 import { generateReward, type RewardJson } from './rewards.js';
