@@ -1,14 +1,10 @@
 /**
- * Webhook delivery of the reward_events feed, on when WEBHOOK_URL and WEBHOOK_SECRET are set, on
- * a BullMQ queue of its own (`webhooks`), with the delivery-lag gauge:
- * - each replica's dispatcher adds one `deliver-events` job per consumer marked pending,
- *   deduplicated by consumer, so one consumer's events are never delivered in parallel or out
- *   of order;
- * - the job POSTs them one at a time in feed order, moving the consumer's cursor past each 2xx;
- *   a refusal fails the attempt (retried, 1 s doubling to 5 min) while other consumers go on;
- * - an event still refused WEBHOOK_MAX_AGE_HOURS after it was recorded is marked failed and
- *   skipped. At least once: a crash between a POST and its cursor move sends that event again
- *   (receivers deduplicate on `webhook-id`).
+ * Webhook delivery of the reward_events feed (WEBHOOK_URL and WEBHOOK_SECRET set) on the BullMQ
+ * queue `webhooks`: each replica's dispatcher adds a `deliver-events` job per pending consumer,
+ * deduplicated by consumer so its events never go in parallel or out of order. The job POSTs
+ * them in feed order, moving the cursor past each 2xx; a refusal fails the attempt (retried)
+ * while other consumers go on, until WEBHOOK_MAX_AGE_HOURS marks the event failed. At least
+ * once: a crash between a POST and its cursor move resends (receivers dedupe on `webhook-id`).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Job, Queue, Worker } from 'bullmq';
@@ -16,7 +12,7 @@ import type pg from 'pg';
 import type { Config } from '../config.js';
 import type { Logger } from '../ops/logger.js';
 import type { Metrics, WebhookMetrics } from '../ops/metrics.js';
-import { oncePerOutage } from '../ops/outage.js';
+import { outageLogger } from '../ops/outage.js';
 import { within } from '../ops/timeouts.js';
 import type { RedisClient } from '../redis/connection.js';
 import {
@@ -34,10 +30,7 @@ import { WebhookSender } from './webhook.js';
 export const webhookQueueName = 'webhooks';
 export const deliverJobName = 'deliver-events';
 
-/** What a delivery job carries. */
-export interface DeliveryJobData {
-  consumerId: string;
-}
+export type DeliveryJobData = { consumerId: string };
 
 export type Webhooks = { close(): Promise<void> };
 
@@ -60,12 +53,11 @@ export function startWebhooks(
   const prefix = config.redis.queuePrefix;
   const queue = new Queue<DeliveryJobData>(webhookQueueName, { connection, prefix });
   queue.on('error', () => {}); // the worker's connection logs its outages
-  const timeoutMs = config.events.webhookTimeoutMs;
+  const { webhookTimeoutMs: timeoutMs, webhookMaxAgeHours } = config.events;
   const sender = new WebhookSender({ url, secret, timeoutMs, connections: concurrency });
-  const maxAgeMs = config.events.webhookMaxAgeHours * 3_600_000;
-  const lockMs = config.worker.jobLockMs;
+  const maxAgeMs = webhookMaxAgeHours * 3_600_000;
   const parts = { pool, schema, sender, maxAgeMs, logger, metrics, connection, prefix, queue };
-  const delivery = startWebhookDelivery({ ...parts, concurrency, lockMs });
+  const delivery = startWebhookDelivery({ ...parts, concurrency, lockMs: config.worker.jobLockMs });
   metrics.watchDeliveryLag(async () => {
     const lag = await deliveryLag(pool, schema);
     return lag.oldest ? (Date.now() - lag.oldest.createdAt.getTime()) / 1000 : 0;
@@ -173,9 +165,7 @@ export function startWebhookDelivery(options: WebhookDeliveryOptions): Webhooks 
       settings: { backoffStrategy: deliveryBackoff },
     },
   );
-  const workerOutage = oncePerOutage((error) =>
-    logger.error({ err: { message: error.message } }, 'webhook worker error'),
-  );
+  const workerOutage = outageLogger(logger, 'webhook worker error', 'error');
   worker.on('error', workerOutage.error);
   // A job whose lock could not be renewed (Redis away longer than JOB_LOCK_MS) may already run
   // on another replica: cancel it here, so that it stops before its next POST.
@@ -184,15 +174,12 @@ export function startWebhookDelivery(options: WebhookDeliveryOptions): Webhooks 
   });
   worker.on('failed', (job, { message }) => {
     if (!job) return;
-    const { attemptsMade: attempt, data } = job;
-    const fields = { consumerId: data.consumerId, attempt, err: { message } };
+    const fields = { consumerId: job.data.consumerId, attempt: job.attemptsMade, err: { message } };
     logger.warn(fields, 'webhook delivery refused; will retry');
   });
 
   const closing = new AbortController();
-  const dispatchOutage = oncePerOutage((error) =>
-    logger.warn({ err: { message: error.message } }, 'webhook dispatch failed; retrying'),
-  );
+  const dispatchOutage = outageLogger(logger, 'webhook dispatch failed; retrying');
   const dispatch = async (consumerIds: string[]) => {
     const jobs = consumerIds.map((consumerId) => ({
       name: deliverJobName,
@@ -208,7 +195,7 @@ export function startWebhookDelivery(options: WebhookDeliveryOptions): Webhooks 
         while ((await dispatchPending(options.pool, options.schema, 1000, dispatch)) === 1000) {}
         dispatchOutage.recovered();
       } catch (error) {
-        dispatchOutage.error(error instanceof Error ? error : new Error(String(error)));
+        dispatchOutage.error(error);
       }
       await sleep(pollMs, undefined, { signal: closing.signal }).catch(() => {});
     }

@@ -1,8 +1,7 @@
 /**
- * One webhook delivery: the event as JSON, signed per the Standard Webhooks specification
- * (`webhook-id`, `webhook-timestamp`, `webhook-signature: v1,<base64 HMAC-SHA256 of
- * id.timestamp.body>`, by the `standardwebhooks` package), POSTed once. A 2xx answer is a
- * delivery; any other answer, or none within the timeout, is a DeliveryError to retry.
+ * One webhook delivery: the event as JSON signed per Standard Webhooks (`webhook-id`,
+ * `webhook-timestamp`, `webhook-signature`), POSTed once. A 2xx is a delivery; any other
+ * answer, or none within the timeout, is a DeliveryError to retry.
  */
 import { Webhook } from 'standardwebhooks';
 import { Pool } from 'undici';
@@ -26,13 +25,11 @@ const maxQuotedBody = 200;
 export class WebhookSender {
   readonly #url: URL;
   readonly #signer: Webhook;
-  readonly #timeoutMs: number;
   readonly #pool: Pool;
 
-  constructor(options: WebhookSenderOptions) {
+  constructor(private readonly options: WebhookSenderOptions) {
     this.#url = new URL(options.url);
     this.#signer = new Webhook(options.secret);
-    this.#timeoutMs = options.timeoutMs;
     this.#pool = new Pool(this.#url.origin, { connections: options.connections });
   }
 
@@ -52,21 +49,21 @@ export class WebhookSender {
       'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
       'webhook-signature': this.#signer.sign(id, now, payload),
     };
-    let response: Awaited<ReturnType<Pool['request']>>;
-    try {
-      response = await this.#pool.request({
+    const response = await this.#pool
+      .request({
         method: 'POST',
         path: `${this.#url.pathname}${this.#url.search}`,
         headers,
         body: payload,
-        headersTimeout: this.#timeoutMs,
-        bodyTimeout: this.#timeoutMs,
+        headersTimeout: this.options.timeoutMs,
+        bodyTimeout: this.options.timeoutMs,
         ...(signal ? { signal } : {}),
+      })
+      .catch((error: { code?: string; name: string }) => {
+        throw new DeliveryError(
+          `no answer from the webhook receiver (${error.code ?? error.name})`,
+        );
       });
-    } catch (error) {
-      const code = (error as { code?: string }).code ?? (error as Error).name;
-      throw new DeliveryError(`no answer from the webhook receiver (${code})`);
-    }
     const text = await snippet(response.body).catch(() => '');
     if (response.statusCode >= 200 && response.statusCode < 300) return;
     const quoted = text.replace(/\s+/g, ' ').trim().slice(0, maxQuotedBody);

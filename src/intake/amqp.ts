@@ -1,11 +1,9 @@
 /**
- * The RabbitMQ intake: each message of the queue is one signup (signups.ts).
- * - Acked only once its job is in Redis. When Redis refuses, the handler waits (as long as the
- *   outage has lasted, 0.25 to 5 s) and requeues it: the consumer does not spin on it.
- * - An invalid message is published, confirmed, to `<queue>.dead` with the reason in the header
- *   `x-perks-error`, then acked: plain dead-lettering cannot add a header of our own.
- * - rabbitmq-client reconnects; the broker requeues what was unacked on a lost channel, so a
- *   signup is enqueued at least once, a second time meeting deduplication or a 409.
+ * The RabbitMQ intake, a signup per message: acked once its job is in Redis; Redis refusing, it
+ * is requeued after a pause (0.25 to 5 s) so the consumer does not spin. An invalid one goes,
+ * confirmed, to `<queue>.dead` with the reason in `x-perks-error` (which plain dead-lettering
+ * cannot add), then is acked. The broker requeues what a lost channel left unacked: at least
+ * once, a second time meeting deduplication or a 409.
  */
 import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
@@ -20,7 +18,7 @@ import {
 import { redactUrl } from '../config.js';
 import { NotReadyError } from '../ops/health.js';
 import type { Logger } from '../ops/logger.js';
-import { oncePerOutage } from '../ops/outage.js';
+import { type Outage, oncePerOutage, outageLogger } from '../ops/outage.js';
 import { within } from '../ops/timeouts.js';
 import type { ContinueTrace } from '../ops/tracing.js';
 import { describeProblems } from '../queues/payloads.js';
@@ -38,25 +36,16 @@ export interface AmqpIntakeOptions extends Door {
   startTimeoutMs?: number;
   /** How long `close()` waits for running handlers. Default 5000. */
   closeTimeoutMs?: number;
-  /** With tracing on: a message's job continues the trace of its `traceparent` header. */
-  continueTrace?: ContinueTrace;
-}
-
-export interface AmqpIntake {
-  /** Resolves while connected and consuming; rejects with a NotReadyError otherwise. */
-  check(): Promise<void>;
-  /** Stops consuming, lets running handlers finish (bounded), closes the connection. */
-  close(): Promise<void>;
 }
 
 /** The header that says why a message was dead-lettered: `user_id: must not be empty`. */
 export const errorHeader = 'x-perks-error';
 
-export function deadQueueOf(queue: string): string {
-  return `${queue}.dead`;
-}
+export const deadQueueOf = (queue: string) => `${queue}.dead`;
 
-export async function startAmqpIntake(options: AmqpIntakeOptions): Promise<AmqpIntake> {
+export type AmqpIntake = Awaited<ReturnType<typeof startAmqpIntake>>;
+
+export async function startAmqpIntake(options: AmqpIntakeOptions) {
   const log = options.logger.child({ intake: 'amqp', queue: options.queue });
   const stopping = new AbortController();
   // One listener per handler pausing after a refusal: up to `prefetch` at once.
@@ -67,9 +56,7 @@ export async function startAmqpIntake(options: AmqpIntakeOptions): Promise<AmqpI
     retryLow: 500,
     retryHigh: 10_000,
   });
-  const brokerOutage = oncePerOutage((error) =>
-    log.warn({ err: { message: error.message } }, 'rabbitmq unreachable; retrying'),
-  );
+  const brokerOutage = outageLogger(log, 'rabbitmq unreachable; retrying');
   let wasDown = false;
   connection.on('error', (error: Error) => {
     wasDown = true;
@@ -96,9 +83,7 @@ export async function startAmqpIntake(options: AmqpIntakeOptions): Promise<AmqpI
   const deadQueue = deadQueueOf(options.queue);
   consumer.on('error', (error: Error) => brokerOutage.error(error));
   consumer.on('ready', () => {
-    connection
-      .queueDeclare({ queue: deadQueue, durable: true })
-      .catch((error: unknown) => brokerOutage.error(asError(error)));
+    connection.queueDeclare({ queue: deadQueue, durable: true }).catch(brokerOutage.error);
   });
   const consuming = new Promise<void>((resolve) => consumer.once('ready', resolve));
   const started = await within(options.startTimeoutMs ?? 10_000, consuming);
@@ -107,12 +92,14 @@ export async function startAmqpIntake(options: AmqpIntakeOptions): Promise<AmqpI
     started ? 'rabbitmq intake consuming' : 'rabbitmq not reachable yet; consuming once it is',
   );
   return {
-    async check() {
+    /** Resolves while connected and consuming; rejects with a NotReadyError otherwise. */
+    async check(): Promise<void> {
       if (!connection.ready) throw new NotReadyError('not connected');
       // Empty while the consumer sets itself up again after a lost channel.
       if (consumer.consumerTag === '') throw new NotReadyError('not consuming');
     },
-    async close() {
+    /** Stops consuming, lets running handlers finish (bounded), closes the connection. */
+    async close(): Promise<void> {
       stopping.abort();
       const handlersDone = consumer.close().then(() => publisher.close());
       const closing = handlersDone.then(() => connection.close());
@@ -121,8 +108,6 @@ export async function startAmqpIntake(options: AmqpIntakeOptions): Promise<AmqpI
     },
   };
 }
-
-type Outage = ReturnType<typeof oncePerOutage>;
 
 /** Acks a message once enqueued or dead-lettered; requeues it after a pause otherwise. */
 function messageHandler(
@@ -134,9 +119,7 @@ function messageHandler(
   const inTraceOf: ContinueTrace = options.continueTrace ?? ((_headers, fn) => fn());
   const deadQueue = deadQueueOf(options.queue);
   const retryPause = outagePause();
-  const redisOutage = oncePerOutage((error) =>
-    ctx.log.warn({ err: { message: error.message } }, 'cannot enqueue signups; messages requeued'),
-  );
+  const redisOutage = outageLogger(ctx.log, 'cannot enqueue signups; messages requeued');
   // At most a line a minute: a flood of invalid messages shows in the metrics, not the log.
   const rejections = oncePerOutage((error) =>
     ctx.log.warn(
@@ -166,7 +149,7 @@ function messageHandler(
       return ConsumerStatus.ACK;
     } catch (error) {
       // Redis (or the broker, for a dead letter) refused: keep the message, after a pause.
-      (signup.ok ? redisOutage : ctx.brokerOutage).error(asError(error));
+      (signup.ok ? redisOutage : ctx.brokerOutage).error(error);
       await retryPause.wait(ctx.stopping.signal);
       return ConsumerStatus.REQUEUE;
     }
@@ -227,5 +210,3 @@ function outagePause(): { wait(signal: AbortSignal): Promise<void>; recovered():
     },
   };
 }
-
-const asError = (error: unknown) => (error instanceof Error ? error : new Error(String(error)));

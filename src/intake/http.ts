@@ -1,16 +1,15 @@
 /**
  * The HTTP intake: `POST /v1/enrollments` (a signup, or 1..1000) and `POST /v1/syncs`
- * ({"consumer_id"}, or 1..1000), with `Authorization: Bearer <INTAKE_TOKEN>`. All or nothing:
- * one invalid item refuses the request (400, each problem named); 202 once every job is in
- * Redis (Redis away: 503, and deduplication absorbs the retry). fastify does the HTTP edges:
- * body limit (413), JSON only (415), bad JSON (400), safe parsing, timeouts.
+ * ({"consumer_id"}, or 1..1000), `Authorization: Bearer <INTAKE_TOKEN>`. All or nothing: one
+ * invalid item is a 400 naming each problem; 202 once every job is in Redis (else 503). fastify
+ * does the edges: body limit (413), JSON only (415), bad JSON (400), timeouts.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
 import { PortInUseError } from '../ops/health.js';
 import type { Logger } from '../ops/logger.js';
 import type { IntakeOutcome } from '../ops/metrics.js';
-import { oncePerOutage } from '../ops/outage.js';
+import { type Outage, outageLogger } from '../ops/outage.js';
 import { withTimeout } from '../ops/timeouts.js';
 import type { ContinueTrace } from '../ops/tracing.js';
 import { enqueueEnrollments, enqueueRewardSync } from '../queues/producer.js';
@@ -21,14 +20,6 @@ export interface HttpIntakeOptions extends Door {
   host: string;
   /** INTAKE_TOKEN: the bearer token every caller sends. */
   token: string;
-  /** With tracing on: a request's jobs continue the trace of its `traceparent` header. */
-  continueTrace?: ContinueTrace;
-}
-
-export interface HttpIntake {
-  /** The port listened on (INTAKE_PORT, or the one picked for 0). */
-  port: number;
-  close(): Promise<void>;
 }
 
 const bodyLimitBytes = 1024 * 1024;
@@ -43,14 +34,15 @@ interface BatchRoute<T> {
   enqueue(values: T[]): Promise<{ body: object; counts: Partial<Record<IntakeOutcome, number>> }>;
 }
 
-export async function startHttpIntake(options: HttpIntakeOptions): Promise<HttpIntake> {
+export type HttpIntake = Awaited<ReturnType<typeof startHttpIntake>>;
+
+export async function startHttpIntake(options: HttpIntakeOptions) {
   const { queues, consumerIdKey } = options;
   const app = createApp(options.token, options.logger);
-  const redisOutage = oncePerOutage((error) =>
-    options.logger.error(
-      { err: { message: error.message } },
-      'intake: cannot enqueue, Redis unreachable; answering 503',
-    ),
+  const redisOutage = outageLogger(
+    options.logger,
+    'intake: cannot enqueue, Redis unreachable; answering 503',
+    'error',
   );
   batchRoute(app, options, redisOutage, {
     url: '/v1/enrollments',
@@ -89,8 +81,9 @@ export async function startHttpIntake(options: HttpIntakeOptions): Promise<HttpI
   }
   const address = app.server.address();
   return {
+    /** The port listened on (INTAKE_PORT, or the one picked for 0). */
     port: typeof address === 'object' && address ? address.port : options.port,
-    close: () => app.close(),
+    close: (): Promise<void> => app.close(),
   };
 }
 
@@ -106,8 +99,7 @@ function createApp(token: string, logger: Logger): FastifyInstance {
   // JSON only: fastify would otherwise parse text/plain into a string.
   app.removeContentTypeParser('text/plain');
   const authorized = bearerCheck(token);
-  // Before routing and body parsing: no caller without the token learns anything, not even
-  // which paths exist.
+  // Before routing and parsing: without the token nothing leaks, not even which paths exist.
   app.addHook('onRequest', async (request, reply) => {
     if (!authorized(request.headers.authorization)) {
       return reply
@@ -136,14 +128,13 @@ function createApp(token: string, logger: Logger): FastifyInstance {
 }
 
 /**
- * A route that checks every item, then enqueues all of them or none; 405 for other methods.
- * When Redis fails or is silent it answers 503: an enqueue landing after the 503 was never
- * claimed, and deduplication absorbs the caller's retry.
+ * Checks every item, then enqueues all or none; 405 for other methods. Redis failing or silent:
+ * 503, and an enqueue landing after it was never claimed, deduplication absorbs the retry.
  */
 function batchRoute<T>(
   app: FastifyInstance,
   { metrics, continueTrace }: HttpIntakeOptions,
-  redisOutage: ReturnType<typeof oncePerOutage>,
+  redisOutage: Outage,
   route: BatchRoute<T>,
 ): void {
   const inTraceOf: ContinueTrace = continueTrace ?? ((_headers, fn) => fn());
@@ -158,17 +149,14 @@ function batchRoute<T>(
         errors: checked.problems,
       });
     }
-    let answer: Awaited<ReturnType<BatchRoute<T>['enqueue']>>;
-    try {
-      const enqueued = inTraceOf(request.headers, () => route.enqueue(checked.value));
-      answer = await withTimeout(enqueued, enqueueTimeoutMs);
-      redisOutage.recovered();
-    } catch (error) {
-      redisOutage.error(error instanceof Error ? error : new Error(String(error)));
+    const enqueued = inTraceOf(request.headers, () => route.enqueue(checked.value));
+    const answer = await withTimeout(enqueued, enqueueTimeoutMs).catch(redisOutage.error);
+    if (!answer) {
       return reply.code(503).header('retry-after', '5').send({
         error: 'the queue store (Redis) is unreachable; nothing was accepted, retry later',
       });
     }
+    redisOutage.recovered();
     for (const [outcome, count] of Object.entries(answer.counts)) {
       metrics.intake('http', outcome as IntakeOutcome, count);
     }

@@ -1,7 +1,6 @@
 /**
- * The doors `work` opens, each when configured: HTTP (INTAKE_TOKEN), the outbox (OUTBOX) and
- * RabbitMQ (INTAKE_AMQP_URL). They enqueue on a Redis connection of their own that fails fast:
- * the worker's waits for Redis for ever, and a caller must learn at once it was not taken.
+ * The doors `work` opens when configured: HTTP (INTAKE_TOKEN), OUTBOX, RabbitMQ (INTAKE_AMQP_URL),
+ * on a fail-fast Redis connection of their own: a caller must learn at once it was not taken.
  */
 import type pg from 'pg';
 import type { Config } from '../config.js';
@@ -16,14 +15,6 @@ import { startAmqpIntake } from './amqp.js';
 import { startHttpIntake } from './http.js';
 import { startOutboxDrain } from './outbox.js';
 
-export interface Intake {
-  /** Readiness of the paths that have one (RabbitMQ). */
-  checks: ReadinessCheck[];
-  /** For the start line: the HTTP port, the outbox, the AMQP queue, or 'off'. */
-  summary: { http: number | 'off'; outbox: 'on' | 'off'; amqp: string };
-  close(): Promise<void>;
-}
-
 /** What the intake needs from the process (its queues it opens itself, to fail fast). */
 export interface IntakeDeps {
   /** The pool the outbox batches run on. */
@@ -34,10 +25,12 @@ export interface IntakeDeps {
   tracing?: Pick<Tracing, 'telemetry' | 'continueTrace'>;
 }
 
+export type Intake = Awaited<ReturnType<typeof startIntake>>;
+
 export async function startIntake(
   config: Pick<Config, 'intake' | 'redis' | 'database' | 'worker' | 'consumerIds'>,
   deps: IntakeDeps,
-): Promise<Intake> {
+) {
   const { redis, intake } = config;
   const connection = createRedisConnection(redis, 'producer', deps.logger);
   const telemetry = deps.tracing?.telemetry;
@@ -51,8 +44,10 @@ export async function startIntake(
   };
   const continueTrace = deps.tracing?.continueTrace;
   const door = { queues, consumerIdKey: config.consumerIds.key, ...deps, continueTrace };
+  /** Readiness of the paths that have one (RabbitMQ). */
   const checks: ReadinessCheck[] = [];
-  const summary: Intake['summary'] = { http: 'off', outbox: 'off', amqp: 'off' };
+  /** For the start line: the HTTP port, the outbox, the AMQP queue, or 'off'. */
+  const summary = { http: 'off' as number | 'off', outbox: 'off' as 'on' | 'off', amqp: 'off' };
   try {
     if (intake.token) {
       const { port, host, token } = intake;

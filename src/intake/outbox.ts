@@ -1,15 +1,14 @@
 /**
- * The outbox drain: the rows services add to <schema>.signup_outbox in their own transactions
- * become enrollment jobs. A batch is a transaction: claim rows `for update skip locked` (replicas
- * share them), enqueue the valid ones while locked, mark every row (job id, or the error naming
- * the field), commit. A row is enqueued at least once: if Redis refuses or the process dies
- * before the commit, the next pass enqueues it again, and deduplication (or a 409) absorbs it.
+ * The outbox drain: rows services add to <schema>.signup_outbox become enrollment jobs. A batch
+ * is a transaction: claim rows `for update skip locked` (replicas share them), enqueue the valid
+ * ones while locked, mark every row (job id, or the error), commit. At least once: a row whose
+ * commit Redis or a crash prevented is enqueued again, and deduplication (or a 409) absorbs it.
  * A pass runs on a NOTIFY or every `pollMs`, never two at once, repeating while batches are
  * full; after a failure it backs off, deaf to notifications, so as not to spin.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { oncePerOutage } from '../ops/outage.js';
+import { outageLogger } from '../ops/outage.js';
 import { withTimeout } from '../ops/timeouts.js';
 import { describeProblems, type EnrollmentPayload } from '../queues/payloads.js';
 import { enqueueEnrollments } from '../queues/producer.js';
@@ -41,13 +40,6 @@ export interface OutboxOptions extends Door {
   listen?: boolean;
 }
 
-export interface OutboxDrain {
-  /** Drains until no row is waiting (after any pass in progress); returns the rows processed. */
-  drainNow(): Promise<number>;
-  /** Stops polling and listening; waits for a pass in progress (up to 10 s on a silent Redis). */
-  close(): Promise<void>;
-}
-
 /** How long a batch waits for Redis before it is rolled back. */
 const enqueueTimeoutMs = 10_000;
 const maxBackoffMs = 10_000;
@@ -55,7 +47,9 @@ const maxBackoffMs = 10_000;
 const retentionBatchSize = 1000;
 const retentionIntervalMs = 10 * 60_000;
 
-export function startOutboxDrain(options: OutboxOptions): OutboxDrain {
+export type OutboxDrain = ReturnType<typeof startOutboxDrain>;
+
+export function startOutboxDrain(options: OutboxOptions) {
   const { logger, pollMs } = options;
   const drainer: Drainer = {
     ...options,
@@ -80,12 +74,7 @@ export function startOutboxDrain(options: OutboxOptions): OutboxDrain {
       if (processed < drainer.batchSize || closing.signal.aborted) return total;
     }
   };
-  const outage = oncePerOutage((error) =>
-    logger.warn(
-      { err: { message: error.message } },
-      'outbox drain failed; the rows wait for the next pass',
-    ),
-  );
+  const outage = outageLogger(logger, 'outbox drain failed; the rows wait for the next pass');
   const run = async () => {
     let failures = 0;
     while (!closing.signal.aborted) {
@@ -99,7 +88,7 @@ export function startOutboxDrain(options: OutboxOptions): OutboxDrain {
         outage.recovered();
       } catch (error) {
         failures++;
-        if (!closing.signal.aborted) outage.error(asError(error));
+        if (!closing.signal.aborted) outage.error(error);
       }
       const backoff = Math.min(pollMs * 2 ** (failures - 1), Math.max(pollMs, maxBackoffMs));
       await wakeup.wait(failures === 0 ? pollMs : backoff, failures === 0, closing.signal);
@@ -109,8 +98,10 @@ export function startOutboxDrain(options: OutboxOptions): OutboxDrain {
   const running = run();
   const listener = options.listen === false ? undefined : listenForSignups(options, wakeup.wake);
   return {
+    /** Drains until no row is waiting (after any pass in progress); returns the rows processed. */
     drainNow: () => exclusively(drainUntilEmpty),
-    async close() {
+    /** Stops polling and listening; waits for a pass in progress (up to 10 s on a silent Redis). */
+    async close(): Promise<void> {
       closing.abort(new Error('outbox drain closed'));
       await Promise.all([running, listener?.close()]);
     },
@@ -166,10 +157,9 @@ async function drainBatch(d: Drainer): Promise<number> {
 
 /**
  * The drain's wake-up, a LISTEN session of its own, is only a shortcut: without it (PostgreSQL
- * away, or PgBouncer's transaction pooling, where LISTEN succeeds but the notifications are
- * dropped) signups wait for the next poll, none is lost. So a failure is logged once per outage
- * and the session reconnects, for ever. `onSignup` runs on each notification of this schema
- * (others are ignored) and on each (re)connection.
+ * away, or PgBouncer's transaction pooling, which drops notifications) signups wait for the
+ * poll. So it reconnects for ever; `onSignup` runs per notification of this schema and per
+ * (re)connection.
  */
 function listenForSignups(
   { databaseUrl, schema, logger }: OutboxOptions,
@@ -177,12 +167,7 @@ function listenForSignups(
 ): { close(): Promise<void> } {
   const closing = new AbortController();
   let session: pg.Client | undefined;
-  const outage = oncePerOutage((error) =>
-    logger.warn(
-      { err: { message: error.message } },
-      'outbox LISTEN failed; polling alone until it reconnects',
-    ),
-  );
+  const outage = outageLogger(logger, 'outbox LISTEN failed; polling alone until it reconnects');
   const listen = async () => {
     for (let failures = 0; !closing.signal.aborted; ) {
       const client = new pg.Client({
@@ -203,14 +188,16 @@ function listenForSignups(
         if (message.payload === schema) onSignup();
       });
       const listening = client.connect().then(() => client.query(`listen ${signupOutboxChannel}`));
-      const error = await listening.then(() => {
-        if (failures > 0) logger.info('outbox LISTEN restored');
-        failures = 0;
-        outage.recovered();
-        // Rows committed while nobody listened sent their notification to no one.
-        onSignup();
-        return lost;
-      }, asError);
+      const error = await listening
+        .then(() => {
+          if (failures > 0) logger.info('outbox LISTEN restored');
+          failures = 0;
+          outage.recovered();
+          // Rows committed while nobody listened sent their notification to no one.
+          onSignup();
+          return lost;
+        })
+        .catch((failure: unknown) => failure);
       client.end().catch(() => undefined);
       if (closing.signal.aborted) return;
       outage.error(error);
@@ -228,10 +215,7 @@ function listenForSignups(
   };
 }
 
-/**
- * Wakes the drain's wait early. A wake-up that comes during a pass is kept for the next wait,
- * so a row committed after the pass read the table is not left for the poll.
- */
+/** Wakes the drain's wait early; one during a pass is kept for the next wait (rows it missed). */
 function createWakeup() {
   let pending = false;
   let early: AbortController | undefined;
@@ -255,5 +239,3 @@ function createWakeup() {
     },
   };
 }
-
-const asError = (error: unknown) => (error instanceof Error ? error : new Error(String(error)));

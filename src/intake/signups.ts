@@ -1,13 +1,13 @@
 /**
- * The signup, as every door takes it (HTTP, RabbitMQ, the outbox, `enroll` one user or a file):
- * snake_case JSON, as most of the client's systems write it,
+ * The signup every door takes (HTTP, RabbitMQ, the outbox, `enroll`), in snake_case JSON:
  *   {"user_id": "customer-8812", "extra_consents": ["TARGETING"], "removed_consents": []}
- * checked here into an enrollment job payload whose consumer id is derived once. Unknown fields
- * are refused: a misspelt consent list must not be dropped in silence.
+ * checked into an enrollment payload, its consumer id derived once. Unknown fields are refused:
+ * a misspelt consent list must not be dropped in silence.
  */
 import { z } from 'zod';
 import type { Logger } from '../ops/logger.js';
 import type { IntakeMetrics } from '../ops/metrics.js';
+import type { ContinueTrace } from '../ops/tracing.js';
 import { consumerIdSchema } from '../perks/schemas.js';
 import { ConsumerIdKeyMissingError, deriveConsumerId } from '../queues/consumer-id.js';
 import {
@@ -26,6 +26,8 @@ export interface Door {
   consumerIdKey: string | undefined;
   logger: Logger;
   metrics: IntakeMetrics;
+  /** With tracing on: HTTP and AMQP jobs continue the trace of the `traceparent` header. */
+  continueTrace?: ContinueTrace;
 }
 
 export const signupSchema = z.strictObject({

@@ -1,7 +1,6 @@
 /**
- * The queue dashboard (bull-board) under /dashboard of the operations server, behind HTTP
- * basic auth. Read-only: retries go through `perks-worker failed --retry`, so a browser tab can
- * never delete or clean a queue. bull-board and Express load only with DASHBOARD_PASSWORD set.
+ * bull-board under /dashboard of the ops server, behind basic auth, read-only (retries go through
+ * `failed --retry`: a browser tab never cleans a queue); loaded only with DASHBOARD_PASSWORD.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -71,17 +70,11 @@ export async function createDashboard(options: DashboardOptions): Promise<Route>
   };
 }
 
-/**
- * Checks an Authorization header against one user and password. Both sides are hashed first,
- * so the comparison takes the same time whatever the length or content of the guess.
- */
-export function basicAuthChecker(
-  user: string,
-  password: string,
-): (header: string | undefined) => boolean {
+/** Checks a Basic header; both sides hashed, the time says nothing of the guess's length. */
+export function basicAuthChecker(user: string, password: string) {
   const digest = (text: string) => createHash('sha256').update(text, 'utf8').digest();
   const expected = digest(`${user}:${password}`);
-  return (header) => {
+  return (header: string | undefined) => {
     const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header ?? '');
     const given = match?.[1] ? Buffer.from(match[1], 'base64').toString('utf8') : '';
     // Always compare, even without a header, so that timing says nothing either.

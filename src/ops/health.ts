@@ -4,7 +4,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { Registry } from 'prom-client';
 import { OperationalError } from '../errors.js';
 import type { Logger } from './logger.js';
-import { oncePerOutage } from './outage.js';
+import { outageLogger } from './outage.js';
 import { withTimeout } from './timeouts.js';
 
 export interface ReadinessCheck {
@@ -55,9 +55,8 @@ export async function startOpsServer(options: OpsServerOptions): Promise<Server>
   loop.enable();
   // A failing check's own text may name hosts or users: it goes to the log, once per outage.
   const checks = options.checks.map(({ name, check }) => {
-    const log = (error: Error) =>
-      logger.warn({ check: name, err: { message: error.message } }, 'readiness check failed');
-    return { name, check, outage: oncePerOutage(log) };
+    const outage = outageLogger(logger, 'readiness check failed', 'warn', { check: name });
+    return { name, check, outage };
   });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -77,7 +76,7 @@ export async function startOpsServer(options: OpsServerOptions): Promise<Server>
             outage.recovered();
             return { name, state: 'ok' };
           } catch (error) {
-            outage.error(error instanceof Error ? error : new Error(String(error)));
+            outage.error(error);
             return { name, state: error instanceof NotReadyError ? error.message : 'unreachable' };
           }
         }),

@@ -18,10 +18,7 @@ const secretKeys = [
 /** Paths whose values never reach a log line, also two levels down (`req.headers`, `config.perks`). */
 export const redactedPaths = secretKeys.flatMap((key) => [key, `*.${key}`, `*.*.${key}`]);
 
-/**
- * The process logger: JSON lines on stdout (or `destination`), or pino-pretty when asked for,
- * in the same thread so that nothing is lost when the process exits right after logging.
- */
+/** JSON lines on stdout (or `destination`), or pino-pretty in this thread: none lost at exit. */
 export function createLogger(
   config: LogConfig,
   bindings: Record<string, unknown> = {},

@@ -1,8 +1,7 @@
 /**
- * Slows down repeated failed logins: each failure from an address doubles the wait of its next
- * refusal (250 ms, 500 ms, ... up to 10 s), so guessing a dashboard password costs 10 s a guess
- * after a handful. A success, or 15 minutes without a failure, forgets the address. The table
- * is bounded: at its limit the oldest entry goes.
+ * Slows down failed logins: each failure from an address doubles its next refusal's wait (250 ms
+ * up to 10 s). A success, or 15 minutes without a failure, forgets it; at the table's limit the
+ * oldest address goes.
  */
 const firstDelayMs = 250;
 const maxDelayMs = 10_000;

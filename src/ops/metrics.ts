@@ -1,7 +1,6 @@
 /**
- * Prometheus metrics of one worker, in a registry of its own so that workers can run side by
- * side. Labels are bounded sets only, never a consumer or job id (those belong in logs). Here
- * the edges: Perks API calls, signups received by the intake, reward events sent as webhooks.
+ * Prometheus metrics of one worker, in its own registry so that workers can run side by side.
+ * Labels are bounded sets, never a consumer or job id. Here the edges: API, intake, webhooks.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { jobMetrics, scrapeReadTimeoutMs, workerMetrics } from './metrics-jobs.js';
@@ -36,7 +35,6 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     ...jobMetrics(registers),
     ...intakeMetrics(registers),
     ...webhookMetrics(registers),
-    /** The text exposition, as served on /metrics. */
     scrape: () => registry.metrics(),
   };
 }

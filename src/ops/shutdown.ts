@@ -1,7 +1,4 @@
-/**
- * Resolves on the first SIGTERM or SIGINT. A second signal while shutting down exits at once
- * (the operator insists); jobs still active are then recovered by another replica.
- */
+/** Resolves on the first SIGTERM or SIGINT; a second exits at once (another replica recovers). */
 export function shutdownSignal(
   onSecond: () => void = () => process.exit(130),
 ): Promise<NodeJS.Signals> {

@@ -1,10 +1,7 @@
 /** Bounded waits on servers that may have gone quiet (the timers never hold the process). */
 import { setTimeout as sleep } from 'node:timers/promises';
 
-/**
- * Waits for `work` at most `ms`: a close that needs a server which is gone (Redis down at
- * shutdown) must not hold the process forever. Resolves false when time ran out.
- */
+/** Waits for `work` at most `ms` (a close needing a Redis gone at shutdown); false on timeout. */
 export function within(ms: number, work: Promise<unknown>): Promise<boolean> {
   const done = work.then(() => true).catch(() => true);
   return Promise.race([done, sleep(ms, false, { ref: false })]);

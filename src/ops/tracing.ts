@@ -1,8 +1,7 @@
 /**
- * OpenTelemetry traces over OTLP/HTTP: a span per job attempt (bullmq-otel), inside it a span
- * per Perks API call (undici) and per PostgreSQL query (pg). A job continues the trace of its
- * producer or of the intake request's W3C `traceparent`. Imported on demand: without an
- * endpoint no OpenTelemetry code loads. No span records request headers or SQL parameters.
+ * OpenTelemetry over OTLP/HTTP: a span per job attempt (bullmq-otel), inside it per API call
+ * (undici) and SQL query (pg), continuing its producer's or the intake's `traceparent`. Loaded
+ * on demand; no span records request headers or SQL parameters.
  */
 import { createRequire } from 'node:module';
 import type { Telemetry } from 'bullmq';
@@ -19,15 +18,9 @@ interface TracingOptions {
 /** Runs `fn` in the trace the W3C `traceparent` of `headers` names (or a new one). */
 export type ContinueTrace = <T>(headers: Readonly<Record<string, unknown>>, fn: () => T) => T;
 
-export interface Tracing {
-  /** Pass to BullMQ Workers and Queues as their `telemetry` option. */
-  telemetry: Telemetry;
-  continueTrace: ContinueTrace;
-  /** Sends the spans still buffered, then stops. Call once, at shutdown. */
-  shutdown(): Promise<void>;
-}
+export type Tracing = Awaited<ReturnType<typeof startTracing>>;
 
-export async function startTracing(options: TracingOptions): Promise<Tracing> {
+export async function startTracing(options: TracingOptions) {
   const [{ BullMQOtel }, api, sdk, { OTLPTraceExporter }, { resourceFromAttributes }] =
     await Promise.all([
       import('bullmq-otel'),
@@ -46,11 +39,14 @@ export async function startTracing(options: TracingOptions): Promise<Tracing> {
   provider.register();
   const uninstrument = await instrumentClients();
   options.logger?.info({ endpoint: options.endpoint, serviceName }, 'tracing to OTLP endpoint');
+  const continueTrace: ContinueTrace = (headers, fn) =>
+    api.context.with(api.propagation.extract(api.context.active(), headers), fn);
   return {
-    telemetry: new BullMQOtel({ tracerName: serviceName }),
-    continueTrace: (headers, fn) =>
-      api.context.with(api.propagation.extract(api.context.active(), headers), fn),
-    async shutdown() {
+    /** Pass to BullMQ Workers and Queues as their `telemetry` option. */
+    telemetry: new BullMQOtel({ tracerName: serviceName }) as Telemetry,
+    continueTrace,
+    /** Sends the spans still buffered, then stops. Call once, at shutdown. */
+    async shutdown(): Promise<void> {
       uninstrument();
       await provider.shutdown().catch((error: unknown) => {
         const err = { message: error instanceof Error ? error.message : String(error) };
@@ -61,9 +57,8 @@ export async function startTracing(options: TracingOptions): Promise<Tracing> {
 }
 
 /**
- * Spans for undici requests and pg queries, only inside a job's span (outbox polls and webhook
- * deliveries would each start a trace). pg is already loaded and the hook patches a module as
- * it is required: so pg and pg-pool are required once more, patching their prototypes in place.
+ * Spans for undici and pg only inside a job's (outbox polls would each start a trace). The hook
+ * patches a module as required, and pg is loaded: so pg and pg-pool are required once more.
  */
 async function instrumentClients(): Promise<() => void> {
   const [{ registerInstrumentations }, { UndiciInstrumentation }, { PgInstrumentation }] =

@@ -1,10 +1,8 @@
-/**
- * The Perks API, behind what a gateway applies first (faults, per-token rate limit, latency),
- * then token, scope and version checks.
- */
+/** The Perks API: first a gateway's faults, rate limit and latency, then token, scope, version. */
 import type { IncomingMessage } from 'node:http';
 import { applyFault, type FaultController } from './faults.js';
 import type { Reply } from './reply.js';
+import type { SandboxSettings } from './server.js';
 import type { SandboxState } from './state.js';
 import { basicMatches, type TokenAuthority } from './tokens.js';
 import { rewardPathErrors, validateEnrollment, validateRewardList } from './validation.js';
@@ -13,17 +11,12 @@ const supportedApiVersions: readonly string[] = ['2.0.0'];
 const maxBodyBytes = 1024 * 1024;
 
 /** What a request handler, API or control, may use. */
-export interface SandboxContext {
+export type SandboxContext = SandboxSettings & {
   state: SandboxState;
   faults: FaultController;
   tokens: TokenAuthority;
-  clientId: string;
-  clientSecret: string;
-  scopes: readonly string[];
-  rewardsOnEnroll: number;
-  /** Seeded data, no faults, empty counters and log, settings as started. */
   reset(): void;
-}
+};
 
 export type ParsedBody =
   | { kind: 'empty' }

@@ -1,7 +1,4 @@
-/**
- * One consumer's rewards, paged fast for benchmarks: each reward serialised once, a page a join
- * of those strings, each sort order computed once; all cached until the rewards change.
- */
+/** One consumer's rewards, paged fast: each reward serialised once, pages and orders cached. */
 import { consumerStatusOf, type RewardJson } from './rewards.js';
 
 export const rewardSorts = ['created_at', '-created_at', 'executed_at', '-executed_at'] as const;

@@ -1,7 +1,6 @@
 /**
- * The control API under /_sandbox/ (JSON, no authentication) for tests, benchmarks and demos in
- * another process. 400 {error} for an invalid body, 404 for an unknown route, consumer or
- * reward, 409 for a consumer that already exists. POST reset keeps tokens valid.
+ * The control API under /_sandbox/ (JSON, no auth): 400 {error} for an invalid body, 404 for an
+ * unknown route, consumer or reward, 409 for an existing consumer. Reset keeps tokens valid.
  */
 import { z } from 'zod';
 import { decodeSegment, type ParsedBody, readBody, type SandboxContext } from './api.js';

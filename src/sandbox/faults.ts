@@ -8,9 +8,8 @@ export const faultSchema = z.strictObject({
   consumerId: z.string().min(1).optional(),
   count: z.int().min(1).max(1_000_000),
   /**
-   * delay: the response waits `delayMs`; the request is processed at once unless applyWrite
-   * is false (then a 504 with an empty body). malformed: a 200 whose body is truncated JSON or
-   * (`body: 'wrong-shape'`) the wrong shape. The others: see `answers`.
+   * delay: waits `delayMs`, the request processed at once unless applyWrite is false (a bare
+   * 504); malformed: a 200 of truncated JSON or (`body: 'wrong-shape'`) the wrong shape.
    */
   kind: z.enum([
     'status',

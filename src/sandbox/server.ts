@@ -4,6 +4,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { z } from 'zod';
+import { closeServer } from '../ops/health.js';
 import { handleApi } from './api.js';
 import { handleControl } from './control.js';
 import { FaultController } from './faults.js';
@@ -45,6 +46,7 @@ const optionsSchema = z.object({
 });
 
 export type SandboxOptions = z.input<typeof optionsSchema>;
+export type SandboxSettings = z.output<typeof optionsSchema>;
 
 export type Sandbox = Awaited<ReturnType<typeof startSandbox>>;
 
@@ -116,9 +118,7 @@ export async function startSandbox(options: SandboxOptions = {}) {
     close: async (): Promise<void> => {
       for (const timer of timers) clearTimeout(timer);
       timers.clear();
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeAllConnections();
-      await closed;
+      await closeServer(server);
     },
   };
 }

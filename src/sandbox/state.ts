@@ -1,7 +1,4 @@
-/**
- * The sandbox's data: consumers, their enrollment and rewards, the settings (latency, rate
- * limit), counters and the request log.
- */
+/** The sandbox's data: consumers and their rewards, settings, counters, the request log. */
 import { ConsumerRewards, type RewardPage, type RewardPageQuery } from './consumer-rewards.js';
 import { SeededRandom } from './random.js';
 import { generateReward, type RewardJson } from './rewards.js';
@@ -25,8 +22,6 @@ const emptyCounters = () => ({
   enrollmentsCreated: 0,
   enrollmentsConflicted: 0,
 });
-
-export type SandboxCounters = ReturnType<typeof emptyCounters>;
 
 /** The last `capacity` entries. */
 export class RequestLog {
@@ -103,12 +98,9 @@ export class SandboxState {
     return [...this.consumers].filter(([, c]) => c.enrolled).map(([id]) => id);
   }
 
-  listConsumers(): { id: string; enrolled: boolean; rewards: number }[] {
-    return [...this.consumers].map(([id, c]) => ({
-      id,
-      enrolled: c.enrolled,
-      rewards: c.rewards.size,
-    }));
+  listConsumers() {
+    const all = [...this.consumers];
+    return all.map(([id, { enrolled, rewards }]) => ({ id, enrolled, rewards: rewards.size }));
   }
 
   enroll(id: string, rewardsOnEnroll = 0): 'created' | 'conflict' {
@@ -165,7 +157,7 @@ export class SandboxState {
     return this.record(consumerId).rewards;
   }
 
-  counters(): SandboxCounters {
+  counters() {
     return structuredClone(this.stats);
   }
 

@@ -1,7 +1,4 @@
-/**
- * The spec's field-level errors: each invalid field once, with its `loc`, a message and
- * pydantic's type names. The rules are the client's (src/perks/schemas.ts).
- */
+/** The spec's field errors, pydantic-style (`loc`, msg, type), by the client's own rules. */
 import { z } from 'zod';
 import { consentSchema, consumerIdSchema, perPageSchema, uuidSchema } from '../perks/schemas.js';
 import type { ParsedBody } from './api.js';
