@@ -11,6 +11,7 @@ import type { ContinueTrace } from '../ops/tracing.js';
 import { consumerIdSchema } from '../perks/schemas.js';
 import { ConsumerIdKeyMissingError, deriveConsumerId } from '../queues/consumer-id.js';
 import {
+  consentsApart,
   consentsSchema,
   type EnrollmentPayload,
   type Problem,
@@ -30,12 +31,14 @@ export interface Door {
   continueTrace?: ContinueTrace;
 }
 
-export const signupSchema = z.strictObject({
-  user_id: userIdSchema,
-  // null as absent: the outbox's array columns are null when not given.
-  extra_consents: consentsSchema.nullable(),
-  removed_consents: consentsSchema.nullable(),
-});
+export const signupSchema = z
+  .strictObject({
+    user_id: userIdSchema,
+    // null as absent: the outbox's array columns are null when not given.
+    extra_consents: consentsSchema.nullable(),
+    removed_consents: consentsSchema.nullable(),
+  })
+  .superRefine(consentsApart('extra_consents', 'removed_consents'));
 
 /** The fields of a signup, for the CSV header of `enroll --file`. */
 export const signupFields = Object.keys(signupSchema.shape);

@@ -39,6 +39,19 @@ export const userIdSchema = z
 
 export const consentsSchema = z.array(consentSchema).max(16).optional();
 
+/** A consent both added and removed can never be enrolled: refused at once, the consent named. */
+export const consentsApart =
+  <E extends string, R extends string>(extra: E, removed: R) =>
+  (value: Partial<Record<E | R, readonly string[] | null>>, ctx: z.RefinementCtx) => {
+    const both = value[removed]?.find((consent) => value[extra]?.includes(consent));
+    if (both)
+      ctx.addIssue({
+        code: 'custom',
+        path: [removed],
+        message: `${both} is also an extra consent`,
+      });
+  };
+
 const enrollmentFields = {
   userId: userIdSchema.optional(),
   consumerId: consumerIdSchema.optional(),
@@ -52,14 +65,14 @@ export const enrollmentRequestSchema = z
   .refine((p) => p.userId !== undefined || p.consumerId !== undefined, {
     error: 'one of userId or consumerId is required',
     path: ['userId'],
-  });
+  })
+  .superRefine(consentsApart('extraConsents', 'removedConsents'));
 export type EnrollmentRequest = z.infer<typeof enrollmentRequestSchema>;
 
 /** An enrollment job: its consumer id derived once, by whoever enqueued it. */
-export const enrollmentPayloadSchema = z.strictObject({
-  ...enrollmentFields,
-  consumerId: consumerIdSchema,
-});
+export const enrollmentPayloadSchema = z
+  .strictObject({ ...enrollmentFields, consumerId: consumerIdSchema })
+  .superRefine(consentsApart('extraConsents', 'removedConsents'));
 export type EnrollmentPayload = z.infer<typeof enrollmentPayloadSchema>;
 
 export const rewardSyncPayloadSchema = z.strictObject({

@@ -98,6 +98,10 @@ describe('perks-worker CLI', () => {
       'perks-worker: enroll: --consent "FOO" is not a consent (one of BASIC, TRANSACTION_TRIGGERS, TARGETING, STATISTICS, SMART_RANKING, WEB_ANALYTICS)',
     ],
     [
+      ['enroll', 'a1', '--consent', 'BASIC', '--remove-consent', 'BASIC'],
+      'perks-worker: invalid enrollment payload: removedConsents: BASIC is also an extra consent',
+    ],
+    [
       ['enroll', 'alice@example.com'],
       'perks-worker: userId: this user id is not a valid consumer id (2-100 of [a-zA-Z0-9_-]), so it must be derived, and PERKS_CONSUMER_ID_KEY is not set',
     ],

@@ -99,6 +99,10 @@ describe('enroll --file records', () => {
       problem: expect.stringMatching(/^extra_consents\[1\]: Invalid option: expected one of /),
     });
     expect(check({ user_id: 7 })).toEqual({ ok: false, problem: 'user_id: must be a string' });
+    // Added and removed: no enrollment can satisfy it, so it is refused like any bad field.
+    expect(
+      check({ user_id: 'a1', extra_consents: ['BASIC'], removed_consents: ['BASIC'] }),
+    ).toEqual({ ok: false, problem: 'removed_consents: BASIC is also an extra consent' });
     expect(check({ user_id: 'x'.repeat(257) })).toEqual({
       ok: false,
       problem: 'user_id: must be at most 256 characters',

@@ -136,12 +136,14 @@ describe('HTTP intake', () => {
     const items: unknown[] = Array.from({ length: 10 }, (_, i) => ({ user_id: `http_batch_${i}` }));
     items[7] = { user_id: 'http_batch_7', extra_consents: ['TARGETING', 'NOT_A_CONSENT'] };
     items[3] = { user_id: 'http_batch_3', extra_consent: ['TARGETING'] };
+    items[5] = { user_id: 'http_batch_5', extra_consents: ['BASIC'], removed_consents: ['BASIC'] };
     const response = await post('/v1/enrollments', items);
     expect(response.status).toBe(400);
     const body = (await response.json()) as { error: string; errors: unknown[] };
     expect(body.error).toMatch(/nothing was accepted/);
     expect(body.errors).toEqual([
       { index: 3, field: 'extra_consent', message: 'is not a known field' },
+      { index: 5, field: 'removed_consents', message: 'BASIC is also an extra consent' },
       { index: 7, field: 'extra_consents[1]', message: expect.any(String) },
     ]);
     expect(await enrollmentJobs()).toBe(before);
