@@ -7,7 +7,7 @@
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
-import { UsageError } from '../errors.js';
+import { OperationalError, UsageError } from '../errors.js';
 import { checkSignup } from '../intake/signups.js';
 import { describeProblems, type EnrollmentPayload } from '../queues/payloads.js';
 import { enqueueEnrollments } from '../queues/producer.js';
@@ -45,7 +45,12 @@ export async function enrollFromFile(
       const records = readRecords(input, format);
       const context = { consumerIdKey: config.consumerIds.key, lines, follower };
       const tally = await enqueueRecords(queues, records, context, interrupted.signal);
-      process.stdout.write(`read ${tally.records} records: ${tallyDetail(tally)}\n`);
+      if (tally.records === 0 && !interrupted.signal.aborted) {
+        const what = file === '-' ? 'stdin' : file;
+        throw new OperationalError(`enroll: ${what} holds no records (empty, or a header alone)`);
+      }
+      const noun = tally.records === 1 ? 'record' : 'records';
+      process.stdout.write(`read ${tally.records} ${noun}: ${tallyDetail(tally)}\n`);
       if (interrupted.signal.aborted) {
         process.stderr.write(
           'interrupted: run the same command again to enqueue the rest; what is pending is not enqueued twice\n',

@@ -69,7 +69,10 @@ function plainProgress(label: string, stream: NodeJS.WritableStream): Progress {
       last = { done, total, detail };
       if (Date.now() - writtenAt >= plainEveryMs) write();
     },
-    stop: write,
+    // Nothing done, nothing to report: the command's own line says why.
+    stop: () => {
+      if (last.done > 0) write();
+    },
   };
 }
 

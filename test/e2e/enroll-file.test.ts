@@ -118,11 +118,11 @@ describe('perks-worker enroll --file', () => {
     // Without --format, an input that starts with `{` is JSON Lines, any other CSV.
     const sniffed = await enroll(['--file', '-'], { input: '\n {"user_id":"s_3"}\n' });
     expect(sniffed.stdout).toBe(
-      'read 1 records: enqueued 1, already pending 0, duplicates 0, bad 0\n',
+      'read 1 record: enqueued 1, already pending 0, duplicates 0, bad 0\n',
     );
     const sniffedCsv = await enroll(['--file', file('list.txt', 'user_id\ns_4\n')]);
     expect(sniffedCsv.stdout).toBe(
-      'read 1 records: enqueued 1, already pending 0, duplicates 0, bad 0\n',
+      'read 1 record: enqueued 1, already pending 0, duplicates 0, bad 0\n',
     );
     expect(await enrollmentJobs()).toBe(5);
   });
@@ -141,6 +141,22 @@ describe('perks-worker enroll --file', () => {
     const missing = await enroll(['--file', join(dir, 'nope.csv')]);
     expect(missing.stderr).toMatch(/^perks-worker: enroll: cannot read --file .*nope\.csv: ENOENT/);
     expect(missing.status).toBe(2);
+    expect(await enrollmentJobs()).toBe(0);
+  });
+
+  it('calls an input with no record an error in one line, exit 1', async () => {
+    for (const [name, text] of [
+      ['empty.csv', ''],
+      ['header-only.csv', 'user_id,extra_consents\n'],
+      ['blank.jsonl', '\n\n'],
+    ] as const) {
+      const run = await enroll(['--file', file(name, text)]);
+      expect(run.stderr).toBe(
+        `perks-worker: enroll: ${join(dir, name)} holds no records (empty, or a header alone)\n`,
+      );
+      expect(run.stdout).toBe('');
+      expect(run.status).toBe(1);
+    }
     expect(await enrollmentJobs()).toBe(0);
   });
 
