@@ -3,7 +3,9 @@
  * imported here, so that --help stays fast: an action imports its command module when it runs,
  * and calls its `run` with the positionals and the parsed options.
  */
+
 import { Command, CommanderError, Help, InvalidArgumentError } from 'commander';
+import { closest, distance } from 'fastest-levenshtein';
 import type { VariableSpec } from '../config/define.js';
 import { type ConfigGroup, configGroups, variables } from '../config.js';
 import { CONSENTS, type Consent, consentSchema } from '../perks/schemas.js';
@@ -203,7 +205,9 @@ function consent(value: string, previous: Consent[] = []): Consent[] {
   const parsed = consentSchema.safeParse(value);
   if (parsed.success) return [...previous, parsed.data];
   const one = `one of ${CONSENTS.join(', ')}`;
-  throw new InvalidArgumentError(`${JSON.stringify(value)} is not a consent (${one})`);
+  const near = closest(value.toUpperCase(), [...CONSENTS]);
+  const hint = distance(value.toUpperCase(), near) <= 3 ? `; did you mean ${near}?` : '';
+  throw new InvalidArgumentError(`${JSON.stringify(value)} is not a consent (${one})${hint}`);
 }
 
 function format(value: string): InputFormat {

@@ -98,6 +98,10 @@ describe('perks-worker CLI', () => {
       'perks-worker: enroll: --consent "FOO" is not a consent (one of BASIC, TRANSACTION_TRIGGERS, TARGETING, STATISTICS, SMART_RANKING, WEB_ANALYTICS)',
     ],
     [
+      ['enroll', 'a1', '--consent', 'TARGETTING'],
+      'perks-worker: enroll: --consent "TARGETTING" is not a consent (one of BASIC, TRANSACTION_TRIGGERS, TARGETING, STATISTICS, SMART_RANKING, WEB_ANALYTICS); did you mean TARGETING?',
+    ],
+    [
       ['enroll', 'a1', '--consent', 'BASIC', '--remove-consent', 'BASIC'],
       'perks-worker: invalid enrollment payload: removedConsents: BASIC is also an extra consent',
     ],
