@@ -7,7 +7,7 @@ import { within } from '../ops/timeouts.js';
 import { PerksClient } from '../perks/client.js';
 import { closeQueues, openQueues } from '../queues/queues.js';
 import { createRedisConnection } from '../redis/connection.js';
-import { RedisTokenCache } from '../redis/token-cache.js';
+import { credentialsName, RedisTokenCache } from '../redis/token-cache.js';
 import { createStore } from '../store/store.js';
 import type { JobContext } from './context.js';
 import { MintOutage } from './mint-outage.js';
@@ -35,7 +35,7 @@ export function createRuntime(
     ...perks,
     retry: { attempts: perks.retryAttempts, maxRetryTimeMs: perks.retryMaxMs },
     // One token an hour for all replicas, not one per replica.
-    tokenCache: new RedisTokenCache({ redis: connection, prefix, name: perks.clientId }),
+    tokenCache: new RedisTokenCache({ redis: connection, prefix, name: credentialsName(perks) }),
     logger,
     hooks: metrics.apiHooks,
   });

@@ -1,8 +1,9 @@
 /**
  * The Perks access token shared through Redis, so N replicas mint one token an hour, not N: the
  * key expires with the token, and a lock lets one replica mint while the others poll. `name`
- * (the client id) keeps API clients sharing a prefix apart.
+ * (`credentialsName`) keeps API clients sharing a prefix apart.
  */
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { tryJson } from '../perks/errors.js';
 import type { CachedToken, TokenCache, TokenLock } from '../perks/tokens.js';
@@ -22,6 +23,19 @@ if not value then return 0 end
 local ok, decoded = pcall(cjson.decode, value)
 if ok and decoded.accessToken == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`;
+
+/**
+ * The client id and a hash of the base URL and secret: a token is only used by a process that
+ * holds the credentials that minted it (a wrong secret must not work through a cached token).
+ */
+export function credentialsName(perks: {
+  baseUrl: string;
+  clientId: string;
+  clientSecret: string;
+}) {
+  const hash = createHash('sha256').update(`${perks.baseUrl}\n${perks.clientSecret}`);
+  return `${perks.clientId}:${hash.digest('hex').slice(0, 16)}`;
+}
 
 export class RedisTokenCache implements TokenCache {
   readonly #redis: RedisClient;

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { RedisTokenCache } from '../../src/redis/token-cache.js';
+import { credentialsName, RedisTokenCache } from '../../src/redis/token-cache.js';
 import { testQueuePrefix } from '../support/redis.js';
 import {
   BASE_PATH,
@@ -64,6 +64,17 @@ function replicas(count: number, mintDelayMs = 0) {
   };
   return { clients: Array.from({ length: count }, make), mints, cacheName, revoked };
 }
+
+describe('credentialsName', () => {
+  it('keys the shared token by client id, base URL and secret, without showing the secret', () => {
+    const right = { baseUrl: 'https://api.example', clientId: 'c1', clientSecret: 'sk_right' };
+    const name = credentialsName(right);
+    expect(name).toMatch(/^c1:[0-9a-f]{16}$/);
+    expect(credentialsName({ ...right })).toBe(name);
+    expect(credentialsName({ ...right, clientSecret: 'sk_wrong' })).not.toBe(name);
+    expect(credentialsName({ ...right, baseUrl: 'https://sandbox.example' })).not.toBe(name);
+  });
+});
 
 describe('RedisTokenCache', () => {
   it('two clients sharing the cache mint one token', async () => {

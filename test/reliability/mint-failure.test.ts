@@ -115,4 +115,24 @@ describe('a token mint that fails', () => {
     expect((await fetch(`http://127.0.0.1:${rightPort}/readyz`)).status).toBe(200);
     expect(await status()).not.toContain('TOKEN MINT FAILING');
   }, 60_000);
+
+  it('a token cached by a process with the right secret is not used by one with a wrong secret', async () => {
+    const right = start();
+    await startedPort(right); // its start-up mint caches the token in Redis
+    const { connection, queues } = rig.producer;
+    const prefix = rig.workerEnv().QUEUE_PREFIX;
+    expect(await connection.keys(`${prefix}:perks:token:*`)).not.toHaveLength(0);
+    expect(await right.stop()).toBe(0);
+
+    const wrong = start({ PERKS_CLIENT_SECRET: 'sk_sandbox_wrong_after_right' });
+    await startedPort(wrong);
+    const enrollsBefore = rig.sandbox.state.counters().requests.enroll ?? 0;
+    const enrollment = await rig.producer.enqueueEnrollment({ consumerId: 'mint_cached' });
+    // Past the first pause (1 s, and its 5 s slack): the jobs run, and must mint for themselves.
+    await sleep(9000);
+    expect(logLines(wrong, 'cannot mint a token')).toHaveLength(1);
+    expect(await queues.enrollment.getJobState(enrollment.jobId)).toBe('waiting');
+    expect(rig.sandbox.state.counters().requests.enroll ?? 0).toBe(enrollsBefore);
+    expect(await wrong.stop()).toBe(0);
+  }, 60_000);
 });

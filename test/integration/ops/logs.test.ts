@@ -8,6 +8,7 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../../src/ops/logger.js';
 import { enqueueEnrollment, startReconciliation } from '../../../src/queues/producer.js';
+import { credentialsName } from '../../../src/redis/token-cache.js';
 import { type Rig, rigConsumerIdKey, startRig } from './rig.js';
 
 /** A JWT (the sandbox's access tokens are ES256 JWTs): three base64url parts. */
@@ -57,7 +58,7 @@ beforeAll(async () => {
   await startReconciliation(rig.runtime.ctx.queues, 'manual');
   await rig.idle();
   const raw = await rig.runtime.connection.get(
-    `${rig.config.redis.queuePrefix}:perks:token:${rig.config.perks.clientId}`,
+    `${rig.config.redis.queuePrefix}:perks:token:${credentialsName(rig.config.perks)}`,
   );
   cachedToken = raw ? (JSON.parse(raw) as { accessToken?: string }).accessToken : undefined;
   text = chunks.join('');
