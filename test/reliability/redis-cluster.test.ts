@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reconcileSchedulerId } from '../../src/queues/names.js';
-import { RedisTokenCache } from '../../src/redis/token-cache.js';
+import { credentialsName, RedisTokenCache } from '../../src/redis/token-cache.js';
 import {
   bin,
   expectConsistent,
@@ -147,7 +147,7 @@ describe('work on a Redis Cluster', () => {
     const shared = new RedisTokenCache({
       redis: rig.producer.connection,
       prefix: rig.queues.prefix,
-      name: rig.sandbox.clientId,
+      name: credentialsName(rig.sandbox),
     });
     expect((await shared.get())?.expiresAt).toBeGreaterThan(Date.now());
 
