@@ -2,7 +2,7 @@ import { loadConfig } from '../config.js';
 import { type InputError, UsageError } from '../errors.js';
 import { checkSignup } from '../intake/signups.js';
 import type { Consent } from '../perks/schemas.js';
-import { ConsumerIdKeyMissingError } from '../queues/consumer-id.js';
+import { ConsumerIdKeyMissingError, consumerIdKeyWarning } from '../queues/consumer-id.js';
 import { describeProblems, InvalidPayloadError, type Problem } from '../queues/payloads.js';
 import { type EnqueuedEnrollment, enqueueEnrollments } from '../queues/producer.js';
 import { enrollFromFile } from './enroll-file.js';
@@ -21,6 +21,9 @@ export async function run(
   },
 ): Promise<number> {
   const { file, format, wait } = options;
+  // Ids derived under a weak key are guessable: said here as `work` and `check` say it.
+  const weak = consumerIdKeyWarning(loadConfig(['consumerIds']).consumerIds.key);
+  if (weak) process.stderr.write(`perks-worker: warning: ${weak}\n`);
   if (file !== undefined) {
     if (userId !== undefined)
       throw new UsageError(`enroll: unexpected argument ${JSON.stringify(userId)}`);

@@ -144,6 +144,20 @@ describe('perks-worker enroll --file', () => {
     expect(await enrollmentJobs()).toBe(0);
   });
 
+  it('warns of a weak PERKS_CONSUMER_ID_KEY, one user or a file', async () => {
+    const env = { PERKS_CONSUMER_ID_KEY: 'short' };
+    const warning =
+      'perks-worker: warning: PERKS_CONSUMER_ID_KEY is 5 characters long; use at least 16 random characters (and never change it once used)\n';
+    const one = await enroll(['weak-key@example.com'], { env });
+    expect(one.stderr).toBe(warning);
+    expect(one.status).toBe(0);
+    const many = await enroll(['--file', file('weak.csv', 'user_id\nweak-file@example.com\n')], {
+      env,
+    });
+    expect(many.stderr.startsWith(warning)).toBe(true);
+    expect(many.status).toBe(0);
+  });
+
   it('calls an input with no record an error in one line, exit 1', async () => {
     for (const [name, text] of [
       ['empty.csv', ''],
