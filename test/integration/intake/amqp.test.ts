@@ -182,6 +182,7 @@ describe('RabbitMQ intake', () => {
     );
     await publish(queue, [
       { user_id: 'amqp_extra_field', colour: 'red' },
+      { user_id: 'amqp_both', extra_consents: ['BASIC'], removed_consents: ['BASIC'] },
       {},
       { user_id: 'someone@example.com' },
       'not json at all',
@@ -189,10 +190,10 @@ describe('RabbitMQ intake', () => {
     ]);
     await publisher.send({ routingKey: queue, contentType: 'application/json' }, rawNotJson);
 
-    await waitFor('7 messages handled', () =>
-      counts.accepted + counts.rejected === 7 ? true : undefined,
+    await waitFor('8 messages handled', () =>
+      counts.accepted + counts.rejected === 8 ? true : undefined,
     );
-    expect(counts).toEqual({ accepted: 1, duplicate: 0, rejected: 6 });
+    expect(counts).toEqual({ accepted: 1, duplicate: 0, rejected: 7 });
 
     const dead: { reason: string; body: unknown; headers: Record<string, unknown> }[] = [];
     const deadQueue = deadQueueOf(queue);
@@ -206,6 +207,7 @@ describe('RabbitMQ intake', () => {
       'body: is not JSON',
       'colour: is not a known field',
       expect.stringMatching(/^extra_consents\[1\]: Invalid option: expected one of "BASIC"\|/),
+      'removed_consents: BASIC is also an extra consent',
       'user_id: is required',
       'user_id: this user id is not a valid consumer id (2-100 of [a-zA-Z0-9_-]), so it must be derived, and PERKS_CONSUMER_ID_KEY is not set',
     ]);

@@ -237,9 +237,10 @@ describe('signup outbox', () => {
     await signup('x'.repeat(300));
     await signup('bad-consent-1', ['TARGETING', 'FREE_LUNCH']);
     await signup('good-1', ['TARGETING'], []);
-    expect(await rig.drain.drainNow()).toBe(3);
+    await signup('both-1', ['BASIC'], ['BASIC']);
+    expect(await rig.drain.drainNow()).toBe(4);
 
-    const [tooLong, badConsent, good] = await outboxRows();
+    const [tooLong, badConsent, good, both] = await outboxRows();
     expect(tooLong).toMatchObject({
       error: 'user_id: must be at most 256 characters',
       job_id: null,
@@ -248,7 +249,12 @@ describe('signup outbox', () => {
     expect(badConsent?.error).toMatch(/^extra_consents\[1\]: /);
     expect(badConsent).toMatchObject({ job_id: null, processed_at: expect.any(Date) });
     expect(good).toMatchObject({ error: null, job_id: expect.stringMatching(/^enroll-good-1-/) });
-    expect(rig.counts).toEqual({ accepted: 1, duplicate: 0, rejected: 2 });
+    expect(both).toMatchObject({
+      error: 'removed_consents: BASIC is also an extra consent',
+      job_id: null,
+      processed_at: expect.any(Date),
+    });
+    expect(rig.counts).toEqual({ accepted: 1, duplicate: 0, rejected: 3 });
     expect((await enrollmentJobs(rig.queues)) - jobsBefore).toBe(1);
     const job = await rig.queues.enrollment.getJob(good?.job_id ?? '');
     expect(job?.data).toMatchObject({ userId: 'good-1', consumerId: 'good-1' });
