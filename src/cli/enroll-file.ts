@@ -99,7 +99,7 @@ async function enqueueRecords(
   records: AsyncIterable<InputRecord>,
   context: {
     consumerIdKey: string | undefined;
-    /** Of the input when known (a file): the progress bar's total. */
+    /** Of the input when known (a file): what is left of it estimates the records to come. */
     lines: number | undefined;
     follower: EnrollmentFollower | undefined;
   },
@@ -114,14 +114,15 @@ async function enqueueRecords(
   const clear = process.stderr.isTTY ? '\r\x1b[K' : '';
   let batch: EnrollmentPayload[] = [];
   let line = 0;
-  const total = () => Math.max(context.lines ?? line, line);
+  // Progress counts records: those read, and one a line still to read (a header is no record).
+  const total = () => tally.records + Math.max((context.lines ?? line) - line, 0);
   const flush = async () => {
     const answers = await enqueueEnrollments(queues, batch);
     batch = [];
     for (const { alreadyPending } of answers) tally[alreadyPending ? 'pending' : 'enqueued']++;
     follower?.watch(answers.map((a) => a.jobId));
     await follower?.readEvents();
-    progress.update(line, total(), tallyDetail(tally));
+    progress.update(tally.records, total(), tallyDetail(tally));
   };
   for await (const record of records) {
     tally.records++;
@@ -141,8 +142,8 @@ async function enqueueRecords(
     if (signal.aborted) break;
   }
   await flush();
-  // Finished, the last line read is the total (a file may end in blank lines).
-  progress.update(line, signal.aborted ? total() : line, tallyDetail(tally));
+  // Finished, the records read are the total (a file may end in blank lines).
+  progress.update(tally.records, signal.aborted ? total() : tally.records, tallyDetail(tally));
   progress.stop();
   return tally;
 }
