@@ -9,8 +9,9 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
+import { failedPermanently } from '../jobs/failures.js';
 import type { RedisClient } from '../redis/connection.js';
-import type { Progress } from './progress.js';
+import { type Progress, waitingForWorker } from './progress.js';
 
 const noOutcomes = () => ({
   created: 0,
@@ -20,6 +21,10 @@ const noOutcomes = () => ({
   unknown: 0,
   /** Failure reason -> how many jobs failed for good with it. */
   failures: new Map<string, number>(),
+  /** Of the failed, those that failed permanently: retrying cannot help them. */
+  permanent: 0,
+  /** A worker was seen at work on the queue (a job started or ended): without one, none ends. */
+  workerSeen: false,
   /** Jobs still pending when following stopped early (interrupted). */
   pending: 0,
 });
@@ -66,19 +71,33 @@ export class EnrollmentFollower {
         this.lastEventId,
       )) as [string, [string, string[]][]][] | null;
       const entries = reply?.[0]?.[1] ?? [];
+      const failed: [string, string | undefined][] = [];
       for (const [id, fields] of entries) {
         this.lastEventId = id;
         const event = new Map<string, string>();
         for (let i = 0; i + 1 < fields.length; i += 2)
           event.set(fields[i] ?? '', fields[i + 1] ?? '');
         const jobId = event.get('jobId') ?? '';
-        if (event.get('event') === 'completed')
-          this.end(jobId, outcomeOf(event.get('returnvalue')));
-        else if (event.get('event') === 'failed')
-          this.end(jobId, failure(event.get('failedReason')));
+        const name = event.get('event') ?? '';
+        if (['active', 'completed', 'failed'].includes(name)) this.outcomes.workerSeen = true;
+        if (name === 'completed') this.end(jobId, outcomeOf(event.get('returnvalue')));
+        else if (name === 'failed' && this.pending.has(jobId))
+          failed.push([jobId, event.get('failedReason')]);
       }
+      await this.endFailed(failed);
       if (entries.length < readCount) return;
     }
+  }
+
+  /** The event says why a job failed, its stack trace whether permanently. */
+  private async endFailed(failed: readonly [string, string | undefined][]): Promise<void> {
+    if (failed.length === 0) return;
+    const pipeline = this.redis.pipeline();
+    for (const [id] of failed) pipeline.hget(this.queue.toKey(id), 'stacktrace');
+    const replies = (await pipeline.exec()) ?? [];
+    failed.forEach(([id, reason], k) => {
+      this.end(id, failure(reason, replies[k]?.[1]));
+    });
   }
 
   async sweep(): Promise<void> {
@@ -87,17 +106,22 @@ export class EnrollmentFollower {
       const chunk = ids.slice(i, i + sweepChunk);
       const pipeline = this.redis.pipeline();
       for (const id of chunk) {
-        pipeline.hmget(this.queue.toKey(id), 'name', 'finishedOn', 'returnvalue', 'failedReason');
+        const fields = ['name', 'processedOn', 'finishedOn', 'returnvalue', 'failedReason'];
+        pipeline.hmget(this.queue.toKey(id), ...fields, 'stacktrace');
       }
       const replies = (await pipeline.exec()) ?? [];
       chunk.forEach((id, k) => {
         const [error, value] = replies[k] ?? [];
         if (error) throw error;
-        const [name, finishedOn, returnvalue, failedReason] = value as (string | null)[];
+        const [name, processedOn, finishedOn, returnvalue, failedReason, stacktrace] = value as (
+          | string
+          | null
+        )[];
+        if (processedOn !== null) this.outcomes.workerSeen = true;
         if (name === null) this.end(id, 'unknown');
         // A job failing with attempts left has a failedReason too; only a finished job ended.
         else if (finishedOn !== null) {
-          this.end(id, returnvalue ? outcomeOf(returnvalue) : failure(failedReason));
+          this.end(id, returnvalue ? outcomeOf(returnvalue) : failure(failedReason, stacktrace));
         }
       });
     }
@@ -113,7 +137,9 @@ export class EnrollmentFollower {
         sweptAt = Date.now();
       }
       const ended = this.followed - this.pending.size;
-      progress.update(ended, this.followed, describeOutcomes(this.outcomes));
+      const { workerSeen } = this.outcomes;
+      const detail = workerSeen ? describeOutcomes(this.outcomes) : waitingForWorker('them');
+      progress.update(ended, this.followed, detail);
       if (this.pending.size > 0) await sleep(pollMs, undefined, { signal }).catch(() => {});
     }
     progress.stop();
@@ -125,17 +151,23 @@ export class EnrollmentFollower {
     if (typeof outcome === 'string') this.outcomes[outcome]++;
     else {
       this.outcomes.failed++;
+      if (outcome.permanent) this.outcomes.permanent++;
       const { failures } = this.outcomes;
       failures.set(outcome.reason, (failures.get(outcome.reason) ?? 0) + 1);
     }
   }
 }
 
-type Outcome = 'created' | 'alreadyEnrolled' | 'unknown' | { reason: string };
+type Outcome = 'created' | 'alreadyEnrolled' | 'unknown' | { reason: string; permanent: boolean };
 
-const failure = (reason: string | null | undefined): Outcome => ({
-  reason: reason || '(no reason recorded)',
-});
+/** A failed job's outcome; `stacktrace` as its hash holds it (JSON), if read. */
+function failure(reason: string | null | undefined, stacktrace: unknown): Outcome {
+  let traces: string[] = [];
+  try {
+    traces = typeof stacktrace === 'string' ? (JSON.parse(stacktrace) as string[]) : [];
+  } catch {}
+  return { reason: reason || '(no reason recorded)', permanent: failedPermanently(traces) };
+}
 
 /** A completed job's outcome; unknown for a result this version does not know. */
 function outcomeOf(returnvalue: string | null | undefined): Outcome {
@@ -158,10 +190,13 @@ const reasonsShown = 10;
 
 /** What became of the `followed` jobs; failures summed by reason, most frequent first. */
 export function followSummary(outcomes: EnrollmentOutcomes, followed: number): string[] {
-  const { pending, failures } = outcomes;
+  const { pending, failures, permanent } = outcomes;
+  const goOn = outcomes.workerSeen
+    ? 'they go on in the worker'
+    : 'no worker has started one: they wait for perks-worker work';
   const lines = [
     pending > 0
-      ? `stopped following: ${followed - pending} of ${followed} enrollments ended (${describeOutcomes(outcomes)}), ${pending} still pending; they go on in the worker`
+      ? `stopped following: ${followed - pending} of ${followed} enrollments ended (${describeOutcomes(outcomes)}), ${pending} still pending; ${goOn}`
       : `followed ${followed} enrollments: ${describeOutcomes(outcomes)}`,
   ];
   if (failures.size === 0) return lines;
@@ -176,6 +211,15 @@ export function followSummary(outcomes: EnrollmentOutcomes, followed: number): s
     const jobs = rest.reduce((sum, [, count]) => sum + count, 0);
     lines.push(`  ${String(jobs).padStart(width)}  (${rest.length} other reasons)`);
   }
-  lines.push("each failed job is listed by 'perks-worker failed' and can be retried there");
+  const retryable = outcomes.failed - permanent;
+  if (permanent > 0) {
+    lines.push(
+      `${permanent} failed permanently: retrying cannot help (fix the cause, enroll again)`,
+    );
+  }
+  if (retryable > 0) {
+    const which = permanent > 0 ? `the other ${retryable}` : 'each failed job';
+    lines.push(`${which} is listed by 'perks-worker failed' and can be retried there`);
+  }
   return lines;
 }

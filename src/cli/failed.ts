@@ -1,3 +1,4 @@
+import { failedPermanently } from '../jobs/failures.js';
 import { failedJobs } from '../queues/inspect.js';
 import { withProducer } from './producer-session.js';
 import { clip, jobJson, renderTable, say } from './report.js';
@@ -9,24 +10,33 @@ export async function run(options: { retry?: boolean; limit: number; json?: bool
     const jobs = failed.map((f) => ({
       ...jobJson(f),
       failedAt: f.job.finishedOn ? new Date(f.job.finishedOn).toISOString() : null,
+      permanent: failedPermanently(f.job.stacktrace),
     }));
-    // A fresh set of attempts, with their backoff: one more try would rarely be enough.
+    // A fresh set of attempts, with their backoff: one more try would rarely be enough. A job
+    // that failed permanently would only fail again: it is skipped.
     const reset = { resetAttemptsMade: true, resetAttemptsStarted: true };
-    if (retry) for (const { job } of failed) await job.retry('failed', reset);
-    const retried = retry ? failed.length : 0;
-    if (json) say(JSON.stringify({ jobs, retried }, null, 2));
+    const retryable = retry ? failed.filter((_, i) => !jobs[i]?.permanent) : [];
+    for (const { job } of retryable) await job.retry('failed', reset);
+    const retried = retryable.length;
+    const skipped = retry ? failed.length - retried : 0;
+    if (json) say(JSON.stringify({ jobs, retried, skipped }, null, 2));
     else if (jobs.length === 0) say('no failed jobs');
     else {
-      const header = ['queue', 'job', 'consumer', 'attempts', 'failed at', 'reason'];
+      const header = ['queue', 'job', 'consumer', 'attempts', 'failed at', 'failure', 'reason'];
       const rows = jobs.map((j) => [
         j.queue,
         j.jobId,
         j.consumer,
         j.attempts,
         j.failedAt ?? '',
+        j.permanent ? 'permanent' : 'retryable',
         clip(j.reason, 160),
       ]);
-      say(renderTable(header, rows), ...(retry ? [`retried ${retried} job(s)`] : []));
+      const skips =
+        skipped > 0
+          ? `; skipped ${skipped} that failed permanently (retrying cannot help: fix the cause and enqueue them again)`
+          : '';
+      say(renderTable(header, rows), ...(retry ? [`retried ${retried} job(s)${skips}`] : []));
     }
     return 0;
   });

@@ -125,12 +125,12 @@ function declare(program: Command, version: string, lazy: Lazy): Command {
   command(
     'failed',
     'list failed jobs, or retry them with --retry',
-    'List the failed jobs of every queue, newest first, or retry them with --retry.',
+    'List the failed jobs of every queue, newest first, or retry them with --retry. A job that failed permanently (its payload, or a refusal for good by the API) is marked so, and never retried: it would fail again.',
     [...producerGroups],
   )
-    .option('--retry', 'retry the listed failed jobs (they go back to the queue)')
+    .option('--retry', 'retry the listed failed jobs, except those that failed permanently')
     .option('--limit <n>', 'how many to list or retry, at most 10000', whole(1, 10_000), 50)
-    .option('--json', 'print {"jobs": [...], "retried": N} instead of a table');
+    .option('--json', 'print {"jobs": [...], "retried": N, "skipped": N} instead of a table');
 
   command(
     'events',

@@ -13,6 +13,10 @@ export interface Progress {
 
 const plainEveryMs = 5000;
 
+/** The detail while no worker has started what is followed: perhaps none runs. */
+export const waitingForWorker = (what: 'it' | 'them') =>
+  `waiting for a worker to start ${what} (is perks-worker work running?)`;
+
 export function createProgress(label: string, stream = process.stderr): Progress {
   return stream.isTTY ? barProgress(label, stream) : plainProgress(label, stream);
 }

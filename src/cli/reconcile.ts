@@ -4,7 +4,7 @@ import { type ReconciliationView, reconciliationView } from '../queues/inspect.j
 import type { Producer } from '../queues/producer.js';
 import type { TallyStore } from '../reconciliation/tally.js';
 import { withProducer } from './producer-session.js';
-import { createProgress } from './progress.js';
+import { createProgress, waitingForWorker } from './progress.js';
 import { reconciliationBlock, say } from './report.js';
 
 /** How often --wait reads the reconciliation's figures. */
@@ -61,7 +61,7 @@ async function follow(
         synced + failed + notEnrolled,
         total,
         view.state === 'waiting'
-          ? 'waiting for a worker to start it (is perks-worker work running?)'
+          ? waitingForWorker('it')
           : `${enqueued} enqueued, ${failed} failed, ${notEnrolled} not enrolled`,
       );
       if (view.state === 'finished' || view.state === 'failed') return view;

@@ -81,6 +81,13 @@ export async function pauseFor(
   return undefined;
 }
 
+/**
+ * Whether a failed job failed for good because retrying cannot help: steerFailure fails such a
+ * job with an UnrecoverableError, whose stack the job keeps last in its `stacktrace`.
+ */
+export const failedPermanently = (stacktrace: readonly string[] | null | undefined): boolean =>
+  /^UnrecoverableError\b/.test(stacktrace?.at(-1) ?? '');
+
 export async function steerFailure(error: unknown, ctx: Steering): Promise<never> {
   const paused = await pauseFor(error, ctx);
   if (paused) throw new BackToWait(paused);

@@ -7,13 +7,16 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest';
+import { enrollmentJobId, jobNames } from '../../src/queues/names.js';
+import { deletePrefix } from '../../src/redis/connection.js';
 import {
   bin,
   type ProcessRig,
   runCli,
   startProcessRig,
   startWorkerProcess,
+  waitFor,
 } from '../support/processes.js';
 
 let rig: ProcessRig;
@@ -200,7 +203,24 @@ describe('perks-worker enroll --file', () => {
       status: 503,
       count: 100,
     });
-    const ids = ['w_known', 'w_broken', ...Array.from({ length: 40 }, (_, i) => `w_${i}`)];
+    // A job no worker can ever run (as a client's producer of an older version might add it),
+    // pending before the file names w_perm: the file's enrollment of it is that job.
+    await rig.producer.queues.enrollment.add(
+      jobNames.enroll,
+      {
+        userId: 'w_perm',
+        consumerId: 'w_perm',
+        extraConsents: ['BASIC'],
+        removedConsents: ['BASIC'],
+      },
+      { jobId: enrollmentJobId('w_perm'), deduplication: { id: 'enroll-w_perm' } },
+    );
+    const ids = [
+      'w_known',
+      'w_broken',
+      'w_perm',
+      ...Array.from({ length: 40 }, (_, i) => `w_${i}`),
+    ];
     const path = file('wait.csv', `user_id\n${ids.join('\n')}\n`);
     // JOB_ATTEMPTS is the enqueuer's: w_broken fails for good at its first 503.
     const env = { JOB_ATTEMPTS: '1' };
@@ -211,9 +231,16 @@ describe('perks-worker enroll --file', () => {
     const worker = startWorkerProcess(rig.workerEnv());
     try {
       const run = await enroll(['--file', path, '--wait'], { env });
-      expect(run.stdout).toContain('read 42 records: enqueued 0, already pending 42,');
+      expect(run.stdout).toContain('read 43 records: enqueued 0, already pending 43,');
       expect(run.stdout).toContain(
-        'followed 42 enrollments: created 40, already enrolled 1, failed 1\nfailed 1, by reason:\n  1  ',
+        'followed 43 enrollments: created 40, already enrolled 1, failed 2\nfailed 2, by reason:\n',
+      );
+      expect(run.stdout).toContain(
+        '  1  invalid enrollment payload: removedConsents: BASIC is also an extra consent\n',
+      );
+      // Only the 503 is offered for retry: the payload would fail again.
+      expect(run.stdout).toContain(
+        "1 failed permanently: retrying cannot help (fix the cause, enroll again)\nthe other 1 is listed by 'perks-worker failed' and can be retried there\n",
       );
       expect(run.status).toBe(1);
       expect(rig.sandbox.state.counters().enrollmentsCreated).toBe(created + 40);
@@ -260,4 +287,27 @@ describe('perks-worker enroll --file', () => {
       /^enqueueing: 3000\/3000 \(100%\), \d+\/s, [\d.]+ s; enqueued 3000,/m,
     );
   });
+
+  it('--wait with no worker running says so, and on Ctrl-C that none has started them', async () => {
+    // A prefix no worker serves.
+    const idlePrefix = `${rig.queues.prefix}-idle`;
+    onTestFinished(() => deletePrefix(rig.producer.connection, idlePrefix));
+    const path = file('idle.csv', 'user_id\nidle_1\nidle_2\n');
+    const child = spawn(process.execPath, [bin, 'enroll', '--file', path, '--wait'], {
+      env: { PATH: process.env.PATH ?? '', ...rig.workerEnv(), QUEUE_PREFIX: idlePrefix },
+    });
+    let [stdout, stderr] = ['', ''];
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+    await waitFor('the hint', () => (stderr.includes('following: 0/2') ? true : undefined), 20_000);
+    expect(stderr).toMatch(
+      /^following: 0\/2 \(0%\), .*; waiting for a worker to start them \(is perks-worker work running\?\)$/m,
+    );
+    child.kill('SIGINT');
+    expect(await exited).toBe(130);
+    expect(stdout).toContain(
+      'stopped following: 0 of 2 enrollments ended (created 0, already enrolled 0, failed 0), 2 still pending; no worker has started one: they wait for perks-worker work\n',
+    );
+  }, 30_000);
 });

@@ -133,18 +133,51 @@ describe('enroll --file records', () => {
 });
 
 describe('enroll --wait summary', () => {
+  const ended = {
+    created: 5,
+    alreadyEnrolled: 2,
+    failed: 0,
+    unknown: 0,
+    failures: new Map<string, number>(),
+    permanent: 0,
+    workerSeen: true,
+    pending: 0,
+  };
+
   it('groups failures by reason, most frequent first, the rest summed', () => {
     const failures = new Map<string, number>([
       ['rare', 1],
       ['common', 30],
     ]);
     for (let i = 0; i < 10; i++) failures.set(`other ${i}`, 2);
-    const lines = followSummary(
-      { created: 5, alreadyEnrolled: 2, failed: 51, unknown: 0, failures, pending: 0 },
-      58,
-    );
+    const lines = followSummary({ ...ended, failed: 51, failures, permanent: 0 }, 58);
     expect(lines[0]).toBe('followed 58 enrollments: created 5, already enrolled 2, failed 51');
     expect(lines.slice(1, 3)).toEqual(['failed 51, by reason:', '  30  common']);
     expect(lines[12]).toBe('   3  (2 other reasons)');
+    expect(lines[13]).toBe(
+      "each failed job is listed by 'perks-worker failed' and can be retried there",
+    );
+  });
+
+  it('offers only the jobs that failed for a passing cause for retry', () => {
+    const failures = new Map([['removedConsents: BASIC is also an extra consent', 2]]);
+    const permanent = followSummary({ ...ended, failed: 2, failures, permanent: 2 }, 9);
+    expect(permanent.at(-1)).toBe(
+      '2 failed permanently: retrying cannot help (fix the cause, enroll again)',
+    );
+    failures.set('enrollConsumer: HTTP 503', 1);
+    const mixed = followSummary({ ...ended, failed: 3, failures, permanent: 2 }, 10);
+    expect(mixed.slice(-2)).toEqual([
+      '2 failed permanently: retrying cannot help (fix the cause, enroll again)',
+      "the other 1 is listed by 'perks-worker failed' and can be retried there",
+    ]);
+  });
+
+  it('says on Ctrl-C whether a worker has the pending ones in hand', () => {
+    const stopped = { ...ended, created: 0, alreadyEnrolled: 0, pending: 4 };
+    expect(followSummary({ ...stopped, workerSeen: false }, 4)[0]).toBe(
+      'stopped following: 0 of 4 enrollments ended (created 0, already enrolled 0, failed 0), 4 still pending; no worker has started one: they wait for perks-worker work',
+    );
+    expect(followSummary(stopped, 4)[0]).toMatch(/; they go on in the worker$/);
   });
 });
