@@ -60,7 +60,7 @@ const knobsOf = (quick: boolean): Knobs =>
     : {
         reconcileBatchSize: defaultWorker.reconcileBatchSize,
         reconcileMaxPending: defaultWorker.reconcileMaxPending,
-        keepCompletedJobs: defaultWorker.keepCompletedJobs,
+        keepCompletedJobs: defaultJobPolicy.keepCompletedJobs,
       };
 
 /** Consumers per sync job: the spawned worker runs with the defaults. */

@@ -35,6 +35,7 @@ export type PerksConfig = Omit<GroupValues<'perks'>, 'clientSecret' | 'clientSec
 };
 export type RedisConfig = GroupValues<'redis'>;
 export type DatabaseConfig = GroupValues<'database'>;
+export type JobsConfig = GroupValues<'jobs'>;
 export type WorkerConfig = GroupValues<'worker'>;
 export type LogConfig = GroupValues<'log'>;
 export type Config = { [G in Exclude<ConfigGroup, 'perks'>]: GroupValues<G> } & {

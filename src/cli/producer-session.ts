@@ -16,7 +16,7 @@ export async function withProducer<T>(
     clusterNodes: config.redis.clusterNodes,
     queuePrefix: config.redis.queuePrefix,
     consumerIdKey: config.consumerIds.key,
-    jobPolicy: config.worker,
+    jobPolicy: config.jobs,
     logger: createLogger(config.log),
   }).catch((error: unknown) => {
     const reason = `cannot reach Redis at ${redactUrl(config.redis.url)}: ${(error as Error).message}`;

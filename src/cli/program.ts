@@ -12,8 +12,8 @@ import { CONSENTS, type Consent, consentSchema } from '../perks/schemas.js';
 import { type InputFormat, inputFormats } from './enroll-input.js';
 import { reportUsageErrors } from './usage-errors.js';
 
-/** What a producer session reads ('worker': the jobs it enqueues get the worker's attempts). */
-export const producerGroups = ['consumerIds', 'redis', 'worker', 'log'] as const;
+/** What a producer session reads ('jobs': the jobs it enqueues get the worker's attempts). */
+export const producerGroups = ['consumerIds', 'redis', 'jobs', 'log'] as const;
 
 type CommandModule = Promise<{ run: (...args: never[]) => Promise<number> }>;
 type Lazy = (load: () => CommandModule) => (...args: unknown[]) => Promise<void>;
@@ -174,7 +174,7 @@ function declare(program: Command, version: string, lazy: Lazy): Command {
     'demo',
     'run the whole job against an in-process sandbox and show the result',
     'Run the whole job against a built-in sandbox: migrate, enroll a batch of customers, sync their rewards, change some statuses upstream and reconcile, then print what Postgres holds. Needs only Redis and PostgreSQL (REDIS_URL, DATABASE_URL). Uses its own schema (<DATABASE_SCHEMA>_demo) and queue prefix (<QUEUE_PREFIX>-demo), reset at each run.',
-    ['redis', 'database', 'worker', 'events', 'log'],
+    ['redis', 'database', 'jobs', 'worker', 'events', 'log'],
   )
     .option('--customers <n>', 'customers to enroll', whole(1, 100_000), 200)
     .option('--seed <n>', 'seed of the sandbox data', whole(1, 1_000_000), 7)

@@ -10,6 +10,7 @@ export const configGroups = [
   'consumerIds',
   'redis',
   'database',
+  'jobs',
   'worker',
   'intake',
   'events',

@@ -7,13 +7,14 @@ import { databaseVariables, redisVariables } from './connections.js';
 import type { VariableSpec } from './define.js';
 import { eventsVariables } from './events.js';
 import { intakeVariables } from './intake.js';
-import { logVariables, workerVariables } from './worker.js';
+import { jobVariables, logVariables, workerVariables } from './worker.js';
 
 export const variables = {
   ...perksVariables,
   ...consumerIdVariables,
   ...redisVariables,
   ...databaseVariables,
+  ...jobVariables,
   ...workerVariables,
   ...logVariables,
   ...intakeVariables,

@@ -1,4 +1,7 @@
-/** How `work` runs its jobs, serves its operations endpoints and logs (see define.ts). */
+/**
+ * What every job carries, whoever enqueues it (so `enroll` and the other producers read it too);
+ * how `work` runs the jobs and serves its operations endpoints; and logging (see define.ts).
+ */
 import { z } from 'zod';
 import { maxConsumersPerSyncJob } from '../queues/names.js';
 import { group, httpUrl, matches, variable, wholeNumber } from './define.js';
@@ -17,6 +20,25 @@ const password = z
   .max(256, { error: 'must be at most 256 characters' });
 const serviceName = z.string().max(255, { error: 'must be at most 255 characters' });
 const logLevel = z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
+
+export const jobVariables = group('jobs', {
+  JOB_ATTEMPTS: variable('jobAttempts', wholeNumber(1, 100), {
+    default: '8',
+    doc: 'Attempts of a job before it is failed (exponential backoff between them). Like the three below, a job carries the value of the process that enqueued it: `work`, or `enroll`, `sync`, `reconcile`.',
+  }),
+  JOB_BACKOFF_MS: variable('jobBackoffMs', wholeNumber(0, 3_600_000), {
+    default: '5000',
+    doc: 'First delay of the exponential backoff between job attempts, in milliseconds.',
+  }),
+  KEEP_COMPLETED_JOBS: variable('keepCompletedJobs', wholeNumber(0, 1_000_000), {
+    default: '1000',
+    doc: 'Completed jobs kept per queue for inspection (the oldest are removed).',
+  }),
+  KEEP_FAILED_JOBS: variable('keepFailedJobs', wholeNumber(0, 1_000_000), {
+    default: '10000',
+    doc: 'Failed jobs kept per queue for inspection and `failed --retry`.',
+  }),
+});
 
 export const workerVariables = group('worker', {
   PERKS_RATE_LIMIT_PER_SECOND: variable('rateLimitPerSecond', wholeNumber(1, 100_000).optional(), {
@@ -46,22 +68,6 @@ export const workerVariables = group('worker', {
   RECONCILE_MAX_PENDING: variable('reconcileMaxPending', wholeNumber(1, 1_000_000), {
     default: '2000',
     doc: 'A reconciliation waits while more sync jobs than this are pending, so Redis holds a bounded number of jobs.',
-  }),
-  JOB_ATTEMPTS: variable('jobAttempts', wholeNumber(1, 100), {
-    default: '8',
-    doc: 'Attempts of a job before it is failed (exponential backoff between them).',
-  }),
-  JOB_BACKOFF_MS: variable('jobBackoffMs', wholeNumber(0, 3_600_000), {
-    default: '5000',
-    doc: 'First delay of the exponential backoff between job attempts, in milliseconds.',
-  }),
-  KEEP_COMPLETED_JOBS: variable('keepCompletedJobs', wholeNumber(0, 1_000_000), {
-    default: '1000',
-    doc: 'Completed jobs kept per queue for inspection (the oldest are removed).',
-  }),
-  KEEP_FAILED_JOBS: variable('keepFailedJobs', wholeNumber(0, 1_000_000), {
-    default: '10000',
-    doc: 'Failed jobs kept per queue for inspection and `failed --retry`.',
   }),
   JOB_LOCK_MS: variable('jobLockMs', wholeNumber(1000, 3_600_000), {
     default: '30000',

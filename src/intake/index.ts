@@ -28,13 +28,13 @@ export interface IntakeDeps {
 export type Intake = Awaited<ReturnType<typeof startIntake>>;
 
 export async function startIntake(
-  config: Pick<Config, 'intake' | 'redis' | 'database' | 'worker' | 'consumerIds'>,
+  config: Pick<Config, 'intake' | 'redis' | 'database' | 'jobs' | 'consumerIds'>,
   deps: IntakeDeps,
 ) {
   const { redis, intake } = config;
   const connection = createRedisConnection(redis, 'producer', deps.logger);
   const telemetry = deps.tracing?.telemetry;
-  const queues = openQueues(connection, redis.queuePrefix, config.worker, deps.logger, telemetry);
+  const queues = openQueues(connection, redis.queuePrefix, config.jobs, deps.logger, telemetry);
   const closers: (() => Promise<void>)[] = [];
   const close = async () => {
     // Each bounded: a path whose server is gone must not hold the shutdown.

@@ -16,7 +16,10 @@ import { fanOutConsumersPerJob, syncsInFlight } from './sync-rewards-batch.js';
 export type Runtime = ReturnType<typeof createRuntime>;
 
 export function createRuntime(
-  config: Pick<Config, 'perks' | 'consumerIds' | 'redis' | 'database' | 'worker' | 'events'>,
+  config: Pick<
+    Config,
+    'perks' | 'consumerIds' | 'redis' | 'database' | 'jobs' | 'worker' | 'events'
+  >,
   logger: Logger,
   options: { telemetry?: Telemetry } = {},
 ) {
@@ -28,7 +31,7 @@ export function createRuntime(
     eventTypes: config.events.types,
   });
   const prefix = redis.queuePrefix;
-  const queues = openQueues(connection, prefix, config.worker, logger, options.telemetry);
+  const queues = openQueues(connection, prefix, config.jobs, logger, options.telemetry);
   const metrics = createMetrics();
   metrics.watchQueues(Object.values(queues));
   const client = new PerksClient({

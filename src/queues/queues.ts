@@ -1,15 +1,12 @@
 import { type DefaultJobOptions, Queue, type Telemetry } from 'bullmq';
-import type { WorkerConfig } from '../config.js';
+import type { JobsConfig } from '../config.js';
 import type { Logger } from '../ops/logger.js';
 import { oncePerOutage } from '../ops/outage.js';
 import type { RedisClient } from '../redis/connection.js';
 import { type QueueKind, queueNames } from './names.js';
 
 /** What jobs carry by default, whoever enqueues them (our CLI, the worker, a client service). */
-export type JobPolicy = Pick<
-  WorkerConfig,
-  'jobAttempts' | 'jobBackoffMs' | 'keepCompletedJobs' | 'keepFailedJobs'
->;
+export type JobPolicy = JobsConfig;
 
 export const defaultJobPolicy: JobPolicy = {
   jobAttempts: 8,

@@ -87,7 +87,17 @@ describe('perks-worker CLI', () => {
     const migrate = run(['help', 'migrate']).stdout;
     expect(migrate).toMatch(/^Environment \(docs\/configuration.md\):\n {2}DATABASE_URL, /m);
     expect(migrate).not.toContain('PERKS_CLIENT_SECRET');
-    expect(run(['help', 'work']).stdout).toContain('PERKS_CLIENT_SECRET');
+    const work = run(['help', 'work']).stdout;
+    expect(work).toContain('PERKS_CLIENT_SECRET');
+    // Producers read the policy their jobs carry, not the process settings of `work`.
+    const enroll = run(['help', 'enroll']).stdout;
+    for (const name of ['PORT', 'DASHBOARD_PASSWORD', 'OTEL_SERVICE_NAME', 'ENROLL_CONCURRENCY']) {
+      expect(work).toMatch(new RegExp(`\\b${name}\\b`));
+      expect(enroll).not.toMatch(new RegExp(`\\b${name}\\b`));
+    }
+    expect(enroll).toMatch(
+      /\bJOB_ATTEMPTS, JOB_BACKOFF_MS, KEEP_COMPLETED_JOBS, KEEP_FAILED_JOBS,/,
+    );
     expect(run(['help', 'status']).stdout).toContain('REDIS_URL');
   }, 120_000); // two dozen processes: on a loaded 2-core machine that outlasts the default 30 s
 

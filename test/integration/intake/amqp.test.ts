@@ -48,7 +48,7 @@ beforeAll(async () => {
   h = await startHarness({ env: { ENROLL_CONCURRENCY: '32', SYNC_CONCURRENCY: '32' } });
   redis = createRedisConnection(h.config.redis, 'producer');
   await connected(redis);
-  queues = openQueues(redis, h.prefix, h.config.worker);
+  queues = openQueues(redis, h.prefix, h.config.jobs);
   broker = new Connection({ url: amqpUrl, connectionName: 'amqp intake test publisher' });
   publisher = broker.createPublisher({ confirm: true });
 });
@@ -121,7 +121,7 @@ async function readyCount(queue: string): Promise<number> {
 
 /** Queues of their own whose enrollment adds first run `before`: to count them, or slow them. */
 function queuesWith(connection: RedisClient, before: () => unknown): Queues {
-  const own = openQueues(connection, h.prefix, h.config.worker);
+  const own = openQueues(connection, h.prefix, h.config.jobs);
   cleanups.push(() => closeQueues(own));
   const addBulk = own.enrollment.addBulk.bind(own.enrollment);
   own.enrollment.addBulk = async (...args) => {
