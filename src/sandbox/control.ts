@@ -97,8 +97,9 @@ export async function handleControl(ctx: SandboxContext, url: URL, reply: Reply)
       case 'GET faults':
         return reply.json(200, ctx.faults.list());
       case 'POST faults': {
-        const input = parse(z.union([faultSchema, z.array(faultSchema)]), body);
-        const faults = Array.isArray(input) ? input : [input];
+        // A list or one fault, parsed as such: an error names the field (kind: expected one of ...).
+        const many = body.kind === 'json' && Array.isArray(body.value);
+        const faults = many ? parse(z.array(faultSchema), body) : [parse(faultSchema, body)];
         // All checked before any is injected.
         for (const fault of faults) validateFault(fault);
         for (const fault of faults) ctx.faults.inject(fault);

@@ -9,7 +9,8 @@ export const faultSchema = z.strictObject({
   count: z.int().min(1).max(1_000_000),
   /**
    * delay: waits `delayMs`, the request processed at once unless applyWrite is false (a bare
-   * 504); malformed: a 200 of truncated JSON or (`body: 'wrong-shape'`) the wrong shape.
+   * 504); malformed: a 200 of truncated JSON or (`body: 'wrong-shape'`) the wrong shape. Each
+   * kind has an example in docs/commands.md (a test posts them).
    */
   kind: z.enum([
     'status',

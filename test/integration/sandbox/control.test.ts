@@ -1,7 +1,8 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { faultSchema } from '../../../src/sandbox/faults.js';
 import {
   loadScenario,
   type RewardJson,
@@ -83,6 +84,30 @@ describe('control API', () => {
     expect((await control('POST', 'faults', { route: 'x', count: 1, kind: 'reset' })).status).toBe(
       400,
     );
+  });
+
+  it('names the allowed kinds for an unknown one, alone or in a list', async () => {
+    const allowed =
+      'Invalid option: expected one of "status"|"html502"|"throttle429"|"empty401"|"empty"|"delay"|"reset"|"malformed"';
+    const one = await control('POST', 'faults', { route: 'enroll', count: 1, kind: 'html503' });
+    expect([one.status, one.json()]).toEqual([400, { error: `kind: ${allowed}` }]);
+    const list = await control('POST', 'faults', [
+      { route: 'enroll', count: 1, kind: 'reset' },
+      { route: 'enroll', count: 1, kind: 'slow' },
+    ]);
+    expect([list.status, list.json()]).toEqual([400, { error: `1.kind: ${allowed}` }]);
+  });
+
+  it('takes the example of each kind that docs/commands.md shows', async () => {
+    const docs = await readFile(new URL('../../../docs/commands.md', import.meta.url), 'utf8');
+    const examples = [...docs.matchAll(/^\| `(\w+)` \| .+ \| `(\{.+\})` \|$/gm)];
+    expect(examples.map(([, kind]) => kind)).toEqual(faultSchema.shape.kind.options);
+    for (const [, kind, json] of examples) {
+      const fault = JSON.parse(json ?? '') as { kind: string };
+      expect(fault.kind).toBe(kind);
+      expect((await control('POST', 'faults', fault)).status, kind).toBe(204);
+    }
+    await control('DELETE', 'faults');
   });
 
   it('sets, lists and clears faults; a bad list changes nothing', async () => {
