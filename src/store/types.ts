@@ -25,6 +25,16 @@ export interface RewardRecord {
   raw: Record<string, unknown>;
 }
 
+/** A reward item refused by the API client's schema (structurally the client's RejectedItem). */
+export interface RejectedRewardRecord {
+  /** The item's id when it is a uuid. */
+  rewardId: string | null;
+  /** The item as JSON text. */
+  raw: string;
+  /** Each failing field and why. */
+  error: string;
+}
+
 /** inserted + updated + unchanged = rewards given. */
 export interface RewardPageWrite {
   inserted: number;
