@@ -25,15 +25,8 @@ export interface RewardRecord {
   raw: Record<string, unknown>;
 }
 
-/** A reward item refused by the API client's schema (structurally the client's RejectedItem). */
-export interface RejectedRewardRecord {
-  /** The item's id when it is a uuid. */
-  rewardId: string | null;
-  /** The item as JSON text. */
-  raw: string;
-  /** Each failing field and why. */
-  error: string;
-}
+/** A reward item the client's schema refused: its uuid if any, its JSON text, the fields why. */
+export type RejectedRewardRecord = { rewardId: string | null; raw: string; error: string };
 
 /** inserted + updated + unchanged = rewards given. */
 export interface RewardPageWrite {
