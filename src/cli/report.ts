@@ -75,6 +75,7 @@ export function datastoreBlock(s: DatastoreSummary): string {
       ['  by consumer status', byStatus || '-'],
       ['  missing upstream', s.rewardsMissing],
       ['  total amount', s.totalAmount],
+      ['rewards rejected (rejected_rewards)', s.rewardsRejected],
       ['status changes recorded', s.statusChanges],
       ['last sync finished', s.lastSyncedAt?.toISOString() ?? '-'],
     ],

@@ -3,9 +3,11 @@
  * page and the ids seen). 500/502 are retried by the client, then BullMQ (a page written twice
  * is harmless). ERR-404-02 (not enrolled) is recorded: an outcome, not a failure. If `total`
  * moved during the walk, rows may have shifted between pages: it scans once more. Only a
- * complete, consistent scan may mark rewards missing.
+ * complete, consistent scan may mark rewards missing, and not one that refused an item (kept in
+ * rejected_rewards, the rest of its page written): the item may be a stored reward.
  */
 import type { Job } from 'bullmq';
+import type { RewardPage } from '../perks/client.js';
 import { ConsumerNotEnrolledError } from '../perks/errors.js';
 import { type PerksJob, parsePayload, rewardSyncPayloadSchema } from '../queues/payloads.js';
 import { countSyncs } from '../reconciliation/index.js';
@@ -23,6 +25,8 @@ export interface RewardSyncResult {
   /** False when the total still moved during the last scan: nothing was marked missing. */
   consistent: boolean;
   markedMissing: number;
+  /** Items the reward schema refused, over the scans. */
+  rejected: number;
 }
 
 const maxScans = 2;
@@ -62,6 +66,7 @@ export async function syncConsumer(
     scans: 0,
     consistent: false,
     markedMissing: 0,
+    rejected: 0,
   };
   // Before any request: a refusal is news from no later than this.
   const firstRequestAt = new Date();
@@ -93,17 +98,22 @@ async function scanOnce(
   const { consumerId } = result;
   const startedAt = new Date();
   const seenIds: string[] = [];
+  let rejected = 0;
   let consistent = true;
   const options = { perPage: 1000, sort: '-executed_at', signal } as const;
   for await (const page of ctx.client.listRewardPages(consumerId, options)) {
     for (const reward of page.items) seenIds.push(reward.id);
-    // Fewer distinct rewards than announced at the end: the list shifted during the walk.
-    if (page.totalChanged || (page.lastPage && new Set(seenIds).size !== page.total)) {
+    rejected += page.rejected.length;
+    // Fewer distinct items than announced at the end: the list shifted during the walk.
+    if (page.totalChanged || (page.lastPage && new Set(seenIds).size + rejected !== page.total)) {
       consistent = false;
     }
     // Stamped before the request: a slow answer must not overwrite a newer observation.
     const at = page.requestedAt;
-    const missing = consistent ? { seenIds, scanStartedAt: startedAt } : null;
+    if (page.rejected.length > 0) await recordRejected(ctx, log, consumerId, page);
+    const missing = consistent
+      ? { seenIds, scanStartedAt: startedAt, rejected: rejected > 0 }
+      : null;
     const ends = page.lastPage && (consistent || result.scans >= maxScans);
     const started = performance.now();
     const { markedMissing, ...written } = await ctx.store.writeRewardPage({
@@ -118,14 +128,30 @@ async function scanOnce(
     result.total = page.total;
     addWrites(result.written, written);
     result.markedMissing += markedMissing;
+    result.rejected += page.rejected.length;
     const pages = Math.max(1, Math.ceil(page.total / page.perPage));
     // Progress is for long walks; a one-page sync would only pay a Redis round trip for it.
     if (pages > 1)
       await job.updateProgress({ consumerId, page: page.page, pages, total: page.total });
-    const fields = { page: page.page, pages, items: page.items.length, total: page.total };
+    const { items, rejected: refused, total } = page;
+    const fields = { page: page.page, pages, items: items.length, rejected: refused.length, total };
     const end = ends ? { markedMissing, finished: true } : {};
     const writeMs = Math.round(performance.now() - started);
     log.info({ ...fields, ...written, ...end, writeMs }, 'reward page written');
   }
   return consistent;
+}
+
+// Logged without the item's text, which may be huge: rejected_rewards.raw holds it.
+async function recordRejected(
+  ctx: JobContext,
+  log: JobContext['logger'],
+  consumerId: string,
+  page: RewardPage,
+): Promise<void> {
+  await ctx.store.recordRejectedRewards(consumerId, page.rejected, page.requestedAt);
+  ctx.metrics.rewardsRejected(page.rejected.length);
+  for (const { rewardId, error } of page.rejected) {
+    log.warn({ page: page.page, rewardId, error }, 'reward item refused; kept in rejected_rewards');
+  }
 }

@@ -107,6 +107,11 @@ export function jobMetrics(registers: Registry[]) {
     help: 'Reward pages written to Postgres.',
     registers,
   });
+  const rejected = new Counter({
+    name: 'perks_worker_rewards_rejected_total',
+    help: 'Reward items the schema refused, at every sync that read them (kept in rejected_rewards; the rest of their page is written).',
+    registers,
+  });
   const enrollments = new Counter({
     name: 'perks_worker_enrollments_total',
     help: 'Consumers enrolled, per outcome (created, or already_enrolled: a 409).',
@@ -138,6 +143,7 @@ export function jobMetrics(registers: Registry[]) {
         rewards.inc({ result }, written[result]);
       statusChanges.inc(written.statusChanges);
     },
+    rewardsRejected: (count: number) => rejected.inc(count),
     enrollment: (outcome: 'created' | 'already_enrolled') => enrollments.inc({ outcome }),
     /** `retried_alone`: it failed inside a job of several consumers and got a job of its own. */
     rewardSync: (outcome: RewardSyncOutcome) => rewardSyncs.inc({ outcome }),

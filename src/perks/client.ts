@@ -164,7 +164,8 @@ export class PerksClient {
         { operation, page, items: parsed.items.length, total: parsed.total },
         'perks: fetched a rewards page',
       );
-      return { ...parsed, json: response.body };
+      // With an item left out, the body is no longer what `items` parse from.
+      return parsed.rejected.length > 0 ? parsed : { ...parsed, json: response.body };
     });
   }
 

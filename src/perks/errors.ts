@@ -93,14 +93,12 @@ export class TransportError extends PerksError {
   }
 }
 
-/** A 2xx body that is not JSON or not the schema: `path` names the field, `index` the item. */
+/** A 2xx body that is not JSON or not the schema: `path` names the field. */
 export class ResponseShapeError extends PerksError {
   readonly path: string;
-  readonly index: number | undefined;
-  constructor(message: string, details: PerksErrorDetails & { path?: string; index?: number }) {
+  constructor(message: string, details: PerksErrorDetails & { path?: string }) {
     super(message, details);
     this.path = details.path ?? '';
-    this.index = details.index;
   }
 }
 

@@ -1,10 +1,21 @@
 /**
- * Reward pages, accepted whole or not at all (one bad item fails the page). The walk stops at
- * ceil(total / per_page) and refuses a server that repeats a page or over-delivers.
+ * Reward pages. A malformed envelope fails the page; a malformed item is set aside in `rejected`
+ * (naming its fields) and the page's other items go on. The walk stops at ceil(total / per_page)
+ * and refuses a server that repeats a page or over-delivers.
  */
 import { z } from 'zod';
 import { ResponseShapeError } from './errors.js';
-import { collectionSchema, type Reward, safeParseReward } from './schemas.js';
+import { collectionSchema, type Reward, safeParseReward, uuidSchema } from './schemas.js';
+
+/** An item the reward schema refused. */
+export interface RejectedItem {
+  /** The item's id when it is a uuid. */
+  rewardId: string | null;
+  /** The item as JSON text. */
+  raw: string;
+  /** Each failing field and why: `amount: must ...; brand.logo: must ...`. */
+  error: string;
+}
 
 export interface RewardPage {
   page: number;
@@ -12,8 +23,9 @@ export interface RewardPage {
   /** Records matching the filters, as this page announced it. */
   total: number;
   items: Reward[];
-  /** The response body as received (JSON text): `items` are its `items`, parsed, in order. */
-  json: string;
+  rejected: RejectedItem[];
+  /** The response body as received (JSON text) when no item was rejected: its `items`, parsed. */
+  json?: string;
   lastPage: boolean;
   /** This page's total differs from page 1's: records came or went mid-walk; rescan later. */
   totalChanged: boolean;
@@ -21,41 +33,46 @@ export interface RewardPage {
   requestedAt: Date;
 }
 
-type ParsedPage = Pick<RewardPage, 'page' | 'perPage' | 'total' | 'items'>;
+type ParsedPage = Pick<RewardPage, 'page' | 'perPage' | 'total' | 'items' | 'rejected'>;
 
 /** A failed parse -> one ResponseShapeError naming the first failing field. */
-export function shapeError(
-  operation: string,
-  error: z.ZodError,
-  prefix: PropertyKey[] = [],
-): ResponseShapeError {
+export function shapeError(operation: string, error: z.ZodError): ResponseShapeError {
   const issue = error.issues[0];
-  const fullPath = [...prefix, ...(issue?.path ?? [])];
-  const path = z.core.toDotPath(fullPath) || '(root)';
-  const index =
-    fullPath[0] === 'items' && typeof fullPath[1] === 'number' ? fullPath[1] : undefined;
+  const path = z.core.toDotPath(issue?.path ?? []) || '(root)';
   const why = issue?.message ?? 'invalid';
   const message = `${operation}: response does not match the schema at ${path}: ${why}`;
-  return new ResponseShapeError(message, { operation, path, index });
+  return new ResponseShapeError(message, { operation, path });
 }
 
 export function parseRewardPage(operation: string, json: unknown): ParsedPage {
   const envelope = collectionSchema.safeParse(json);
   if (!envelope.success) throw shapeError(operation, envelope.error);
-  const items = envelope.data.items.map((item, index) => {
+  const items: Reward[] = [];
+  const rejected: RejectedItem[] = [];
+  for (const item of envelope.data.items) {
     const parsed = safeParseReward(item);
-    if (!parsed.success) throw shapeError(operation, parsed.error, ['items', index]);
-    return parsed.data;
-  });
+    if (parsed.success) items.push(parsed.data);
+    else rejected.push(rejectedItem(item, parsed.error));
+  }
   const { page, per_page: perPage, total } = envelope.data.meta;
-  return { page, perPage, total, items };
+  return { page, perPage, total, items, rejected };
+}
+
+function rejectedItem(item: unknown, error: z.ZodError): RejectedItem {
+  const id = (item as { id?: unknown } | null)?.id;
+  const fields = error.issues.map((i) => `${z.core.toDotPath(i.path) || '(item)'}: ${i.message}`);
+  return {
+    rewardId: uuidSchema.safeParse(id).success ? (id as string).toLowerCase() : null,
+    raw: JSON.stringify(item),
+    error: fields.join('; '),
+  };
 }
 
 /** Walks pages 1..n. `fetchPage` fetches and parses one page. */
 export async function* walkRewardPages(
   operation: string,
   perPage: number,
-  fetchPage: (page: number) => Promise<ParsedPage & { json: string }>,
+  fetchPage: (page: number) => Promise<ParsedPage & Pick<RewardPage, 'json'>>,
 ): AsyncGenerator<RewardPage, void, undefined> {
   let firstTotal: number | undefined;
   let servedPerPage: number | undefined;
@@ -74,12 +91,13 @@ export async function* walkRewardPages(
     if (parsed.perPage !== servedPerPage) {
       throw fail(`per_page changed from ${servedPerPage} to ${parsed.perPage}`);
     }
-    if (parsed.items.length > parsed.perPage) {
-      throw fail(`${parsed.items.length} items exceed per_page ${parsed.perPage}`);
+    const received = parsed.items.length + parsed.rejected.length;
+    if (received > parsed.perPage) {
+      throw fail(`${received} items exceed per_page ${parsed.perPage}`);
     }
     const announced = Math.max(0, parsed.total - (page - 1) * parsed.perPage);
-    if (parsed.items.length > announced) {
-      throw fail(`${parsed.items.length} items where total ${parsed.total} leaves ${announced}`);
+    if (received > announced) {
+      throw fail(`${received} items where total ${parsed.total} leaves ${announced}`);
     }
     const firstId = parsed.items[0]?.id;
     if (firstId !== undefined && firstId === previousFirstId) {
@@ -89,7 +107,7 @@ export async function* walkRewardPages(
     firstTotal ??= parsed.total;
     const pageCount = Math.ceil(parsed.total / parsed.perPage);
     // An empty page ends the walk even if total promised more: records went away mid-walk.
-    const lastPage = page >= pageCount || parsed.items.length === 0;
+    const lastPage = page >= pageCount || received === 0;
     yield { ...parsed, lastPage, totalChanged: parsed.total !== firstTotal, requestedAt };
     if (lastPage) return;
     previousFirstId = firstId;

@@ -53,9 +53,17 @@ export function canonicalDecimal(value: string): string {
   return value.startsWith('-') && !isZero ? `-${digits}` : digits;
 }
 
-const amountPatternSchema = z.string().regex(AMOUNT_PATTERN, {
-  error: 'must be a decimal string matching the spec pattern',
-});
+/** Fits PostgreSQL's numeric: 131072 digits before the point (leading zeros aside), 16383 after. */
+function fitsNumeric(amount: string): boolean {
+  if (amount.length <= 16383) return true;
+  const [whole = '', fraction = ''] = amount.replace(/^[+-]/, '').split('.');
+  return whole.replace(/^0+/, '').length <= 131072 && fraction.length <= 16383;
+}
+
+const amountPatternSchema = z
+  .string()
+  .regex(AMOUNT_PATTERN, { error: 'must be a decimal string matching the spec pattern' })
+  .refine(fitsNumeric, { error: 'must have at most 131072 digits before the point, 16383 after' });
 
 export const amountSchema = amountPatternSchema.transform(canonicalDecimal);
 
@@ -70,9 +78,9 @@ const transactionSchema = z.looseObject({
 
 const brandSchema = z.looseObject({
   name: z.string().nullable(),
-  // http(s) only: a logo is rendered to consumers, a javascript: or data: URL must not pass.
+  // Any scheme, as the spec says "URI": whoever renders a logo picks the schemes it shows.
   logo: z
-    .url({ protocol: /^https?$/, error: 'must be an absolute http(s) URL' })
+    .url({ error: 'must be an absolute URI' })
     .max(2083, { error: 'must be at most 2083 characters' })
     .nullable()
     .optional(),

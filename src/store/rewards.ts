@@ -27,11 +27,16 @@ export interface WriteRewardPageInput {
 }
 
 export interface FinishSync {
-  /** What a COMPLETE, consistent scan saw; null when the scan may not mark anything missing. */
+  /**
+   * What a COMPLETE, consistent scan saw, null for any other: the consumer's rejected_rewards
+   * not seen since `scanStartedAt` are removed, and unlisted rewards marked missing.
+   */
   missing: {
     seenIds: readonly string[];
     /** When the scan read its first page: rewards first seen after it may be unlisted yet. */
     scanStartedAt: Date;
+    /** It rejected an item, maybe a stored reward's: nothing is marked missing. */
+    rejected?: boolean;
   } | null;
   /** When the sync finished: missing_since of newly missing rewards, and last_synced_at. */
   at: Date;
@@ -83,19 +88,20 @@ export async function writeRewardPages(
   assertDisjoint(pages);
   const withItems = pages.filter((page) => page.ids.length > 0);
   const itemsJson = `[${withItems.map((page) => page.entryJson).join(',')}]`;
-  const marking = pages.some((page) => page.finish?.missing);
+  const marks = (finish?: FinishSync) => Boolean(finish?.missing && !finish.missing.rejected);
+  const marking = pages.some((page) => marks(page.finish));
   const notMissing = marking ? pages.flatMap((page) => page.ids) : [];
   const pagesJson = JSON.stringify(
     pages.map((page, p) => {
       const { finish } = page;
       // Not push(...ids): a spread of 10^5 arguments overflows the stack.
-      if (marking && finish?.missing) for (const id of finish.missing.seenIds) notMissing.push(id);
+      if (marks(finish)) for (const id of finish?.missing?.seenIds ?? []) notMissing.push(id);
       return {
         p,
         consumer_id: page.consumerId,
         observed_at: page.observedAt,
         finish: finish !== undefined,
-        mark_missing: Boolean(finish?.missing),
+        mark_missing: marks(finish),
         scan_started_at: finish?.missing?.scanStartedAt ?? null,
         at: finish?.at ?? null,
       };

@@ -5,7 +5,7 @@ import { consumerQueries } from './consumers.js';
 import { assertSchemaName, quoteIdentifier } from './identifier.js';
 import { defaultWriterLimits, RewardWriter } from './reward-writer.js';
 import type { FinishSync, RewardPageResult, WriteRewardPageInput } from './rewards.js';
-import { type RewardEventType, rewardEventTypes } from './types.js';
+import { type RejectedRewardRecord, type RewardEventType, rewardEventTypes } from './types.js';
 
 export type { RewardPageWrite, RewardRecord } from './types.js';
 
@@ -56,6 +56,19 @@ export function createStore(config: StoreConfig, options: StoreOptions = {}) {
     /** One API page, its events and, given `finish`, the end of its sync, in one statement. */
     writeRewardPage: (input: WriteRewardPageInput): Promise<RewardPageResult> =>
       writer.write(input),
+    /** A page's refused items, read at `at`; the page's write or a later one removes them. */
+    recordRejectedRewards: async (
+      consumerId: string,
+      items: readonly RejectedRewardRecord[],
+      at: Date,
+    ): Promise<void> => {
+      const rows = items.map(({ rewardId, raw, error }) => ({ reward_id: rewardId, raw, error }));
+      await pool.query(`select ${s}.record_rejected_rewards($1, $2, $3)`, [
+        consumerId,
+        JSON.stringify(rows),
+        at,
+      ]);
+    },
     ...consumerQueries(pool, s),
     /** The end of a sync without a page: marks rewards missing and sets last_synced_at. */
     finishSync: async ({

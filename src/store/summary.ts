@@ -11,6 +11,8 @@ export interface DatastoreSummary {
   synced: number;
   rewards: number;
   rewardsMissing: number;
+  /** Rows of rejected_rewards: reward items a sync refused. */
+  rewardsRejected: number;
   statusChanges: number;
   rewardsByConsumerStatus: Record<string, number>;
   totalAmount: string;
@@ -25,7 +27,12 @@ export interface ConsumerFailure {
 
 export async function readSummary(pool: pg.Pool, schema: string): Promise<DatastoreSummary> {
   const s = quoteIdentifier(assertSchemaName(schema));
-  const { rows } = await pool.query<DatastoreSummary>(`select * from ${s}.datastore_summary()`);
+  // rejected_rewards is counted here: a new column of datastore_summary would change its return
+  // type, which an older build's `create or replace` of it could not apply again.
+  const { rows } = await pool.query<DatastoreSummary>(
+    `select *, (select count(*)::int from ${s}.rejected_rewards) as "rewardsRejected"
+       from ${s}.datastore_summary()`,
+  );
   const row = rows[0];
   if (!row) throw new Error('summary query returned no row');
   return row;

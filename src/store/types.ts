@@ -25,6 +25,9 @@ export interface RewardRecord {
   raw: Record<string, unknown>;
 }
 
+/** A reward item the client's schema refused: its uuid if any, its JSON text, the fields why. */
+export type RejectedRewardRecord = { rewardId: string | null; raw: string; error: string };
+
 /** inserted + updated + unchanged = rewards given. */
 export interface RewardPageWrite {
   inserted: number;

@@ -76,6 +76,7 @@ describe('migrate', () => {
     );
     expect(tables.map((t) => t.table_name)).toEqual([
       'consumers',
+      'rejected_rewards',
       'reward_event_cursors',
       'reward_event_failures',
       'reward_event_pending',
@@ -121,8 +122,8 @@ describe('migrate', () => {
          where table_schema like 'perks%' group by 1 order by 1`,
       );
       expect(rows).toEqual([
-        { table_schema: 'perks', n: 10 },
-        { table_schema: 'perks_alt', n: 10 },
+        { table_schema: 'perks', n: 11 },
+        { table_schema: 'perks_alt', n: 11 },
       ]);
     } finally {
       await db.drop();
@@ -182,7 +183,10 @@ describe('migrate', () => {
     await query(old.url, 'drop table perks.schema_repeatable_migrations');
 
     const upgrade = await migrate({ databaseUrl: old.url, schema: 'perks' });
-    expect(upgrade.applied).toEqual(['000006_drop_write_reward_pages_overload.sql']);
+    expect(upgrade.applied).toEqual([
+      '000006_drop_write_reward_pages_overload.sql',
+      '000007_rejected_rewards.sql',
+    ]);
     const fresh = newDatabaseUrl();
     await migrate({ databaseUrl: fresh.url, schema: 'perks' });
     const upgraded = await functionsOf(old.url);
@@ -201,6 +205,7 @@ describe('migrate', () => {
       'perks.notify_signup_outbox()',
       'perks.record_consumer_error(text,text,text)',
       'perks.record_enrollment(text,text,timestamp with time zone,text,text[],text[])',
+      'perks.record_rejected_rewards(text,jsonb,timestamp with time zone)',
       'perks.record_reward_event_failure(bigint,text,integer,text)',
       'perks.release_reward_event_pending(text[])',
       'perks.replay_reward_events(bigint)',
@@ -270,12 +275,12 @@ describe('perks-worker migrate', () => {
     const first = capture();
     expect(await run()).toBe(0);
     expect(first.out.join('')).toBe(
-      `created database ${name}\napplied 000001_init.sql\napplied 000002_write_reward_pages.sql\napplied 000003_not_enrolled_race.sql\napplied 000004_signup_outbox.sql\napplied 000005_reward_events.sql\napplied 000006_drop_write_reward_pages_overload.sql\nschema perks is at 000006 (6 migrations)\n`,
+      `created database ${name}\napplied 000001_init.sql\napplied 000002_write_reward_pages.sql\napplied 000003_not_enrolled_race.sql\napplied 000004_signup_outbox.sql\napplied 000005_reward_events.sql\napplied 000006_drop_write_reward_pages_overload.sql\napplied 000007_rejected_rewards.sql\nschema perks is at 000007 (7 migrations)\n`,
     );
     vi.restoreAllMocks();
     const second = capture();
     expect(await run()).toBe(0);
-    expect(second.out.join('')).toBe('schema perks is at 000006 (6 migrations)\n');
+    expect(second.out.join('')).toBe('schema perks is at 000007 (7 migrations)\n');
   });
 
   it('says in one line that the server cannot be reached, and exits 1', async () => {

@@ -135,7 +135,7 @@ describe('listRewardPages', () => {
     ]);
   });
 
-  it('a bad item fails the page, naming index and field; no item of it is yielded', async () => {
+  it('a bad item is set aside, naming its field; the page and the walk go on without the body', async () => {
     api = fakeApi({
       api: rewardsServer(4, (page, body) => {
         if (page !== 2) return body;
@@ -143,14 +143,20 @@ describe('listRewardPages', () => {
         return { ...body, items };
       }),
     });
-    const seen: RewardPage[] = [];
-    const error = await (async () => {
-      for await (const page of api.client.listRewardPages(CONSUMER, { perPage: 2 }))
-        seen.push(page);
-    })().catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(ResponseShapeError);
-    expect(error).toMatchObject({ path: 'items[1].amount', index: 1 });
-    expect(seen.map((p) => p.page)).toEqual([1]);
+    const pages = await collect(api.client.listRewardPages(CONSUMER, { perPage: 2 }));
+    expect(pages.map((p) => [p.page, p.items.length, p.rejected.length, p.lastPage])).toEqual([
+      [1, 2, 0, false],
+      [2, 1, 1, true],
+    ]);
+    const [first, second] = pages;
+    expect(first?.json).toEqual(expect.any(String));
+    // The SQL reads the rewards from the body: one holding a refused item is not sent.
+    expect(second?.json).toBeUndefined();
+    expect(second?.rejected[0]).toEqual({
+      rewardId: expect.stringMatching(/^[0-9a-f-]{36}$/),
+      raw: expect.stringContaining('"amount":"12,5"'),
+      error: 'amount: must be a decimal string matching the spec pattern',
+    });
   });
 
   it.each([
@@ -178,7 +184,7 @@ describe('walkRewardPages', () => {
       asked.push(Date.now());
       await new Promise((resolve) => setTimeout(resolve, 30));
       const item = wireReward();
-      return { page, perPage: 1, total: 2, items: [item as never], json: '' };
+      return { page, perPage: 1, total: 2, items: [item as never], rejected: [], json: '' };
     });
     const stamps: number[] = [];
     for await (const page of pages) stamps.push(page.requestedAt.getTime());

@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { ResponseShapeError } from '../../../src/perks/errors.js';
 import { parseRewardPage } from '../../../src/perks/paging.js';
 import {
   AMOUNT_PATTERN,
@@ -135,6 +134,16 @@ describe('safeParseReward', () => {
     expect('logo' in noLogo.brand).toBe(false);
   });
 
+  it('accepts a logo of any scheme, and amounts up to what PostgreSQL numeric stores', () => {
+    for (const logo of ['data:image/png;base64,iVBO', 'ftp://cdn.test/a.png', 'urn:logo:acme']) {
+      expect(parseReward(wireReward({ brand: { name: 'A', logo } })).brand.logo).toBe(logo);
+    }
+    const widest = `-${'0'.repeat(50)}${'9'.repeat(131072)}.${'9'.repeat(16383)}`;
+    expect(parseReward(wireReward({ amount: widest })).amount).toBe(widest.replace(/0{50}/, ''));
+    const tooLong = safeParseReward(wireReward({ amount: `1${'0'.repeat(131072)}` }));
+    expect(!tooLong.success && tooLong.error.issues[0]?.message).toMatch(/at most 131072 digits/);
+  });
+
   it('accepts unknown type and status values (open sets)', () => {
     const reward = parseReward(wireReward({ type: 'VOUCHER', status: 'CANCELLED' }));
     expect(reward.type).toBe('VOUCHER');
@@ -150,7 +159,8 @@ describe('safeParseReward', () => {
     ['an amount as a number', { amount: 12.5 }, 'amount'],
     ['a brand without the name key', { brand: { logo: null } }, 'brand.name'],
     ['a relative logo', { brand: { name: 'A', logo: '/logo.png' } }, 'brand.logo'],
-    ['a javascript: logo', { brand: { name: 'A', logo: 'javascript:alert(1)' } }, 'brand.logo'],
+    ['a logo without a scheme', { brand: { name: 'A', logo: 'cdn.test/logo.png' } }, 'brand.logo'],
+    ['an amount past numeric', { amount: `0.${'1'.repeat(16384)}` }, 'amount'],
     [
       'a logo over 2083 chars',
       { brand: { name: 'A', logo: `https://x.test/${'a'.repeat(2070)}` } },
@@ -170,15 +180,29 @@ describe('safeParseReward', () => {
 });
 
 describe('parseRewardPage', () => {
-  it('fails the whole page on one bad item, naming its index and field', () => {
-    const items = [wireReward(), wireReward(), wireReward(), wireReward()];
-    delete items[3]?.amount;
-    const error = catchError(() =>
-      parseRewardPage('listRewardPages', { items, meta: { page: 1, per_page: 10, total: 4 } }),
-    );
-    expect(error).toBeInstanceOf(ResponseShapeError);
-    expect(error).toMatchObject({ path: 'items[3].amount', index: 3 });
-    expect((error as Error).message).toContain('items[3].amount');
+  it('sets each bad item aside with every failing field named; keeps the others', () => {
+    const items: unknown[] = [wireReward(), wireReward(), wireReward(), wireReward(), 7];
+    items[1] = wireReward({ id: 'not-a-uuid' });
+    items[3] = wireReward({ amount: '1e5', brand: { name: 'A', logo: 'logo.png' } });
+    const page = parseRewardPage('listRewardPages', {
+      items,
+      meta: { page: 1, per_page: 10, total: 5 },
+    });
+    expect(page.items.map((r) => r.raw)).toEqual([items[0], items[2]]);
+    expect(page.rejected).toEqual([
+      { rewardId: null, raw: JSON.stringify(items[1]), error: 'id: must be a uuid' },
+      {
+        rewardId: (items[3] as { id: string }).id.toLowerCase(),
+        raw: JSON.stringify(items[3]),
+        error:
+          'amount: must be a decimal string matching the spec pattern; brand.logo: must be an absolute URI',
+      },
+      {
+        rewardId: null,
+        raw: '7',
+        error: '(item): Invalid input: expected object, received number',
+      },
+    ]);
   });
 
   it.each([

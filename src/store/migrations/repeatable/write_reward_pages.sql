@@ -1,20 +1,22 @@
 -- write_reward_pages(rewards, pages, not_missing, event_types): writes reward pages of distinct
 -- consumers in one statement: creates missing consumer rows, upserts the rewards, records status
--- changes and reward events and, on a sync's last page (`finish`), marks unlisted rewards missing
--- and sets last_synced_at (never backwards). Returns p and the counts of each page that did
--- something.
+-- changes and reward events, removes the rejected_rewards a valid version answers and, on a
+-- sync's last page (`finish`), marks unlisted rewards missing and sets last_synced_at (never
+-- backwards). Returns p and the counts of each page that did something.
 -- $1 jsonb [{ consumer_id, body }]: body is the API's response as sent; each of its `items`
 --    is stored as `raw`, the columns read from it. $2 jsonb [{ p, consumer_id, observed_at,
---    finish, mark_missing, scan_started_at, at }], one per page, with rows or not. $3 uuid[]:
---    ids never marked missing (the finishing scans' ids and this call's rows). $4 text[]: the
---    event types to record (EVENT_TYPES).
+--    finish, mark_missing, scan_started_at, at }], one per page, with rows or not;
+--    scan_started_at when the scan was complete and consistent, mark_missing when it also
+--    rejected no item. $3 uuid[]: ids never marked missing (the finishing scans' ids and this
+--    call's rows). $4 text[]: the event types to record (EVENT_TYPES).
 -- Pages of one call share no consumer and no reward id: the statement cannot touch a row twice.
 --
 -- Stale-write guard: a stored row is only overwritten by a strictly newer observation
 -- (rewards.observed_at < excluded.observed_at), so concurrent syncs converge on the newest.
 -- A stored reward is rewritten only when its content changed, it comes back from missing or
 -- its last_seen_at is over an hour old; others are not even locked and write no WAL. Only a
--- complete scan whose total did not move marks rewards missing, never one seen since it began.
+-- complete scan whose total did not move and that rejected no item (it may be a stored
+-- reward's) marks rewards missing, never one seen since it began.
 --
 -- Not enrolled: a successful sync whose last request went out after consumers.not_enrolled_at
 -- clears it (in the `consumer` step), so the consumer rejoins reconciliation. A trigger would
@@ -74,6 +76,17 @@ begin
                   or x.last_seen_at < f.observed_at - interval '1 hour') as write
       from rewards x where x.id = r.id offset 0
     ) s on true
+  ),
+  cleared as (
+    -- Refused items (rejected_rewards) this call answers: a valid version of the reward read
+    -- since, and at the end of a complete scan each one that scan did not see. Found by an
+    -- index probe per page's consumer (an array: never a scan of the table), not per row.
+    delete from rejected_rewards x
+    using page f
+    where x.consumer_id = any(array(select g.consumer_id from page g))
+      and x.consumer_id = f.consumer_id
+      and (x.last_seen_at <= f.observed_at and x.reward_id in (select i.id from input i)
+           or f.finish and x.last_seen_at < f.scan_started_at)
   ),
   consumer as (
     insert into consumers as c (consumer_id, last_synced_at)
