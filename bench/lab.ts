@@ -13,7 +13,7 @@ import type { Runtime } from '../src/jobs/runtime.js';
 import { syncsInFlight as syncsInFlightOf } from '../src/jobs/sync-rewards-batch.js';
 import type { RunningWorker } from '../src/jobs/worker.js';
 import type { Logger } from '../src/ops/logger.js';
-import type { QueueKind } from '../src/queues/names.js';
+import type { JobQueueKind } from '../src/queues/names.js';
 import { deletePrefix } from '../src/redis/connection.js';
 import type { SandboxOptions } from '../src/sandbox/index.js';
 import { quoteIdentifier } from '../src/store/identifier.js';
@@ -154,7 +154,7 @@ export interface Lab {
   worker: RunningWorker;
   config: Config;
   /** Jobs completed and failed for good, per queue, since the lab started. */
-  counts: Record<QueueKind, { completed: number; failed: number }>;
+  counts: Record<JobQueueKind, { completed: number; failed: number }>;
   /** Resolves once `condition` holds (polled every 5 ms); rejects on a job failed for good. */
   until(condition: () => boolean, timeoutMs: number): Promise<void>;
   close(): Promise<void>;
@@ -209,8 +209,8 @@ export async function startLab(run: BenchRun, options: LabOptions): Promise<Lab>
     };
     let failure: string | undefined;
     for (const [kind, w] of Object.entries(worker.workers) as [
-      QueueKind,
-      RunningWorker['workers'][QueueKind],
+      JobQueueKind,
+      RunningWorker['workers'][JobQueueKind],
     ][]) {
       w.on('completed', () => {
         counts[kind].completed += 1;

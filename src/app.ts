@@ -68,7 +68,8 @@ export async function startPerksWorker(
   const minted = await (stopping ? Promise.race([probe, stopping.then(() => false)]) : probe);
   const { queuePrefix: prefix } = redis;
   const worker = startWorker(ctx, connection, prefix, settings, telemetry);
-  const webhooks = startWebhooks(config, { store: ctx.store, connection, metrics, logger });
+  const queue = ctx.queues.webhooks;
+  const webhooks = startWebhooks(config, { store: ctx.store, connection, queue, metrics, logger });
   // Registers (or with `off` removes) the cron; a failure is logged, the worker runs on.
   const cron = settings.reconcileCron;
   const scheduled = registerReconcileSchedule(ctx.queues, connection, prefix, cron, logger).catch(

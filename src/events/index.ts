@@ -7,13 +7,14 @@
  * once: a crash between a POST and its cursor move resends (receivers dedupe on `webhook-id`).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Job, Queue, Worker } from 'bullmq';
+import { type Job, type Queue, Worker } from 'bullmq';
 import type pg from 'pg';
 import type { Config } from '../config.js';
 import type { Logger } from '../ops/logger.js';
 import type { Metrics, WebhookMetrics } from '../ops/metrics.js';
 import { outageLogger } from '../ops/outage.js';
 import { within } from '../ops/timeouts.js';
+import { queueNames } from '../queues/names.js';
 import type { RedisClient } from '../redis/connection.js';
 import {
   advanceCursor,
@@ -27,32 +28,30 @@ import { quoteIdentifier } from '../store/identifier.js';
 import type { Store } from '../store/store.js';
 import { WebhookSender } from './webhook.js';
 
-export const webhookQueueName = 'webhooks';
 export const deliverJobName = 'deliver-events';
 
 export type DeliveryJobData = { consumerId: string };
 
 export type Webhooks = { close(): Promise<void> };
 
-/** What delivery works with: the feed's pool and schema, the worker's Redis connection. */
+/** What delivery works with: the feed's pool and schema, the worker's Redis and webhooks queue. */
 export interface WebhookParts {
   store: Pick<Store, 'pool' | 'schema'>;
   connection: RedisClient;
+  queue: Queue<DeliveryJobData>;
   logger: Logger;
-  metrics: Pick<Metrics, 'webhookDelivery' | 'watchDeliveryLag'>;
+  metrics: WebhookMetrics & Pick<Metrics, 'watchDeliveryLag'>;
 }
 
 export function startWebhooks(
   config: Pick<Config, 'events' | 'redis' | 'worker'>,
-  { store, connection, logger, metrics }: WebhookParts,
+  { store, connection, queue, logger, metrics }: WebhookParts,
 ): Webhooks | undefined {
   const { webhookUrl: url, webhookSecret: secret, webhookConcurrency: concurrency } = config.events;
   if (!url || !secret) return undefined;
   const { pool } = store;
   const schema = quoteIdentifier(store.schema);
   const prefix = config.redis.queuePrefix;
-  const queue = new Queue<DeliveryJobData>(webhookQueueName, { connection, prefix });
-  queue.on('error', () => {}); // the worker's connection logs its outages
   const { webhookTimeoutMs: timeoutMs, webhookMaxAgeHours } = config.events;
   const sender = new WebhookSender({ url, secret, timeoutMs, connections: concurrency });
   const maxAgeMs = webhookMaxAgeHours * 3_600_000;
@@ -65,7 +64,6 @@ export function startWebhooks(
   return {
     async close() {
       await within(10_000, delivery.close());
-      await within(5000, queue.close());
       await within(5000, sender.close());
     },
   };
@@ -154,7 +152,7 @@ async function deliverConsumerEvents(
 export function startWebhookDelivery(options: WebhookDeliveryOptions): Webhooks {
   const { logger } = options;
   const worker = new Worker<DeliveryJobData>(
-    webhookQueueName,
+    queueNames.webhooks,
     (job, _token, signal) => deliverConsumerEvents(job, options, signal),
     {
       connection: options.connection,
@@ -172,8 +170,10 @@ export function startWebhookDelivery(options: WebhookDeliveryOptions): Webhooks 
   worker.on('lockRenewalFailed', (jobIds: string[]) => {
     for (const id of jobIds) worker.cancelJob(id, 'lock lost');
   });
+  worker.on('completed', (job) => options.metrics.jobCompleted(job.queueName));
   worker.on('failed', (job, { message }) => {
     if (!job) return;
+    options.metrics.jobFailed(job.queueName, 'error', job.finishedOn !== undefined);
     const fields = { consumerId: job.data.consumerId, attempt: job.attemptsMade, err: { message } };
     logger.warn(fields, 'webhook delivery refused; will retry');
   });

@@ -4,7 +4,7 @@ import type { z } from 'zod';
 import type { WorkerConfig } from '../config.js';
 import { oncePerOutage } from '../ops/outage.js';
 import { within } from '../ops/timeouts.js';
-import { jobNames, type QueueKind, queueNames } from '../queues/names.js';
+import { type JobQueueKind, jobNames, queueNames } from '../queues/names.js';
 import { type JobName, jobPayloadSchemas, type PerksJob } from '../queues/payloads.js';
 import { processReconciliation } from '../reconciliation/fan-out.js';
 import { countFailedForGood, processReconcileTick } from '../reconciliation/index.js';
@@ -48,7 +48,7 @@ export function startWorker(
   };
   // By the job's name; another queue's job or an unknown one runs as `main`, whose payload
   // check then names what is wrong.
-  const start = (queue: QueueKind, concurrency: number, main: JobName, ...others: JobName[]) => {
+  const start = (queue: JobQueueKind, concurrency: number, main: JobName, ...others: JobName[]) => {
     const processor = steered(ctx, async (job, _token, signal) => {
       const name = others.find((known) => known === job.name) ?? main;
       return (processors[name] as (job: Job, signal?: AbortSignal) => unknown)(job, signal);
@@ -56,7 +56,7 @@ export function startWorker(
     return watched(new Worker(queueNames[queue], processor, { ...common, concurrency }), ctx);
   };
   const { enroll, syncRewards, syncRewardsBatch, reconcile, reconcileTick } = jobNames;
-  const workers: Record<QueueKind, Worker> = {
+  const workers: Record<JobQueueKind, Worker> = {
     enrollment: start('enrollment', config.enrollConcurrency, enroll),
     rewardSync: start('rewardSync', config.syncConcurrency, syncRewards, syncRewardsBatch),
     // 2: the cron tick must be able to run (and be deduplicated) while a reconciliation runs.

@@ -11,7 +11,9 @@ export type { FailureReason } from './metrics-jobs.js';
 export type JobMetrics = ReturnType<typeof jobMetrics>;
 export type WorkerMetrics = Omit<ReturnType<typeof workerMetrics>, 'watchQueues'>;
 export type IntakeMetrics = ReturnType<typeof intakeMetrics>;
-export type WebhookMetrics = Pick<ReturnType<typeof webhookMetrics>, 'webhookDelivery'>;
+/** Delivery jobs count as jobs of their queue too. */
+export type WebhookMetrics = Pick<ReturnType<typeof webhookMetrics>, 'webhookDelivery'> &
+  Pick<WorkerMetrics, 'jobCompleted' | 'jobFailed'>;
 export type Metrics = ReturnType<typeof createMetrics>;
 
 /** Gauges named like counters, which `promtool check metrics` refuses; each sums a kept gauge. */

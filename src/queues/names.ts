@@ -5,9 +5,13 @@ export const queueNames = {
   enrollment: 'enrollment',
   rewardSync: 'reward-sync',
   reconciliation: 'reconciliation',
+  /** Webhook deliveries (src/events), processed only where WEBHOOK_URL is set. */
+  webhooks: 'webhooks',
 } as const;
 
 export type QueueKind = keyof typeof queueNames;
+/** The queues src/jobs processes. */
+export type JobQueueKind = Exclude<QueueKind, 'webhooks'>;
 
 /** Most consumers one sync job may carry (SYNC_CONSUMERS_PER_JOB is at most this). */
 export const maxConsumersPerSyncJob = 100;

@@ -18,7 +18,7 @@ export const defaultJobPolicy: JobPolicy = {
 export type Queues = Record<QueueKind, Queue>;
 
 /**
- * The three queues on one shared connection (Queue objects do not block), logging the first
+ * Every queue on one shared connection (Queue objects do not block), logging the first
  * error of an outage, not every reconnect. With `telemetry`, a job carries its producer's trace.
  */
 export function openQueues(
@@ -44,11 +44,9 @@ export function openQueues(
     queue.on('error', outage.error);
     return queue;
   };
-  return {
-    enrollment: open('enrollment'),
-    rewardSync: open('rewardSync'),
-    reconciliation: open('reconciliation'),
-  };
+  // Webhook delivery jobs carry options of their own (src/events): these defaults never apply.
+  const kinds = Object.keys(queueNames) as QueueKind[];
+  return Object.fromEntries(kinds.map((kind) => [kind, open(kind)])) as Queues;
 }
 
 export async function closeQueues(queues: Queues): Promise<void> {

@@ -11,9 +11,9 @@ import {
   type DeliveryJobData,
   startWebhookDelivery,
   type Webhooks,
-  webhookQueueName,
 } from '../../src/events/index.js';
 import { WebhookSender } from '../../src/events/webhook.js';
+import { queueNames } from '../../src/queues/names.js';
 import { enqueueRewardSync, startReconciliation } from '../../src/queues/producer.js';
 import { listDeliveries, replayFrom } from '../../src/store/event-deliveries.js';
 import { sleep, waitFor } from '../support/processes.js';
@@ -196,7 +196,7 @@ describe('reward events as signed webhooks', () => {
   it('gives an event up once refused for longer than the max age, and lists it as failed', async () => {
     await webhooks?.close();
     webhooks = undefined;
-    const queue = new Queue<DeliveryJobData>(webhookQueueName, {
+    const queue = new Queue<DeliveryJobData>(queueNames.webhooks, {
       connection: harness.runtime.connection,
       prefix: harness.prefix,
     });

@@ -174,6 +174,7 @@ describe('work on a Redis Cluster', () => {
       'enrollment',
       'reconciliation',
       'reward-sync',
+      'webhooks',
     ]);
 
     const status = await cli('status');

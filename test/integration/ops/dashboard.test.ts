@@ -93,7 +93,12 @@ describe('/dashboard', () => {
       queues: { name: string; readOnlyMode: boolean; counts: Record<string, number> }[];
     };
     const byName = new Map(body.queues.map((q) => [q.name, q]));
-    expect([...byName.keys()].sort()).toEqual(['enrollment', 'reconciliation', 'reward-sync']);
+    expect([...byName.keys()].sort()).toEqual([
+      'enrollment',
+      'reconciliation',
+      'reward-sync',
+      'webhooks',
+    ]);
     expect(byName.get('enrollment')?.counts).toMatchObject({ completed: 1, failed: 1 });
     expect(byName.get('reward-sync')?.counts).toMatchObject({ completed: 1 });
     for (const queue of body.queues) expect(queue.readOnlyMode).toBe(true);
