@@ -194,6 +194,7 @@ export async function startLab(run: BenchRun, options: LabOptions): Promise<Lab>
       // BENCH_EVENT_TYPES (env.ts): the same runs with and without the reward events.
       EVENT_TYPES: run.env.eventTypes.join(',') || 'none',
       PERKS_RECONCILE_CRON: 'off',
+      EVENT_RETENTION_DAYS: 'off',
       OUTBOX: 'off',
       PORT: '0',
       OPS_HOST: '127.0.0.1',

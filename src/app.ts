@@ -12,7 +12,7 @@ import { type Config, insecureHttpWarning } from './config.js';
 import { startWebhooks, type Webhooks } from './events/index.js';
 import { type Intake, startIntake } from './intake/index.js';
 import { createRuntime, type Runtime } from './jobs/runtime.js';
-import { registerReconcileSchedule } from './jobs/schedule.js';
+import { registerReconcileSchedule, schedulePruning } from './jobs/schedule.js';
 import { type RunningWorker, startWorker } from './jobs/worker.js';
 import { createDashboard, dashboardPath } from './ops/dashboard.js';
 import { closeServer, PortInUseError, startOpsServer } from './ops/health.js';
@@ -70,14 +70,16 @@ export async function startPerksWorker(
   const worker = startWorker(ctx, connection, prefix, settings, telemetry);
   const queue = ctx.queues.webhooks;
   const webhooks = startWebhooks(config, { store: ctx.store, connection, queue, metrics, logger });
-  // Registers (or with `off` removes) the cron; a failure is logged, the worker runs on.
+  // Registers (or with `off` removes) the schedules; a failure is logged, the worker runs on.
+  const failed = (what: string) => (error: unknown) =>
+    logger.error({ err: { message: String(error) } }, `could not register ${what}`);
   const cron = settings.reconcileCron;
-  const scheduled = registerReconcileSchedule(ctx.queues, connection, prefix, cron, logger).catch(
-    (error: unknown) => {
-      const err = { message: String(error) };
-      logger.error({ err }, 'could not register the reconciliation schedule');
-    },
-  );
+  const scheduled = Promise.all([
+    registerReconcileSchedule(ctx.queues, connection, prefix, cron, logger).catch(
+      failed('the reconciliation schedule'),
+    ),
+    schedulePruning(ctx.queues, config.events.retentionDays).catch(failed('the event pruning')),
+  ]);
   const opsPort = (server.address() as AddressInfo).port;
   logger.info(
     {

@@ -92,6 +92,7 @@ function demoEnvironment(sandbox: Sandbox, schema: string, prefix: string) {
     PERKS_CONSUMER_ID_KEY: demoConsumerIdKey,
     PERKS_RATE_LIMIT_PER_SECOND: '',
     PERKS_RECONCILE_CRON: 'off',
+    EVENT_RETENTION_DAYS: 'off',
     QUEUE_PREFIX: prefix,
     DATABASE_SCHEMA: schema,
     JOB_BACKOFF_MS: '200',

@@ -11,6 +11,10 @@ const eventTypes = z
   .string()
   .transform((value) => (value === 'none' ? [] : commaList(value)))
   .pipe(z.array(eventType));
+/** Whole days, or `off` (undefined): events kept for ever. */
+const retentionDays = z.union([z.literal('off').transform(() => undefined), wholeNumber(1, 3650)], {
+  error: 'must be a whole number of days from 1 to 3650, or off',
+});
 const whsec = matches(/^whsec_[A-Za-z0-9+/]{16,}={0,2}$/, 'must be whsec_ followed by base64');
 
 export const eventsVariables = group('events', {
@@ -18,6 +22,10 @@ export const eventsVariables = group('events', {
     default: rewardEventTypes.join(','),
     example: 'reward.status_changed,reward.missing',
     doc: 'Reward changes recorded in `reward_events` (and so delivered), a comma list, or `none`. Leave out `reward.created` for a first backfill of millions of rewards.',
+  }),
+  EVENT_RETENTION_DAYS: variable('retentionDays', retentionDays, {
+    default: '30',
+    doc: 'Events recorded longer ago than this are deleted (`work` prunes within a minute of its start, then hourly, once for all replicas), with their delivery failures; with webhooks on, never one not yet delivered or given up. `off`: kept for ever.',
   }),
   WEBHOOK_URL: variable('webhookUrl', httpUrl.optional(), {
     example: 'https://hooks.example.com/perks',

@@ -18,6 +18,11 @@ export interface JobContext {
   logger: Logger;
   /** `consumersPerJob`: of the sync jobs it fans out (`fanOutConsumersPerJob`). */
   reconcile: { batchSize: number; maxPending: number; consumersPerJob: number };
+  /**
+   * Reward events older than `days` are pruned (none when undefined); with `keepUndelivered`
+   * (webhooks on), never one not yet delivered or given up.
+   */
+  eventRetention: { days: number | undefined; keepUndelivered: boolean };
   /** Counters of job outcomes (the worker) and of domain facts (the processors). */
   metrics: JobMetrics & WorkerMetrics;
 }

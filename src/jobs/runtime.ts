@@ -56,6 +56,10 @@ export function createRuntime(
       maxPending: config.worker.reconcileMaxPending,
       consumersPerJob: fanOutConsumersPerJob(config.worker),
     },
+    eventRetention: {
+      days: config.events.retentionDays,
+      keepUndelivered: config.events.webhookUrl !== undefined,
+    },
     metrics,
   };
   return {

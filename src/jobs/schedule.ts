@@ -1,5 +1,5 @@
 import type { Logger } from '../ops/logger.js';
-import { jobNames, reconcileSchedulerId } from '../queues/names.js';
+import { jobNames, pruneSchedulerId, reconcileSchedulerId } from '../queues/names.js';
 import type { Queues } from '../queues/queues.js';
 import type { RedisClient } from '../redis/connection.js';
 import { acquireRedisLock } from '../redis/lock.js';
@@ -36,4 +36,27 @@ export async function registerReconcileSchedule(
   } finally {
     await lock.release();
   }
+}
+
+const hourMs = 3_600_000;
+
+/**
+ * The feed's pruning, once for all replicas: an hourly scheduler (every replica upserts the same
+ * one; its next job keeps its id and time) and a run at start, deduplicated for a minute so that
+ * replicas starting together prune once. `off` (undefined) removes the scheduler.
+ */
+export async function schedulePruning(
+  queues: Pick<Queues, 'reconciliation'>,
+  retentionDays: number | undefined,
+): Promise<void> {
+  const queue = queues.reconciliation;
+  if (retentionDays === undefined) {
+    await queue.removeJobScheduler(pruneSchedulerId);
+    return;
+  }
+  // A new `every` scheduler runs at once: its first run is set an hour away, after ours.
+  const startDate = Date.now() + hourMs;
+  const job = { name: jobNames.pruneEvents, data: {} };
+  await queue.upsertJobScheduler(pruneSchedulerId, { every: hourMs, startDate }, job);
+  await queue.add(job.name, job.data, { deduplication: { id: pruneSchedulerId, ttl: 60_000 } });
 }

@@ -12,6 +12,7 @@ import type { RedisClient } from '../redis/connection.js';
 import type { JobContext } from './context.js';
 import { processEnrollment } from './enroll.js';
 import { BackToWait, failureReason, steerFailure } from './failures.js';
+import { processPruneEvents } from './prune-events.js';
 import { processRewardSync } from './sync-rewards.js';
 import { processRewardSyncBatch } from './sync-rewards-batch.js';
 
@@ -45,6 +46,7 @@ export function startWorker(
     [jobNames.syncRewardsBatch]: (job, signal) => processRewardSyncBatch(job, ctx, signal),
     [jobNames.reconcile]: (job, signal) => processReconciliation(job, ctx, signal),
     [jobNames.reconcileTick]: () => processReconcileTick(ctx),
+    [jobNames.pruneEvents]: (_job, signal) => processPruneEvents(ctx, signal),
   };
   // By the job's name; another queue's job or an unknown one runs as `main`, whose payload
   // check then names what is wrong.
@@ -55,12 +57,13 @@ export function startWorker(
     });
     return watched(new Worker(queueNames[queue], processor, { ...common, concurrency }), ctx);
   };
-  const { enroll, syncRewards, syncRewardsBatch, reconcile, reconcileTick } = jobNames;
+  const { enroll, syncRewards, syncRewardsBatch, reconcile, reconcileTick, pruneEvents } = jobNames;
   const workers: Record<JobQueueKind, Worker> = {
     enrollment: start('enrollment', config.enrollConcurrency, enroll),
     rewardSync: start('rewardSync', config.syncConcurrency, syncRewards, syncRewardsBatch),
-    // 2: the cron tick must be able to run (and be deduplicated) while a reconciliation runs.
-    reconciliation: start('reconciliation', 2, reconcile, reconcileTick),
+    // 3: the cron tick (deduplicated) and the pruning must be able to run while a
+    // reconciliation runs. Housekeeping goes here: this queue is never paused by the API.
+    reconciliation: start('reconciliation', 3, reconcile, reconcileTick, pruneEvents),
   };
   /** Stops taking jobs, waits up to `timeoutMs` for active ones, then cancels what is left. */
   const close = (timeoutMs: number) => closeWorkers(Object.values(workers), timeoutMs);

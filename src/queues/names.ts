@@ -24,10 +24,15 @@ export const jobNames = {
   reconcile: 'reconcile',
   /** Fired by the cron scheduler; it only starts a (deduplicated) reconciliation. */
   reconcileTick: 'reconcile-tick',
+  /** Deletes the reward events past EVENT_RETENTION_DAYS; on the reconciliation queue. */
+  pruneEvents: 'prune-events',
 } as const;
 
 /** The one id of the reconciliation schedule, so every replica upserts the same scheduler. */
 export const reconcileSchedulerId = 'reconcile-schedule';
+
+/** The hourly pruning's scheduler, and the deduplication id of the pruning at start. */
+export const pruneSchedulerId = 'prune-events-schedule';
 
 /** At most one reconciliation is pending or running at a time, whoever started it. */
 export const reconcileDeduplicationId = 'reconciliation';

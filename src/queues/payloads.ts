@@ -115,6 +115,8 @@ export const jobPayloadSchemas = {
   [jobNames.reconcile]: reconciliationPayloadSchema,
   // The cron scheduler's tick carries nothing: it only starts a reconciliation.
   [jobNames.reconcileTick]: z.strictObject({}),
+  // The pruning reads its retention from the config of the replica that runs it.
+  [jobNames.pruneEvents]: z.strictObject({}),
 } as const;
 
 export type JobName = keyof typeof jobPayloadSchemas;

@@ -1,8 +1,8 @@
 /**
  * Webhook delivery state over reward_events (migration 000005): reward_event_pending (consumers
  * with undelivered events), reward_event_cursors (the last event id delivered or given up, per
- * consumer: delivery goes in id order), reward_event_failures. Each operation is a function of
- * migrations/repeatable/ that states its rules. `schema` is quoted.
+ * consumer: delivery goes in id order), reward_event_failures; and the feed's retention. Each
+ * operation is a function of migrations/repeatable/ that states its rules. `schema` is quoted.
  */
 import type pg from 'pg';
 
@@ -128,4 +128,30 @@ export async function replayFrom(pool: pg.Pool, schema: string, fromId: string):
     [fromId],
   );
   return rows[0]?.n ?? 0;
+}
+
+type PruneBatch = { deleted: number; lastId: string | null; old: number };
+
+/**
+ * One batch of the retention: `maxRows` events read after `afterId`, the old ones deleted. `old`:
+ * those read older than the cutoff, deleted or kept; `lastId` null: none left to read.
+ */
+export async function pruneRewardEventBatch(
+  pool: pg.Pool,
+  schema: string,
+  input: { cutoff: Date; keepUndelivered: boolean; afterId: string; maxRows: number },
+): Promise<PruneBatch> {
+  const { cutoff, keepUndelivered, afterId, maxRows } = input;
+  const sql = `select deleted, last_id as "lastId", old from ${schema}.prune_reward_events($1, $2, $3, $4)`;
+  const { rows } = await pool.query<PruneBatch>(sql, [cutoff, keepUndelivered, afterId, maxRows]);
+  return rows[0] ?? { deleted: 0, lastId: null, old: 0 };
+}
+
+/** The first event the feed still holds, if any. */
+export async function oldestEvent(
+  pool: pg.Pool,
+  schema: string,
+): Promise<{ id: string; createdAt: Date } | undefined> {
+  const sql = `select id, created_at as "createdAt" from ${schema}.oldest_reward_event()`;
+  return (await pool.query<{ id: string; createdAt: Date }>(sql)).rows[0];
 }

@@ -62,9 +62,10 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     JOB_BACKOFF_MS: '50',
     KEEP_COMPLETED_JOBS: '10000',
     SHUTDOWN_TIMEOUT_MS: '2000',
-    // The schedule would leave a delayed job, and `idle` waits for none; tests that drain an
+    // The schedules would leave a delayed job, and `idle` waits for none; tests that drain an
     // outbox start their own drain.
     PERKS_RECONCILE_CRON: 'off',
+    EVENT_RETENTION_DAYS: 'off',
     OUTBOX: 'off',
     PORT: '0',
     OPS_HOST: '127.0.0.1',

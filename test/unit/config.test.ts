@@ -240,6 +240,20 @@ describe('loadConfig', () => {
     );
   });
 
+  it('keeps events 30 days by default, a number of days or `off`, and names a wrong value', () => {
+    expect(loadConfig(['events'], {}).events.retentionDays).toBe(30);
+    expect(loadConfig(['events'], { EVENT_RETENTION_DAYS: '7' }).events.retentionDays).toBe(7);
+    expect(loadConfig(['events'], { EVENT_RETENTION_DAYS: 'off' }).events.retentionDays).toBe(
+      undefined,
+    );
+    expect(problemsOf(() => loadConfig(['events'], { EVENT_RETENTION_DAYS: '0' }))).toEqual([
+      'EVENT_RETENTION_DAYS: is invalid: must be at least 1, got "0"',
+    ]);
+    expect(problemsOf(() => loadConfig(['events'], { EVENT_RETENTION_DAYS: 'never' }))).toEqual([
+      'EVENT_RETENTION_DAYS: is invalid: must be a whole number of days from 1 to 3650, or off, got "never"',
+    ]);
+  });
+
   it('needs WEBHOOK_URL and WEBHOOK_SECRET together, https unless loopback', () => {
     const secret = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
     expect(

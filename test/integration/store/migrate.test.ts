@@ -203,6 +203,8 @@ describe('migrate', () => {
       'perks.mark_signups_processed(bigint[],text[],text[])',
       'perks.notify_reward_events()',
       'perks.notify_signup_outbox()',
+      'perks.oldest_reward_event()',
+      'perks.prune_reward_events(timestamp with time zone,boolean,bigint,integer)',
       'perks.record_consumer_error(text,text,text)',
       'perks.record_enrollment(text,text,timestamp with time zone,text,text[],text[])',
       'perks.record_rejected_rewards(text,jsonb,timestamp with time zone)',

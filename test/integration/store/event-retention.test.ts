@@ -1,0 +1,113 @@
+/**
+ * The feed's retention against a real PostgreSQL: old events deleted a bounded batch per
+ * statement, with their failures; recent ones kept; with webhooks on, none past its consumer's
+ * cursor (not yet delivered nor given up); EVENT_RETENTION_DAYS=off deletes nothing.
+ */
+import { pino } from 'pino';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { processPruneEvents } from '../../../src/jobs/prune-events.js';
+import { oldestEvent, pruneRewardEventBatch } from '../../../src/store/event-deliveries.js';
+import { createStore, type Store } from '../../../src/store/store.js';
+import { createTestDatabase, type TestDatabase } from '../../support/database.js';
+
+let db: TestDatabase;
+let store: Store;
+const logs: Record<string, unknown>[] = [];
+const logger = pino({ level: 'info' }, { write: (line: string) => logs.push(JSON.parse(line)) });
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  store = createStore({ url: db.url, schema: 'perks', poolSize: 2 });
+});
+afterAll(async () => {
+  await store.close();
+  await db.drop();
+});
+beforeEach(async () => {
+  logs.length = 0;
+  await store.pool.query(
+    'truncate perks.reward_events, perks.reward_event_failures, perks.reward_event_cursors restart identity',
+  );
+});
+
+/** `count` events of `consumerId` recorded `daysAgo` days ago, as one statement: ids in order. */
+async function record(consumerId: string, daysAgo: number, count: number): Promise<void> {
+  await store.pool.query(
+    `insert into perks.reward_events (type, consumer_id, reward_id, data, created_at)
+     select 'reward.created', $1, gen_random_uuid(), '{}', now() - make_interval(days => $2)
+       from generate_series(1, $3)`,
+    [consumerId, daysAgo, count],
+  );
+}
+
+async function kept(): Promise<Record<string, number>> {
+  const { rows } = await store.pool.query<{ consumer_id: string; n: number }>(
+    'select consumer_id, count(*)::int as n from perks.reward_events group by 1 order by 1',
+  );
+  return Object.fromEntries(rows.map((r) => [r.consumer_id, r.n]));
+}
+
+const prune = (days: number | undefined, keepUndelivered = false) =>
+  processPruneEvents({ store, logger, eventRetention: { days, keepUndelivered } });
+
+describe('reward event retention', () => {
+  it('deletes at most max_rows events per statement, the old ones only, in id order', async () => {
+    await record('old', 40, 2500);
+    await record('new', 1, 10);
+    const cutoff = new Date(Date.now() - 30 * 86_400_000);
+    const input = { cutoff, keepUndelivered: false, afterId: '0', maxRows: 1000 };
+    const first = await pruneRewardEventBatch(store.pool, '"perks"', input);
+    expect(first).toEqual({ deleted: 1000, lastId: '1000', old: 1000 });
+    expect(await kept()).toEqual({ new: 10, old: 1500 });
+    const last = await pruneRewardEventBatch(store.pool, '"perks"', { ...input, afterId: '2000' });
+    expect(last).toEqual({ deleted: 500, lastId: '2510', old: 500 });
+  });
+
+  it('prunes every old event in batches, keeps the recent ones, and logs the run', async () => {
+    await record('old', 40, 12_000);
+    await record('new', 29, 300);
+    await store.pool.query(
+      `insert into perks.reward_event_failures (event_id, consumer_id, attempts, last_error)
+       values (5, 'old', 3, 'answered 500'), (12005, 'new', 3, 'answered 500')`,
+    );
+    const result = await prune(30);
+    expect(result.deleted).toBe(12_000);
+    expect(await kept()).toEqual({ new: 300 });
+    const { rows } = await store.pool.query(
+      'select event_id::int from perks.reward_event_failures',
+    );
+    expect(rows).toEqual([{ event_id: 12005 }]);
+    expect(logs.filter((l) => l.msg === 'reward events pruned')).toEqual([
+      expect.objectContaining({ deleted: 12_000, retentionDays: 30, cutoff: result.cutoff }),
+    ]);
+    expect((await oldestEvent(store.pool, '"perks"'))?.id).toBe('12001');
+  });
+
+  it('reaches old events written after more than a batch of recent ones', async () => {
+    await record('new', 0, 6073);
+    await record('old', 40, 500);
+    expect((await prune(30)).deleted).toBe(500);
+    expect(await kept()).toEqual({ new: 6073 });
+  });
+
+  it('with webhooks on, keeps each old event its consumer has not had delivered or given up', async () => {
+    await record('delivered', 40, 10); // ids 1-10
+    await record('behind', 40, 10); // 11-20, delivered through 15
+    await record('never', 40, 10); // 21-30, no cursor: nothing delivered
+    await store.pool.query(
+      `insert into perks.reward_event_cursors (consumer_id, delivered_through)
+       values ('delivered', 10), ('behind', 15)`,
+    );
+    expect((await prune(30, true)).deleted).toBe(15);
+    expect(await kept()).toEqual({ behind: 5, never: 10 });
+    // Without webhooks, the retention alone decides.
+    expect((await prune(30, false)).deleted).toBe(15);
+    expect(await kept()).toEqual({});
+  });
+
+  it('deletes nothing with EVENT_RETENTION_DAYS=off', async () => {
+    await record('old', 4000, 5);
+    expect(await prune(undefined)).toEqual({ deleted: 0 });
+    expect(await kept()).toEqual({ old: 5 });
+  });
+});
