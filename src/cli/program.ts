@@ -135,17 +135,17 @@ function declare(program: Command, version: string, lazy: Lazy): Command {
   command(
     'events',
     'list reward events and their webhook delivery, or replay them',
-    'List the latest reward events with their webhook delivery state (delivered, pending, failed), newest first. `perks-worker events replay --from <id>` delivers again from an id.',
+    'List the latest reward events with their webhook delivery state (delivered, pending, failed; `not sent` without webhooks), newest first, then the delivery lag and the retention. `perks-worker events replay --from <id>` delivers again from an id.',
     ['database', 'events'],
   )
     .option('--failed', 'only the events given up after WEBHOOK_MAX_AGE_HOURS')
     .option('--limit <n>', 'how many to list, at most 10000', whole(1, 10_000), 20)
     .command('replay')
     .description(
-      'Deliver every event from an id on again: the consumers concerned go back before it, and a running `perks-worker work` with WEBHOOK_URL set delivers them in order.',
+      'Deliver every event from an id on again: the consumers concerned go back before it, and a running `perks-worker work` with WEBHOOK_URL set delivers them in order. Without WEBHOOK_URL here, nothing is replayed.',
     )
     .requiredOption('--from <event-id>', 'the first event id to deliver again', eventId)
-    .addHelpText('after', () => environmentHelp(['database']))
+    .addHelpText('after', () => environmentHelp(['database', 'events']))
     .action(lazy(async () => ({ run: (await import('./events.js')).replay })));
 
   command(
