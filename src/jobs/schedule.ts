@@ -42,8 +42,9 @@ const hourMs = 3_600_000;
 
 /**
  * The feed's pruning, once for all replicas: an hourly scheduler (every replica upserts the same
- * one; its next job keeps its id and time) and a run at start, deduplicated for a minute so that
- * replicas starting together prune once. `off` (undefined) removes the scheduler.
+ * one; its next job keeps its id and time) and a run 15 s after start, deduplicated while it is
+ * pending or running, so replicas starting together share it and a later restart prunes anew.
+ * `off` (undefined) removes the scheduler.
  */
 export async function schedulePruning(
   queues: Pick<Queues, 'reconciliation'>,
@@ -58,5 +59,5 @@ export async function schedulePruning(
   const startDate = Date.now() + hourMs;
   const job = { name: jobNames.pruneEvents, data: {} };
   await queue.upsertJobScheduler(pruneSchedulerId, { every: hourMs, startDate }, job);
-  await queue.add(job.name, job.data, { deduplication: { id: pruneSchedulerId, ttl: 60_000 } });
+  await queue.add(job.name, job.data, { delay: 15_000, deduplication: { id: pruneSchedulerId } });
 }

@@ -77,6 +77,27 @@ describe('event retention', () => {
     expect(next[0]?.delay).toBeGreaterThan(59 * 60_000);
   }, 90_000);
 
+  it('prunes again when a replica starts after that run', async () => {
+    await rig.store.pool.query(
+      `insert into perks.reward_events (type, consumer_id, reward_id, data, created_at)
+       select 'reward.created', 'ret_late', gen_random_uuid(), '{}', now() - interval '40 days'
+         from generate_series(1, 20)`,
+    );
+    const late = startWorkerProcess(env);
+    workers.push(late);
+    await waitFor(
+      'late events pruned',
+      async () => ((await count('true')) === 50 ? true : undefined),
+      60_000,
+      500,
+    );
+    // Run by whichever replica took the job.
+    const runs = workers.flatMap(
+      (w) => w.output().match(/"deleted":20,.*"reward events pruned"/g) ?? [],
+    );
+    expect(runs).toHaveLength(1);
+  }, 90_000);
+
   it('events shows the retention and the oldest event kept, and calls nothing pending', async () => {
     const oldest = (
       await rig.store.pool.query<{ id: string; at: Date }>(
