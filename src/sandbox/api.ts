@@ -4,7 +4,7 @@ import { applyFault, type FaultController } from './faults.js';
 import type { Reply } from './reply.js';
 import type { SandboxSettings } from './server.js';
 import type { SandboxState } from './state.js';
-import { basicMatches, type TokenAuthority } from './tokens.js';
+import { basicClient, type TokenAuthority } from './tokens.js';
 import { rewardPathErrors, validateEnrollment, validateRewardList } from './validation.js';
 
 const supportedApiVersions: readonly string[] = ['2.0.0'];
@@ -52,7 +52,8 @@ export async function handleApi(ctx: SandboxContext, url: URL, reply: Reply): Pr
 }
 
 async function issueToken(ctx: SandboxContext, body: ParsedBody, reply: Reply): Promise<void> {
-  if (!basicMatches(reply.req.headers.authorization, ctx.clientId, ctx.clientSecret)) {
+  const clientId = basicClient(reply.req.headers.authorization, ctx.tokens.clients);
+  if (clientId === undefined) {
     return reply.error(401, 'ERR-401-00', {
       headers: { 'www-authenticate': 'Basic realm="perks"' },
     });
@@ -70,7 +71,7 @@ async function issueToken(ctx: SandboxContext, body: ParsedBody, reply: Reply): 
     const errors = [{ loc: ['body', 'scope'], msg, type: 'value_error' }];
     return reply.error(400, 'ERR-400-00', { errors });
   }
-  const minted = await ctx.state.mintToken(ctx.clientId, scopes);
+  const minted = await ctx.state.mintToken(clientId, scopes);
   reply.send(200, JSON.stringify(minted), 'application/json', { 'cache-control': 'no-store' });
 }
 

@@ -1,7 +1,9 @@
 /**
  * The control API under /_sandbox/ (JSON, no auth): 400 {error} for an invalid body, 404 for an
- * unknown route, consumer or reward, 409 for an existing consumer. Reset keeps tokens valid.
+ * unknown route, consumer, reward or client, 409 for an existing consumer. Reset keeps tokens
+ * and API clients.
  */
+import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { decodeSegment, type ParsedBody, readBody, type SandboxContext } from './api.js';
 import { faultSchema, validateFault } from './faults.js';
@@ -90,6 +92,19 @@ export async function handleControl(ctx: SandboxContext, url: URL, reply: Reply)
         const minted = await state.mintToken('sandbox-control', input.scopes ?? ['PERKS'], input);
         return reply.json(200, minted);
       }
+      case 'POST clients': {
+        // As the administration console does it: the secret is shown once.
+        const client = {
+          client_id: `cli_${randomBytes(6).toString('hex')}`,
+          client_secret: `sk_sandbox_${randomBytes(24).toString('hex')}`,
+        };
+        ctx.tokens.clients.set(client.client_id, client.client_secret);
+        return reply.json(201, client);
+      }
+      case 'DELETE clients/2':
+        if (!ctx.tokens.clients.delete(id ?? ''))
+          throw new SandboxLookupError(404, `no client ${id}`);
+        return reply.send(204, '');
       case 'POST tokens/2':
         if (id !== 'revoke') break;
         state.revokeTokens();

@@ -61,6 +61,7 @@ export async function startSandbox(options: SandboxOptions = {}) {
   if (!parsed.success) throw new RangeError(`sandbox options: ${z.prettifyError(parsed.error)}`);
   const settings = parsed.data;
   const tokens = await TokenAuthority.create(settings.program, settings.tokenTtlSeconds);
+  tokens.clients.set(settings.clientId, settings.clientSecret);
   const state = new SandboxState(settings.seed, settings.autoEnroll, tokens);
   const faults = new FaultController();
   const timers = new Set<NodeJS.Timeout>();

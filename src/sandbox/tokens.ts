@@ -27,6 +27,8 @@ const cacheLimit = 10_000;
 export class TokenAuthority {
   private generation = 0;
   private readonly verified = new Map<string, Claims>();
+  /** API clients, id to secret. Deleting one stops its mints; its tokens live until they expire. */
+  readonly clients = new Map<string, string>();
 
   private constructor(
     private readonly keys: GenerateKeyPairResult,
@@ -88,22 +90,20 @@ export class TokenAuthority {
   }
 }
 
-/** `Basic base64(id:secret)`, each part form-urlencoded (RFC 6749 §2.3.1). */
-export function basicMatches(authorization: string | undefined, id: string, secret: string) {
+/** The client whose id and secret `Basic base64(id:secret)` holds, each part form-urlencoded. */
+export function basicClient(authorization: string | undefined, clients: Map<string, string>) {
   const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(authorization ?? '');
   const decoded = Buffer.from(match?.[1] ?? '', 'base64').toString('utf8');
   const colon = decoded.indexOf(':');
-  if (colon <= 0) return false;
+  if (colon <= 0) return undefined;
   const formDecode = (part: string) => decodeURIComponent(part.replaceAll('+', ' '));
   try {
+    const id = formDecode(decoded.slice(0, colon));
     const presented = Buffer.from(formDecode(decoded.slice(colon + 1)));
-    const expected = Buffer.from(secret);
-    return (
-      formDecode(decoded.slice(0, colon)) === id &&
-      presented.length === expected.length &&
-      timingSafeEqual(presented, expected)
-    );
+    const expected = Buffer.from(clients.get(id) ?? '');
+    const ok = expected.length > 0 && presented.length === expected.length;
+    return ok && timingSafeEqual(presented, expected) ? id : undefined;
   } catch {
-    return false; // not percent-encoding
+    return undefined; // not percent-encoding
   }
 }

@@ -157,6 +157,27 @@ describe('bearer checks on API calls', () => {
   });
 });
 
+describe('API clients', () => {
+  it('are created through the control API; a deleted one mints no more, its tokens live on', async () => {
+    const clients = `${sandbox.baseUrl}/_sandbox/clients`;
+    const created = await call(clients, { method: 'POST' });
+    expect(created.status).toBe(201);
+    const { client_id: id, client_secret: secret } = created.json() as Record<string, string>;
+    expect(secret).toMatch(/^sk_sandbox_\S+$/);
+    const minted = await tokenRequest({ authorization: basicAuth(id ?? '', secret ?? '') });
+    expect(minted.status).toBe(200);
+    const token = (minted.json() as { access_token: string }).access_token;
+
+    expect((await call(`${clients}/${id}`, { method: 'DELETE' })).status).toBe(204);
+    const refused = await tokenRequest({ authorization: basicAuth(id ?? '', secret ?? '') });
+    expect(envelopeOf(refused)).toMatchObject({ status: 401, code: 'ERR-401-00' });
+    const url = `${sandbox.baseUrl}${rewardsPath}`;
+    expect((await call(url, { headers: apiHeaders(token) })).status).toBe(200);
+    expect((await call(`${clients}/${id}`, { method: 'DELETE' })).status).toBe(404);
+    await fetchToken(sandbox); // the first client is not touched
+  });
+});
+
 describe('x-api-version', () => {
   it('400s a missing or unknown version with a clear title', async () => {
     const token = await fetchToken(sandbox);
