@@ -68,6 +68,7 @@ export async function startPerksWorker(
   const minted = await (stopping ? Promise.race([probe, stopping.then(() => false)]) : probe);
   const { queuePrefix: prefix } = redis;
   const worker = startWorker(ctx, connection, prefix, settings, telemetry);
+  runtime.mintOutage.attach([worker.workers.enrollment, worker.workers.rewardSync]);
   const queue = ctx.queues.webhooks;
   const webhooks = startWebhooks(config, { store: ctx.store, connection, queue, metrics, logger });
   // Registers (or with `off` removes) the schedules; a failure is logged, the worker runs on.
@@ -87,6 +88,7 @@ export async function startPerksWorker(
       dashboard: settings.dashboardPassword ? dashboardPath : 'off',
       tracing: tracing ? 'on' : 'off',
       perksApi: minted ? 'token minted' : 'token mint failing',
+      clientId: perks.clientId,
       intake: intake.summary,
       webhooks: webhooks ? new URL(config.events.webhookUrl ?? '').host : 'off',
       prefix,

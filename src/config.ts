@@ -6,7 +6,6 @@
 import { readFileSync } from 'node:fs';
 import { isIPv4 } from 'node:net';
 import type { z } from 'zod';
-import { clientSecretSchema } from './config/api.js';
 import type { ConfigGroup, VariableSpec } from './config/define.js';
 import { type VariableName, type Variables, variables } from './config/variables.js';
 import { InputError } from './errors.js';
@@ -29,10 +28,13 @@ type GroupValues<G extends ConfigGroup> = {
   -readonly [N in VariableName as undefined extends Value<N> ? KeyIn<G, N> : never]?: Value<N>;
 };
 
-/** The client secret is resolved from its variable or its file: one string, never logged. */
-export type PerksConfig = Omit<GroupValues<'perks'>, 'clientSecret' | 'clientSecretFile'> & {
-  clientSecret: string;
-};
+/**
+ * Client id and secret are resolved from their variable or their file (the secret never logged);
+ * a file's path is kept only when it was read, to be read again (`rereadCredentials`).
+ */
+export type PerksConfig = Omit<GroupValues<'perks'>, 'clientId' | 'clientSecret'> &
+  PerksCredentials;
+export type PerksCredentials = { clientId: string; clientSecret: string };
 export type RedisConfig = GroupValues<'redis'>;
 export type DatabaseConfig = GroupValues<'database'>;
 export type JobsConfig = GroupValues<'jobs'>;
@@ -91,10 +93,7 @@ export function loadConfig<G extends ConfigGroup>(
     problems.push(problemOf(name, problem));
   }
   problems.push(...combinationProblems(config, problems));
-  if (config.perks) {
-    config.perks.clientSecret = resolveClientSecret(env, config.perks, problems);
-    delete config.perks.clientSecretFile;
-  }
+  if (config.perks) resolveCredentials(env, config.perks, problems);
   if (problems.length > 0) throw new ConfigError(problems);
   return config as Pick<Config, G>;
 }
@@ -153,24 +152,49 @@ export function redactUrl(value: string): string {
   return value.replace(/(\/\/[^/@\s]*?):[^/@\s]*@/g, '$1:***@');
 }
 
-/** PERKS_CLIENT_SECRET wins; otherwise the content of PERKS_CLIENT_SECRET_FILE. */
-function resolveClientSecret(env: Env, perks: Record<string, unknown>, problems: ConfigProblem[]) {
-  if (typeof perks.clientSecret === 'string') return perks.clientSecret;
-  if (env.PERKS_CLIENT_SECRET?.trim()) return ''; // invalid: already reported
-  const file = perks.clientSecretFile;
-  if (typeof file !== 'string') {
-    problems.push(problemOf('PERKS_CLIENT_SECRET', 'is not set (nor PERKS_CLIENT_SECRET_FILE)'));
-    return '';
+const credentialVariables = {
+  clientId: 'PERKS_CLIENT_ID',
+  clientSecret: 'PERKS_CLIENT_SECRET',
+} as const;
+
+/**
+ * Each credential from its variable, else from its `_FILE`, whose path is then kept to be read
+ * again (`rereadCredentials`); a file's content is checked as the variable's would be.
+ */
+function resolveCredentials(env: Env, perks: Record<string, unknown>, problems: ConfigProblem[]) {
+  for (const [key, name] of Object.entries(credentialVariables)) {
+    const [value, file] = [perks[key], perks[`${key}File`]];
+    if (typeof value === 'string' || typeof file !== 'string') delete perks[`${key}File`];
+    if (typeof value === 'string') continue;
+    perks[key] = '';
+    if (env[name]?.trim()) continue; // invalid: already reported
+    if (typeof file !== 'string') {
+      problems.push(problemOf(name, `is not set (nor ${name}_FILE)`));
+      continue;
+    }
+    let reason: string;
+    try {
+      const parsed = variables[name].schema.safeParse(readFileSync(file, 'utf8').trim());
+      if (parsed.success) {
+        perks[key] = parsed.data;
+        continue;
+      }
+      reason = `the file's content ${parsed.error.issues[0]?.message}`;
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
+      reason = `cannot read ${JSON.stringify(file)} (${code})`;
+    }
+    problems.push(problemOf(`${name}_FILE`, invalid(reason)));
   }
-  let reason: string;
-  try {
-    const parsed = clientSecretSchema.safeParse(readFileSync(file, 'utf8').trim());
-    if (parsed.success) return parsed.data;
-    reason = "the file's content must have the form sk_<env>_...";
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
-    reason = `cannot read ${JSON.stringify(file)} (${code})`;
-  }
-  problems.push(problemOf('PERKS_CLIENT_SECRET_FILE', invalid(reason)));
-  return '';
+}
+
+/** The credentials now: those given as files read again (a rotation rewrote them). */
+export function rereadCredentials(perks: PerksConfig): PerksCredentials {
+  const problems: ConfigProblem[] = [];
+  const again: Record<string, unknown> = { ...perks };
+  for (const key of Object.keys(credentialVariables)) if (again[`${key}File`]) delete again[key];
+  resolveCredentials({}, again, problems);
+  if (problems.length > 0) throw new ConfigError(problems);
+  const { clientId, clientSecret } = again as PerksCredentials;
+  return { clientId, clientSecret };
 }

@@ -91,9 +91,12 @@ export function retryingBlock(jobs: readonly FailedJob[]): string {
   return renderTable(['retrying', 'consumer', 'attempts', 'last error'], rows);
 }
 
-/** The first line of `status` while minting fails: nothing reaches the API until it works. */
-export function mintFailureLine(failure: MintFailure): string {
-  return `perks api: TOKEN MINT FAILING since ${failure.since} (${failure.reason}: ${clip(failure.message, 200)}); API queues paused, next try ${failure.nextTryAt}`;
+/** A line of `status` while a mint fails: no API job runs where it does. */
+export function mintFailureLine(f: MintFailure): string {
+  const [state, effect] = f.refused
+    ? ['REFUSED', 'the replicas holding these credentials take no API job']
+    : ['FAILING', 'API queues paused'];
+  return `perks api: TOKEN MINT ${state} for client ${f.clientId} since ${f.since} (${f.reason}: ${clip(f.message, 200)}); ${effect}, next try ${f.nextTryAt}`;
 }
 
 export function failuresBlock(

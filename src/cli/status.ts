@@ -1,5 +1,5 @@
 import { type Config, loadConfig, redactUrl } from '../config.js';
-import { readMintFailure } from '../jobs/mint-outage.js';
+import { readMintFailures } from '../jobs/mint-outage.js';
 import { failedJobs, lastReconciliation, queueCounts, retryingJobs } from '../queues/inspect.js';
 import type { Producer } from '../queues/producer.js';
 import { deliveryLag } from '../store/event-deliveries.js';
@@ -32,21 +32,21 @@ export async function run(options: { json?: boolean }): Promise<number> {
   });
 }
 
-/** What the exit status and `ok` say: the datastore answered and minting works. */
-const healthy = (s: Status): boolean => s.datastore !== undefined && !s.mintFailure;
+/** What the exit status and `ok` say: the datastore answered and no replica's mint fails. */
+const healthy = (s: Status): boolean => s.datastore !== undefined && s.mintFailures.length === 0;
 
 /** The queues, and the datastore when it can be read (`datastoreError` says why not). */
 async function gather(producer: Producer, config: StatusConfig) {
   const { queuePrefix: prefix } = config.redis;
   const { schema } = config.database;
-  const [queues, reconciliation, failed, retrying, mintFailure] = await Promise.all([
+  const [queues, reconciliation, failed, retrying, mintFailures] = await Promise.all([
     queueCounts(producer.queues),
     lastReconciliation(producer.queues, { redis: producer.connection, prefix }),
     failedJobs(producer.queues, 5),
     retryingJobs(producer.queues, 5),
-    readMintFailure(producer.connection, prefix),
+    readMintFailures(producer.connection, prefix),
   ]);
-  const status = { mintFailure, queues, reconciliation, retrying, failedJobs: failed };
+  const status = { mintFailures, queues, reconciliation, retrying, failedJobs: failed };
   const store = createStore(config.database);
   try {
     const [summary, consumers, lag] = await Promise.all([
@@ -78,7 +78,7 @@ function render(s: Status, config: StatusConfig): string {
         failuresBlock(s.failedJobs, []),
       ];
   return [
-    ...(s.mintFailure ? [mintFailureLine(s.mintFailure)] : []),
+    ...(s.mintFailures.length > 0 ? [s.mintFailures.map(mintFailureLine).join('\n')] : []),
     `queues (prefix ${config.redis.queuePrefix}; completed and failed count the jobs kept, see KEEP_COMPLETED_JOBS and KEEP_FAILED_JOBS)\n${queuesBlock(s.queues)}`,
     reconciliationBlock(s.reconciliation),
     retryingBlock(s.retrying),
@@ -89,7 +89,7 @@ function render(s: Status, config: StatusConfig): string {
 function toJson(s: Status, config: StatusConfig) {
   return {
     ok: healthy(s),
-    perksApi: { mintFailure: s.mintFailure ?? null },
+    perksApi: { mintFailures: s.mintFailures },
     queuePrefix: config.redis.queuePrefix,
     queues: s.queues,
     reconciliation: s.reconciliation ?? null,

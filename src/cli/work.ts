@@ -13,6 +13,8 @@ export async function run(options: { skipMigrate?: boolean }): Promise<number> {
     stopping,
     skipMigrate: options.skipMigrate,
   });
+  // Not a hang-up: the credentials' files were rewritten (a rotation), read them again.
+  process.on('SIGHUP', () => void app.runtime.rereadCredentials());
   const signal = await stopping;
   logger.info(
     { signal, timeoutMs: config.worker.shutdownTimeoutMs },

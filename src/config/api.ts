@@ -2,8 +2,9 @@
 import { z } from 'zod';
 import { group, httpUrl, matches, variable, wholeNumber } from './define.js';
 
-/** The form of a client secret (`sk_<env>_...`), for the variable and for the file's content. */
-export const clientSecretSchema = z
+/** The forms of a client id and secret (`sk_<env>_...`), for the variable and the file's content. */
+const nonEmpty = z.string().min(1, { error: 'must not be empty' });
+const clientSecretSchema = z
   .string()
   .regex(/^sk_[A-Za-z0-9]+_\S+$/, { error: 'must have the form sk_<env>_...' });
 const allow = z.enum(['allow'], { error: 'must be allow, or unset' });
@@ -17,9 +18,13 @@ export const perksVariables = group('perks', {
     example: 'allow',
     doc: '`allow`: accept a plain `http://` `PERKS_BASE_URL` on a host that is not loopback (a sandbox on another host), with a warning at every start. Unset: such a URL is refused, since it would send the client secret in clear.',
   }),
-  PERKS_CLIENT_ID: variable('clientId', z.string().min(1), {
+  PERKS_CLIENT_ID: variable('clientId', nonEmpty.optional(), {
     example: 'cli_3f9a1c',
-    doc: 'API client id from the administration console.',
+    doc: 'API client id from the administration console. Required, unless `PERKS_CLIENT_ID_FILE` is set.',
+  }),
+  PERKS_CLIENT_ID_FILE: variable('clientIdFile', z.string().min(1).optional(), {
+    example: '/run/secrets/perks_client_id',
+    doc: 'Path of a file holding the client id; read when `PERKS_CLIENT_ID` is unset. Given as files, id and secret are read again on SIGHUP and when the token endpoint refuses them: rotating them needs no restart.',
   }),
   PERKS_CLIENT_SECRET: variable('clientSecret', clientSecretSchema.optional(), {
     example: 'sk_sandbox_xxxxxxxx',

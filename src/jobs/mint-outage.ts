@@ -1,22 +1,28 @@
 /**
- * A failing token mint is an outage of our credentials or of the token endpoint, never of one
- * consumer, so no job spends an attempt on it: both API queues pause (`queue.rateLimit`, seen
- * by every replica) for 1 s, doubling with each failed mint up to 60 s, and a job that meets
- * it goes back to wait. At each pause's end this replica mints again (the pause lasts a little
- * longer, so that mint is the round's only one); the first that works lifts the pause. The
- * failure is kept in Redis while it lasts, for /readyz of every replica and `status`.
+ * A failing token mint is an outage of credentials or of the token endpoint, never of one
+ * consumer, so no job spends an attempt on it: a job that meets it goes back to wait, and the
+ * API jobs pause for 1 s, doubling with each failed mint up to 60 s. Refused (401, 403), the
+ * credentials are this replica's (others may hold good ones): its own API workers pause. Else
+ * the endpoint fails for all: both API queues pause (`queue.rateLimit`, seen by every replica).
+ * At each pause's end this replica mints again (a queue's pause lasts a little longer, so that
+ * mint is the round's only one); the first that works lifts the pause. The failure is kept in
+ * Redis by credentials while it lasts, for /readyz of the replicas holding them and `status`.
  */
+import type { Worker } from 'bullmq';
 import { z } from 'zod';
 import { NotReadyError } from '../ops/health.js';
 import type { Logger } from '../ops/logger.js';
+import type { CredentialSource } from '../perks/client.js';
 import { TokenMintError, tryJson } from '../perks/errors.js';
 import type { Queues } from '../queues/queues.js';
 import type { RedisClient } from '../redis/connection.js';
 import { pauseApiQueues } from './failures.js';
 
-// Since when, why (`mintFailureReason`), the error's message (our text, no secrets), failed
-// mints in a row (by the replica that wrote it), and when the next mint is tried.
+// Whose (client id), refused or not, since when, why (`mintFailureReason`), the error's message
+// (our text, no secrets), failed mints in a row (by the replica that wrote it), next mint.
 const mintFailureSchema = z.object({
+  clientId: z.string(),
+  refused: z.boolean(),
   since: z.string(),
   reason: z.string(),
   message: z.string(),
@@ -25,12 +31,14 @@ const mintFailureSchema = z.object({
 });
 export type MintFailure = z.infer<typeof mintFailureSchema>;
 
-const mintFailureKey = (prefix: string) => `${prefix}:perks:mint-failure`;
+/** A hash, a field per credentials (`credentialsName`). */
+const mintFailuresKey = (prefix: string) => `${prefix}:perks:mint-failures`;
 
-/** The failure recorded by any replica, if a mint is failing now. */
-export async function readMintFailure(redis: RedisClient, prefix: string) {
-  const value = await redis.get(mintFailureKey(prefix));
-  return mintFailureSchema.safeParse(value === null ? undefined : tryJson(value)).data;
+/** The failures recorded: of the credentials `name`, or of all. */
+export async function readMintFailures(redis: RedisClient, prefix: string, name?: string) {
+  const key = mintFailuresKey(prefix);
+  const values = name ? [await redis.hget(key, name)] : Object.values(await redis.hgetall(key));
+  return values.flatMap((value) => mintFailureSchema.safeParse(tryJson(value ?? '')).data ?? []);
 }
 
 /** `401 ERR-401-00`, `503`, `ECONNREFUSED`: what failed, with nothing but status and code. */
@@ -46,6 +54,9 @@ interface MintOutageOptions {
   logger: Logger;
   /** Mints a new token (PerksClient.checkCredentials). */
   mint: () => Promise<void>;
+  /** The credentials minting now; their `credentialsName` keys the record. */
+  credentials: Pick<CredentialSource, 'current'>;
+  name: () => string;
 }
 
 const [minPauseMs, maxPauseMs] = [1000, 60_000];
@@ -61,8 +72,18 @@ export class MintOutage {
   #timer: NodeJS.Timeout | undefined;
   #probing: Promise<boolean> | undefined;
   #closed = false;
+  /** The credentials of the failure recorded, and whether they were refused. */
+  #recordedAs: string | undefined;
+  #refused = false;
+  #workers: Worker[] = [];
 
   constructor(private readonly options: MintOutageOptions) {}
+
+  /** The workers of the API queues, paused while this replica's credentials are refused. */
+  attach(workers: Worker[]): void {
+    this.#workers = workers;
+    if (this.#refused) void this.#pauseWorkers();
+  }
 
   /** Mints now. True when it worked; a failure pauses the queues as `failed` does. */
   probe(): Promise<boolean> {
@@ -78,26 +99,35 @@ export class MintOutage {
    */
   async failed(error: TokenMintError): Promise<void> {
     const now = Date.now();
-    if (now < this.#pausedUntil) return;
+    // Closing aborts a mint in flight: that is no outage.
+    if (this.#closed || now < this.#pausedUntil) return;
     this.#failures += 1;
     this.#since ??= new Date(now);
+    this.#refused = error.status === 401 || error.status === 403;
     const { queues, redis, prefix, logger } = this.options;
+    const [name, { clientId }] = [this.options.name(), this.options.credentials.current()];
     const pauseMs = Math.min(minPauseMs * 2 ** (this.#failures - 1), maxPauseMs);
     this.#pausedUntil = now + pauseMs;
+    this.#recordedAs = name;
     const failure: MintFailure = {
+      clientId,
+      refused: this.#refused,
       since: this.#since.toISOString(),
       reason: mintFailureReason(error),
       message: error.message,
       failures: this.#failures,
       nextTryAt: new Date(this.#pausedUntil).toISOString(),
     };
-    const fields = { reason: failure.reason, failures: this.#failures, pauseMs };
-    const first = 'perks api: cannot mint a token; the API queues are paused until a mint works';
+    const fields = { clientId, reason: failure.reason, failures: this.#failures, pauseMs };
+    const paused = this.#refused ? 'this replica takes no API job' : 'the API queues are paused';
+    const first = `perks api: cannot mint a token; ${paused} until a mint works`;
     if (this.#failures > 1) logger.warn(fields, 'perks api: token mint still failing');
     else logger.error({ ...fields, err: { name: error.name, message: error.message } }, first);
+    const key = mintFailuresKey(prefix);
     await Promise.allSettled([
-      pauseApiQueues(queues, pauseMs + probeSlackMs),
-      redis.set(mintFailureKey(prefix), JSON.stringify(failure), 'PX', pauseMs + recordSlackMs),
+      this.#refused ? this.#pauseWorkers() : pauseApiQueues(queues, pauseMs + probeSlackMs),
+      redis.hset(key, name, JSON.stringify(failure)),
+      redis.pexpire(key, pauseMs + recordSlackMs),
     ]);
     if (this.#closed) return;
     clearTimeout(this.#timer);
@@ -105,15 +135,24 @@ export class MintOutage {
     this.#timer.unref();
   }
 
-  /** For /readyz: throws while any replica records a failing mint. */
+  /** For /readyz: throws while a replica holding these credentials records a failing mint. */
   async check(): Promise<void> {
-    const failure = await readMintFailure(this.options.redis, this.options.prefix);
-    if (failure) throw new NotReadyError(`token mint failing (${failure.reason})`);
+    const { redis, prefix, name } = this.options;
+    const [failure] = await readMintFailures(redis, prefix, name());
+    const state = failure?.refused ? 'refused' : 'failing';
+    if (failure) throw new NotReadyError(`token mint ${state} (${failure.reason})`);
   }
 
-  close(): void {
+  /** Stops probing; its record goes (a replica with the same credentials renews it). */
+  async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#timer);
+    if (this.#recordedAs)
+      await this.options.redis.hdel(mintFailuresKey(this.options.prefix), this.#recordedAs);
+  }
+
+  #pauseWorkers() {
+    return Promise.allSettled(this.#workers.map((worker) => worker.pause(true)));
   }
 
   async #probe(): Promise<boolean> {
@@ -131,20 +170,24 @@ export class MintOutage {
     const { queues, redis, prefix, logger } = this.options;
     const failures = this.#failures;
     const since = this.#since;
+    const names = [this.options.name(), this.#recordedAs ?? ''];
     this.#failures = 0;
     this.#since = undefined;
     this.#pausedUntil = 0;
-    // A record of the outage, ours or another replica's (one restarted with a fixed secret
-    // finds its predecessor's): the credentials work now, so it goes, and so does the pause.
-    // With neither, a pause is a 429's, and stays.
-    const recorded = await redis.del(mintFailureKey(prefix)).catch(() => 0);
+    this.#refused = false;
+    this.#recordedAs = undefined;
+    // A record of the outage, ours or of another replica with these credentials (one restarted
+    // finds its predecessor's): a mint works now, so it goes, and so does the pause. With
+    // neither, a pause is a 429's, and stays.
+    const recorded = await redis.hdel(mintFailuresKey(prefix), ...names).catch(() => 0);
     if (failures === 0 && recorded === 0) return;
-    await Promise.allSettled(
-      [queues.enrollment, queues.rewardSync].map((q) => q.removeRateLimitKey()),
-    );
+    await Promise.allSettled([
+      ...this.#workers.map((worker) => worker.resume()),
+      ...[queues.enrollment, queues.rewardSync].map((q) => q.removeRateLimitKey()),
+    ]);
     logger.info(
       { failures, downMs: since ? Date.now() - since.getTime() : undefined },
-      'perks api: token mint works again; the API queues resume',
+      'perks api: token mint works again; the API jobs resume',
     );
   }
 }

@@ -10,6 +10,7 @@ import { createRedisConnection } from '../redis/connection.js';
 import { credentialsName, RedisTokenCache } from '../redis/token-cache.js';
 import { createStore } from '../store/store.js';
 import type { JobContext } from './context.js';
+import { credentialSource } from './credentials.js';
 import { MintOutage } from './mint-outage.js';
 import { fanOutConsumersPerJob, syncsInFlight } from './sync-rewards-batch.js';
 
@@ -34,16 +35,21 @@ export function createRuntime(
   const queues = openQueues(connection, prefix, config.jobs, logger, options.telemetry);
   const metrics = createMetrics();
   metrics.watchQueues(Object.values(queues));
+  const credentials = credentialSource(perks, logger);
+  // Tokens and mint failures are the credentials', which a rotation changes.
+  const name = () => credentialsName({ ...perks, ...credentials.current() });
   const client = new PerksClient({
     ...perks,
+    credentials,
     retry: { attempts: perks.retryAttempts, maxRetryTimeMs: perks.retryMaxMs },
     // One token an hour for all replicas, not one per replica.
-    tokenCache: new RedisTokenCache({ redis: connection, prefix, name: credentialsName(perks) }),
+    tokenCache: new RedisTokenCache({ redis: connection, prefix, name }),
     logger,
     hooks: metrics.apiHooks,
   });
   const mint = () => client.checkCredentials();
-  const mintOutage = new MintOutage({ redis: connection, prefix, queues, logger, mint });
+  const outage = { redis: connection, prefix, queues, logger, mint, credentials, name };
+  const mintOutage = new MintOutage(outage);
   const ctx: JobContext = {
     client,
     store,
@@ -67,10 +73,14 @@ export function createRuntime(
     connection,
     /** API hooks attached, queues watched; served on /metrics. */
     metrics,
-    /** Mints at start (`probe`), pauses the API queues while minting fails, backs /readyz. */
+    /** Mints at start (`probe`), pauses the API jobs while minting fails, backs /readyz. */
     mintOutage,
+    /** SIGHUP: reads the credentials' files again; new ones are minted with at once. */
+    async rereadCredentials(): Promise<void> {
+      if (credentials.reread('SIGHUP')) await mintOutage.probe();
+    },
     async close(): Promise<void> {
-      mintOutage.close();
+      await within(5000, mintOutage.close());
       // Each step is bounded: with Redis or Postgres gone, a close can wait for ever.
       await within(5000, closeQueues(queues));
       await within(5000, client.close());

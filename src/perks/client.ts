@@ -57,6 +57,8 @@ export interface PerksClientOptions {
   retry?: RetryOptions;
   /** A 429 asking for at most this wait is sat out once inside the call. Default 1000. */
   maxInlineThrottleWaitMs?: number;
+  /** Credentials that may change (a rotation); default `clientId` and `clientSecret`, fixed. */
+  credentials?: CredentialSource;
   /** Where tokens are shared (Redis: between replicas). Default: this client only. */
   tokenCache?: TokenCache;
   /** Replaces the client's own Pool (tests pass undici's MockAgent). Not closed by close(). */
@@ -71,6 +73,12 @@ export interface PerksClientOptions {
   };
   /** Clock for token expiry (epoch ms). Default Date.now. */
   now?: () => number;
+}
+
+/** The credentials a mint presents; after a refusal, `reread` says whether new ones are there. */
+export interface CredentialSource {
+  current(): { clientId: string; clientSecret: string };
+  reread(why: string): boolean;
 }
 
 type CallOptions = { signal?: AbortSignal };
@@ -106,7 +114,6 @@ export class PerksClient {
       dispatcher: options.dispatcher ?? (this.#ownPool as Pool),
       timeoutMs: options.timeoutMs ?? 10_000,
       maxResponseBytes: options.maxResponseBytes ?? 8 * 1024 * 1024,
-      basicAuth: basicCredentials(options.clientId, options.clientSecret),
     };
     this.#tokens = new TokenProvider({
       ...options,
@@ -218,15 +225,28 @@ export class PerksClient {
     }).finally(dispose);
   }
 
+  /** A refused mint tries at once the credentials a rotation may have written meanwhile. */
   async #mintToken() {
+    return this.#mintOnce().catch((error: unknown) => {
+      const reread =
+        error instanceof AuthError && this.#options.credentials?.reread('token mint refused');
+      if (!reread) throw error;
+      return this.#mintOnce();
+    });
+  }
+
+  async #mintOnce() {
     const operation = 'mintToken';
     const signal = this.#closing.signal;
+    const { clientId, clientSecret } = this.#options.credentials?.current() ?? this.#options;
+    const basicAuth = basicCredentials(clientId, clientSecret);
+    const transport = { ...this.#transport, clientSecret };
     return withRetry({ ...this.#options, operation, signal, retry: this.#retry }, async () => {
       const post = (form: boolean) => {
         const grant = { grant_type: 'client_credentials' };
         const body = form ? new URLSearchParams(grant) : grant;
         const spec = { operation, method: 'POST', path: '/tokens', body } as const;
-        return send(this.#transport, spec, `Basic ${this.#transport.basicAuth}`, signal);
+        return send(transport, spec, `Basic ${basicAuth}`, signal);
       };
       const response = await post(this.#formTokenBody).catch(async (error: unknown) => {
         if (!(error instanceof PerksError) || ![400, 415].includes(error.status ?? 0)) throw error;

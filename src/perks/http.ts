@@ -31,11 +31,9 @@ export interface HttpResponse {
   body: string;
 }
 
-/** The client's options, defaults filled in, and the Basic credentials of POST /tokens. */
+/** The client's options, defaults filled in. */
 export type TransportOptions = PerksClientOptions &
-  Required<Pick<PerksClientOptions, 'dispatcher' | 'timeoutMs' | 'maxResponseBytes'>> & {
-    basicAuth: string;
-  };
+  Required<Pick<PerksClientOptions, 'dispatcher' | 'timeoutMs' | 'maxResponseBytes'>>;
 
 /** One exchange; a non-2xx becomes its typed error. */
 export async function send(
@@ -46,7 +44,8 @@ export async function send(
 ): Promise<HttpResponse> {
   const { operation, method } = spec;
   const { timeoutMs, maxResponseBytes } = options;
-  const secrets = [options.clientSecret, options.basicAuth, authorization.replace(/^\S+ /, '')];
+  // The credentials' value (Basic) or the token (Bearer) after the scheme.
+  const secrets = [options.clientSecret, authorization.replace(/^\S+ /, '')];
   const headers: Record<string, string> = {
     authorization,
     'x-api-version': options.apiVersion ?? '2.0.0',

@@ -39,30 +39,31 @@ export function credentialsName(perks: {
 
 export class RedisTokenCache implements TokenCache {
   readonly #redis: RedisClient;
-  readonly #tokenKey: string;
+  readonly #tokenKey: () => string;
 
-  /** `prefix`: the queue prefix (`{perks}` on a cluster). */
-  constructor(options: { redis: RedisClient; prefix: string; name?: string }) {
+  /** `prefix`: the queue prefix (`{perks}` on a cluster); `name` follows a credentials change. */
+  constructor(options: { redis: RedisClient; prefix: string; name?: string | (() => string) }) {
+    const { prefix, name = 'default' } = options;
     this.#redis = options.redis;
-    this.#tokenKey = `${options.prefix}:perks:token:${options.name ?? 'default'}`;
+    this.#tokenKey = () => `${prefix}:perks:token:${typeof name === 'string' ? name : name()}`;
   }
 
   async get(): Promise<CachedToken | undefined> {
-    const value = await this.#redis.get(this.#tokenKey);
+    const value = await this.#redis.get(this.#tokenKey());
     return storedSchema.safeParse(value === null ? undefined : tryJson(value)).data;
   }
 
   async set(token: CachedToken, now: number): Promise<void> {
     const ttlMs = Math.floor(token.expiresAt - now);
     if (ttlMs <= 0) return;
-    await this.#redis.set(this.#tokenKey, JSON.stringify(token), 'PX', ttlMs);
+    await this.#redis.set(this.#tokenKey(), JSON.stringify(token), 'PX', ttlMs);
   }
 
   async invalidate(accessToken: string): Promise<void> {
-    await this.#redis.eval(deleteIfTokenIs, 1, this.#tokenKey, accessToken);
+    await this.#redis.eval(deleteIfTokenIs, 1, this.#tokenKey(), accessToken);
   }
 
   lock(ttlMs: number): Promise<TokenLock | undefined> {
-    return acquireRedisLock(this.#redis, `${this.#tokenKey}:lock`, ttlMs);
+    return acquireRedisLock(this.#redis, `${this.#tokenKey()}:lock`, ttlMs);
   }
 }

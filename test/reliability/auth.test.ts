@@ -9,7 +9,7 @@ import {
   enqueueRewardSync,
   enqueueRewardSyncs,
 } from '../../src/queues/producer.js';
-import { expectConsistent, sleep, waitFor } from '../support/processes.js';
+import { expectConsistent, runCli, sleep, waitFor } from '../support/processes.js';
 import { type Harness, startHarness } from '../support/worker-harness.js';
 
 let harness: Harness | undefined;
@@ -71,6 +71,12 @@ describe('tokens', () => {
     expect(await q.getFailedCount()).toBe(0);
     expect(await q.getDelayedCount()).toBe(0); // paused in wait, not retrying on backoff
     for (const id of ids.slice(1)) expect(await h.rewardIds(id)).toEqual([]);
+    // `status` says so: this client's mint failing, the queues of all replicas paused.
+    const statusEnv = { REDIS_URL: h.config.redis.url, QUEUE_PREFIX: h.prefix };
+    const shown = await runCli(['status'], { ...statusEnv, DATABASE_URL: h.config.database.url });
+    expect(shown.stdout).toMatch(
+      /^perks api: TOKEN MINT FAILING for client sandbox-client since \S+ \(503: .*\); API queues paused, next try \S+\n/,
+    );
     const mintsWhileDown = h.sandbox.state.counters().requests.token ?? 0;
     h.sandbox.faults.clear();
     await h.idle(60_000);

@@ -1,7 +1,8 @@
 /**
  * A wrong client secret, met as an operator meets it: the real `work` process says so at
  * start (an error line, /readyz, `status`), takes no job and spends no attempt while minting
- * fails, backs its mints off, and resumes at once when restarted with the right secret.
+ * fails, backs its mints off, and resumes at once when restarted with the right secret. Beside
+ * a replica with the right secret, it stops nobody but itself.
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -72,11 +73,16 @@ describe('a token mint that fails', () => {
     const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
     expect(ready.status).toBe(503);
     expect(await ready.json()).toEqual({
-      status: 'not ready: perks api: token mint failing (401 ERR-401-00)',
-      checks: { redis: 'ok', postgres: 'ok', 'perks api': 'token mint failing (401 ERR-401-00)' },
+      status: 'not ready: perks api: token mint refused (401 ERR-401-00)',
+      checks: { redis: 'ok', postgres: 'ok', 'perks api': 'token mint refused (401 ERR-401-00)' },
     });
-    const [first] = (await status()).split('\n');
-    expect(first).toMatch(/^perks api: TOKEN MINT FAILING since \S+ \(401 ERR-401-00: /);
+    const shown = await status();
+    const [first] = shown.split('\n');
+    expect(first).toMatch(
+      /^perks api: TOKEN MINT REFUSED for client sandbox-client since \S+ \(401 ERR-401-00: .*\); the replicas holding these credentials take no API job, next try \S+$/,
+    );
+    // The queues are not paused: a replica with the right secret would work.
+    expect(shown).not.toContain('API queues paused');
 
     // Mints at about 0, 1, 3 and 7 s: a doubling backoff, not a storm.
     await sleep(5000);
@@ -113,7 +119,8 @@ describe('a token mint that fails', () => {
     expect((await enrollQueue.getJob(enrollment.jobId))?.attemptsMade).toBe(1);
     expect((await rewardSync.getJob(sync.jobId))?.attemptsMade).toBe(1);
     expect((await fetch(`http://127.0.0.1:${rightPort}/readyz`)).status).toBe(200);
-    expect(await status()).not.toContain('TOKEN MINT FAILING');
+    expect(await status()).not.toContain('TOKEN MINT');
+    expect(await right.stop()).toBe(0);
   }, 60_000);
 
   it('a token cached by a process with the right secret is not used by one with a wrong secret', async () => {
@@ -135,4 +142,41 @@ describe('a token mint that fails', () => {
     expect(rig.sandbox.state.counters().requests.enroll ?? 0).toBe(enrollsBefore);
     expect(await wrong.stop()).toBe(0);
   }, 60_000);
+
+  it('a replica with a wrong secret beside one with the right: the right works on, each says what it does', async () => {
+    const right = start();
+    const rightPort = await startedPort(right);
+    const wrong = start({ PERKS_CLIENT_SECRET: 'sk_sandbox_wrong_beside_right' });
+    const wrongPort = await startedPort(wrong);
+    const { enrollment: enrollQueue } = rig.producer.queues;
+    // Enqueued while the wrong one fails its mints: the right one takes them all.
+    for (const consumerId of ['mint_beside_1', 'mint_beside_2']) {
+      const { jobId } = await rig.producer.enqueueEnrollment({ consumerId });
+      await waitFor(`${consumerId} enrolled`, async () =>
+        (await enrollQueue.getJobState(jobId)) === 'completed' ? true : undefined,
+      );
+      await waitFor('another refused mint', () =>
+        logLines(wrong, 'token mint still failing').length > 0 ? true : undefined,
+      );
+    }
+    const readyz = async (port: number) => {
+      const answer = await fetch(`http://127.0.0.1:${port}/readyz`);
+      return {
+        status: answer.status,
+        perksApi: ((await answer.json()) as Checks).checks['perks api'],
+      };
+    };
+    expect(await readyz(rightPort)).toEqual({ status: 200, perksApi: 'ok' });
+    expect(await readyz(wrongPort)).toEqual({
+      status: 503,
+      perksApi: 'token mint refused (401 ERR-401-00)',
+    });
+    const lines = (await status()).split('\n');
+    expect(lines[0]).toMatch(/^perks api: TOKEN MINT REFUSED for client sandbox-client since /);
+    expect(lines.join('\n')).not.toContain('API queues paused');
+    expect(await wrong.stop()).toBe(0);
+    expect(await right.stop()).toBe(0);
+  }, 60_000);
 });
+
+type Checks = { checks: Record<string, string> };

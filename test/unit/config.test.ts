@@ -7,6 +7,7 @@ import {
   configTable,
   insecureHttpWarning,
   loadConfig,
+  rereadCredentials,
   variables,
 } from '../../src/config.js';
 import { fanOutConsumersPerJob } from '../../src/jobs/sync-rewards-batch.js';
@@ -72,7 +73,7 @@ describe('loadConfig', () => {
     expect(() => loadConfig(['database', 'log'], {})).not.toThrow();
     expect(problemsOf(() => loadConfig(['perks'], {}))).toEqual([
       'PERKS_BASE_URL: is not set',
-      'PERKS_CLIENT_ID: is not set',
+      'PERKS_CLIENT_ID: is not set (nor PERKS_CLIENT_ID_FILE)',
       'PERKS_CLIENT_SECRET: is not set (nor PERKS_CLIENT_SECRET_FILE)',
     ]);
   });
@@ -172,6 +173,36 @@ describe('loadConfig', () => {
         loadConfig(['perks'], { ...env, PERKS_CLIENT_SECRET_FILE: join(dir, 'missing') }),
       )[0],
     ).toMatch(/^PERKS_CLIENT_SECRET_FILE: is invalid: cannot read .* \(ENOENT\)$/);
+  });
+
+  it('reads id and secret from their files again (a rotation), the variables as they were', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'perks-config-'));
+    const [idFile, secretFile] = [join(dir, 'id'), join(dir, 'secret')];
+    writeFileSync(idFile, 'cli_a\n');
+    writeFileSync(secretFile, 'sk_sandbox_a\n');
+    const files = { PERKS_BASE_URL: perksEnv.PERKS_BASE_URL, PERKS_CLIENT_ID_FILE: idFile };
+    const perks = loadConfig(['perks'], { ...files, PERKS_CLIENT_SECRET_FILE: secretFile }).perks;
+    expect(perks).toMatchObject({ clientId: 'cli_a', clientSecret: 'sk_sandbox_a' });
+    writeFileSync(idFile, 'cli_b\n');
+    writeFileSync(secretFile, 'sk_sandbox_b\n');
+    expect(rereadCredentials(perks)).toEqual({ clientId: 'cli_b', clientSecret: 'sk_sandbox_b' });
+    // A variable wins over its file, and is not read again.
+    const mixed = loadConfig(['perks'], {
+      ...perksEnv,
+      PERKS_CLIENT_SECRET_FILE: secretFile,
+    }).perks;
+    expect(rereadCredentials(mixed)).toEqual({
+      clientId: 'cli_1',
+      clientSecret: 'sk_sandbox_topsecretvalue',
+    });
+    const half = loadConfig(['perks'], { ...files, PERKS_CLIENT_SECRET: 'sk_sandbox_var' }).perks;
+    writeFileSync(idFile, 'cli_c\n');
+    expect(rereadCredentials(half)).toEqual({ clientId: 'cli_c', clientSecret: 'sk_sandbox_var' });
+    // A file being rewritten (empty now): an error naming its variable, no value.
+    writeFileSync(idFile, '');
+    expect(problemsOf(() => rereadCredentials(half))).toEqual([
+      "PERKS_CLIENT_ID_FILE: is invalid: the file's content must not be empty",
+    ]);
   });
 
   it('is documented: docs/configuration.md holds the table the definitions render', () => {
