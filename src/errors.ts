@@ -12,3 +12,9 @@ export class InputError extends Error {}
 export class UsageError extends InputError {
   override readonly name = 'UsageError';
 }
+
+/** The code of a driver error (ECONNREFUSED, a SQLSTATE, WRONGPASS...), if it has one. */
+export function errorCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}

@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { Connection } from 'rabbitmq-client';
 import { Client } from 'undici';
 import { type PerksConfig, redactUrl } from '../config.js';
+import { errorCode } from '../errors.js';
 import { within, withTimeout } from '../ops/timeouts.js';
 import { PerksClient } from '../perks/client.js';
 import {
@@ -77,8 +78,7 @@ const otherTls = /^(ERR_SSL_|ERR_TLS_)/;
 
 /** For an error that got no HTTP answer: what the network said, and what to change. */
 function unreachable(name: string, target: string, variable: string, error: unknown, before = '') {
-  const code =
-    (error instanceof PerksError ? error.code : undefined) ?? line.errorCode(error) ?? '';
+  const code = (error instanceof PerksError ? error.code : undefined) ?? errorCode(error) ?? '';
   const failed = (what: string, text: string, fix: string) =>
     line.fail(name, target, `${before}${what} (${text})`, fix);
   // OpenSSL's own message runs over several lines: its code says it.
@@ -160,7 +160,7 @@ export async function checkRabbitmq(url: string | undefined): Promise<CheckResul
     return line.pass('rabbitmq', target, 'reachable');
   } catch (error) {
     connection.unsafeDestroy();
-    if (line.errorCode(error) !== 'ACCESS_REFUSED') {
+    if (errorCode(error) !== 'ACCESS_REFUSED') {
       return unreachable('rabbitmq', target, 'INTAKE_AMQP_URL', error);
     }
     const fix = 'check the user and password in INTAKE_AMQP_URL';

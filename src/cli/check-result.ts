@@ -1,5 +1,6 @@
 /** What one line of `perks-worker check` says, and the helpers every check builds it with. */
 import { redactUrl } from '../config.js';
+import { errorCode } from '../errors.js';
 import { redactSecrets } from '../perks/redact.js';
 
 export interface CheckResult {
@@ -30,12 +31,6 @@ export const fail = (name: string, target: string | undefined, detail: string, f
   result(name, target, { ok: false, detail, fix });
 export const skip = (name: string, target: string | undefined, detail: string): CheckResult =>
   result(name, target, { ok: true, skipped: true, detail });
-
-/** The code of a driver error (ECONNREFUSED, a SQLSTATE, WRONGPASS...), if it has one. */
-export function errorCode(error: unknown): string | undefined {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' ? code : undefined;
-}
 
 /** An error as one short phrase; an AggregateError (IPv4 and IPv6 refused) by its parts. */
 export function describeError(error: unknown): string {

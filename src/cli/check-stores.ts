@@ -1,6 +1,7 @@
 /** `check`'s Redis, PostgreSQL and schema lines. */
 import pg from 'pg';
 import { type DatabaseConfig, type RedisConfig, redactUrl } from '../config.js';
+import { errorCode } from '../errors.js';
 import { within, withTimeout } from '../ops/timeouts.js';
 import { connected, createRedisConnection, pingQueueStore } from '../redis/connection.js';
 import { MigrationChecksumError } from '../store/errors.js';
@@ -107,7 +108,7 @@ function databaseFailure(name: string, target: string, variable: string, error: 
     '28P01': `check the user and password in ${variable}`,
     '28000': `check the user and password in ${variable}`,
   };
-  const fix = fixes[line.errorCode(error) ?? ''] ?? `start PostgreSQL, or correct ${variable}`;
+  const fix = fixes[errorCode(error) ?? ''] ?? `start PostgreSQL, or correct ${variable}`;
   return line.fail(name, target, `unreachable (${line.describeError(error)})`, fix);
 }
 
@@ -126,7 +127,7 @@ async function checkSchema(client: pg.Client, schema: string): Promise<CheckResu
     for (const row of repeatable.rows) functions.set(row.file, row.checksum);
   } catch (error) {
     // 42P01: no schema_migrations table; 3F000: no such schema. Both: nothing applied.
-    if (!['42P01', '3F000'].includes(line.errorCode(error) ?? '')) {
+    if (!['42P01', '3F000'].includes(errorCode(error) ?? '')) {
       const detail = `unreadable (${line.describeError(error)})`;
       return line.fail('schema', schema, detail, 'check DATABASE_SCHEMA');
     }

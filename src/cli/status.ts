@@ -1,4 +1,5 @@
 import { type Config, loadConfig, redactUrl } from '../config.js';
+import { errorCode } from '../errors.js';
 import { readMintFailures } from '../jobs/mint-outage.js';
 import { failedJobs, lastReconciliation, queueCounts, retryingJobs } from '../queues/inspect.js';
 import type { Producer } from '../queues/producer.js';
@@ -6,7 +7,6 @@ import { deliveryLag } from '../store/event-deliveries.js';
 import { quoteIdentifier } from '../store/identifier.js';
 import { createStore } from '../store/store.js';
 import { consumerFailures, readSummary } from '../store/summary.js';
-import { errorCode } from './check-result.js';
 import { withProducer } from './producer-session.js';
 import {
   datastoreBlock,

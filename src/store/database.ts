@@ -3,7 +3,8 @@
  * (DATABASE_DIRECT_URL): PgBouncer refuses it with 08P01 and keeps refusing it for a while.
  */
 import pg from 'pg';
-import { DatabaseUnreachableError, errorCode } from './errors.js';
+import { errorCode } from '../errors.js';
+import { DatabaseUnreachableError } from './errors.js';
 import { quoteIdentifier } from './identifier.js';
 
 const pgErrors = {

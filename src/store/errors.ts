@@ -1,4 +1,4 @@
-import { OperationalError } from '../errors.js';
+import { errorCode, OperationalError } from '../errors.js';
 
 export class DatabaseUnreachableError extends OperationalError {
   override readonly name = 'DatabaseUnreachableError';
@@ -35,12 +35,6 @@ export class MigrationChecksumError extends OperationalError {
 /** A reward or argument the store refuses before sending anything to the database. */
 export class StoreInputError extends Error {
   override readonly name = 'StoreInputError';
-}
-
-/** SQLSTATE, ECONNREFUSED and the like. */
-export function errorCode(error: unknown): string | undefined {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' ? code : undefined;
 }
 
 function describe(cause: unknown): string {

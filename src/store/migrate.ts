@@ -13,9 +13,10 @@
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import type pg from 'pg';
+import { errorCode } from '../errors.js';
 import type { Logger } from '../ops/logger.js';
 import { connectCreating } from './database.js';
-import { errorCode, MigrationChecksumError, MigrationFileError } from './errors.js';
+import { MigrationChecksumError, MigrationFileError } from './errors.js';
 import { assertSchemaName, quoteIdentifier } from './identifier.js';
 
 export interface MigrateOptions {

@@ -6,7 +6,7 @@
  * written. A batch refused for its data (SQLSTATE 22, 23, 40) is retried page by page.
  */
 import type pg from 'pg';
-import { errorCode } from './errors.js';
+import { errorCode } from '../errors.js';
 import {
   isEmptyWrite,
   type PreparedPage,
