@@ -1,5 +1,6 @@
 /** One pg pool bound to each table family's operations; the schema is quoted once here. */
 import pg from 'pg';
+import type { DatabaseConfig } from '../config.js';
 import type { Logger } from '../ops/logger.js';
 import { consumerQueries } from './consumers.js';
 import { assertSchemaName, quoteIdentifier } from './identifier.js';
@@ -8,15 +9,6 @@ import type { FinishSync, RewardPageResult, WriteRewardPageInput } from './rewar
 import { type RejectedRewardRecord, type RewardEventType, rewardEventTypes } from './types.js';
 
 export type { RewardPageWrite, RewardRecord } from './types.js';
-
-export interface StoreConfig {
-  /** postgres:// URL (DATABASE_URL). */
-  url: string;
-  /** Schema holding the tables (DATABASE_SCHEMA, default perks). */
-  schema: string;
-  /** Connections in the pool (DATABASE_POOL_SIZE, default 10). */
-  poolSize: number;
-}
 
 export type Store = ReturnType<typeof createStore>;
 
@@ -28,7 +20,10 @@ export interface StoreOptions {
   eventTypes?: readonly RewardEventType[];
 }
 
-export function createStore(config: StoreConfig, options: StoreOptions = {}) {
+export function createStore(
+  config: Pick<DatabaseConfig, 'url' | 'schema' | 'poolSize'>,
+  options: StoreOptions = {},
+) {
   const schema = assertSchemaName(config.schema);
   const s = quoteIdentifier(schema);
   const pool = new pg.Pool({
