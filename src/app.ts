@@ -130,7 +130,7 @@ async function listen(
   let intake: Intake | undefined;
   try {
     intake = await startIntake(config, { pool: ctx.store.pool, logger, metrics, tracing });
-    const dashboard = password
+    const routes = password
       ? await createDashboard({ queues: Object.values(ctx.queues), user, password })
       : undefined;
     const checks = [
@@ -139,15 +139,8 @@ async function listen(
       { name: 'perks api', check: () => mintOutage.check() },
       ...intake.checks,
     ];
-    const registry = metrics.registry;
-    const server = await startOpsServer({
-      port,
-      host,
-      logger,
-      checks,
-      registry,
-      routes: dashboard,
-    });
+    const { registry } = metrics;
+    const server = await startOpsServer({ port, host, logger, checks, registry, routes });
     return { intake, server };
   } catch (error) {
     await intake?.close();
