@@ -9,7 +9,7 @@ import { deriveConsumerId } from '../queues/consumer-id.js';
 import { failedJobs, lastReconciliation, queueCounts } from '../queues/inspect.js';
 import { enqueueEnrollment, startReconciliation } from '../queues/producer.js';
 import { connected, createRedisConnection, deletePrefix } from '../redis/connection.js';
-import { type Sandbox, startSandbox } from '../sandbox/index.js';
+import { type Sandbox, sandboxApiEnv, startSandbox } from '../sandbox/index.js';
 import { migrate } from '../store/migrate.js';
 import { consumerFailures, readSummary } from '../store/summary.js';
 import { demoUserIds, differences, moveStatuses, seedUpstream } from './demo-upstream.js';
@@ -81,9 +81,7 @@ export async function run(options: {
 function demoEnvironment(sandbox: Sandbox, schema: string, prefix: string) {
   return {
     ...process.env,
-    PERKS_BASE_URL: sandbox.baseUrl,
-    PERKS_CLIENT_ID: sandbox.clientId,
-    PERKS_CLIENT_SECRET: sandbox.clientSecret,
+    ...sandboxApiEnv(sandbox),
     PERKS_API_VERSION: '',
     PERKS_TIMEOUT_MS: '2000',
     PERKS_RETRY_ATTEMPTS: '4',
