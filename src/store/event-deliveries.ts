@@ -100,16 +100,12 @@ export async function deliveryLag(pool: pg.Pool, schema: string): Promise<Delive
   return { consumers, failed, ...(id && createdAt ? { oldest: { id, createdAt } } : {}) };
 }
 
-interface DeliveryRow {
-  id: string;
-  type: string;
-  consumer_id: string;
-  created_at: Date;
+type DeliveryRow = Pick<FeedEvent, 'id' | 'type' | 'consumer_id' | 'created_at'> & {
   state: 'delivered' | 'pending' | 'failed';
   failed_at: Date | null;
   attempts: number | null;
   last_error: string | null;
-}
+};
 
 /** The latest events with their delivery state, newest first; only the failed ones with `failed`. */
 export async function listDeliveries(
