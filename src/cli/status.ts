@@ -107,9 +107,6 @@ function toJson(s: Status, config: StatusConfig) {
           }
         : {}),
     },
-    failures: {
-      jobs: s.failedJobs.map(jobJson),
-      consumers: s.datastore?.consumerFailures ?? [],
-    },
+    failures: { jobs: s.failedJobs.map(jobJson), consumers: s.datastore?.consumerFailures ?? [] },
   };
 }

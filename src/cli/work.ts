@@ -4,15 +4,11 @@ import { createLogger } from '../ops/logger.js';
 import { shutdownSignal } from '../ops/shutdown.js';
 
 /** `skipMigrate`: a deploy step runs `migrate`. */
-export async function run(options: { skipMigrate?: boolean }): Promise<number> {
+export async function run({ skipMigrate }: { skipMigrate?: boolean }): Promise<number> {
   const config = loadConfig(configGroups);
   const logger = createLogger(config.log, { pid: process.pid });
   const stopping = shutdownSignal();
-  const app = await startPerksWorker(config, {
-    logger,
-    stopping,
-    skipMigrate: options.skipMigrate,
-  });
+  const app = await startPerksWorker(config, { logger, stopping, skipMigrate });
   // Not a hang-up: the credentials' files were rewritten (a rotation), read them again.
   process.on('SIGHUP', () => void app.runtime.rereadCredentials());
   const signal = await stopping;
