@@ -73,10 +73,8 @@ export function checkSignup(
     return { ok: true, value: { userId, consumerId, ...consents } };
   } catch (error) {
     if (!(error instanceof ConsumerIdKeyMissingError)) throw error;
-    return {
-      ok: false,
-      problems: [{ field: error.field, message: ConsumerIdKeyMissingError.problem }],
-    };
+    const problem = { field: error.field, message: ConsumerIdKeyMissingError.problem };
+    return { ok: false, problems: [problem] };
   }
 }
 

@@ -21,10 +21,8 @@ export async function processEnrollment(
     ({ userId, consumerId } = payload);
     const { extraConsents = [], removedConsents = [] } = payload;
     const consents = { extraConsents, removedConsents };
-    const { outcome } = await ctx.client.enrollConsumer(
-      { id: consumerId, ...consents },
-      { signal },
-    );
+    const enrollment = { id: consumerId, ...consents };
+    const { outcome } = await ctx.client.enrollConsumer(enrollment, { signal });
     await ctx.store.recordEnrollment({ consumerId, userId, outcome, ...consents, at: new Date() });
     ctx.metrics.enrollment(outcome);
     await enqueueRewardSync(ctx.queues, { consumerId, reason: 'enrollment' });

@@ -49,10 +49,8 @@ export async function processReconciliation(
     await job.updateData({ ...state, cursor, enqueued, startedAt });
     await job.updateProgress({ enqueued, cursor });
     ctx.metrics.reconciliationProgress(enqueued);
-    log.info(
-      { batch: batches, size: ids.length, enqueued, cursor },
-      'reconciliation batch enqueued',
-    );
+    const fields = { batch: batches, size: ids.length, enqueued, cursor };
+    log.info(fields, 'reconciliation batch enqueued');
     if (ids.length < batchSize) break;
   }
   await updateTally(ctx.tallies, reconciliation, {}, ['total', enqueued]);

@@ -116,13 +116,8 @@ export async function writeRewardPages(
   const byPage = new Map(rows.map((row) => [row.p, row]));
   return pages.map((page, p) => {
     const { inserted = 0, updated = 0, statusChanges = 0, markedMissing = 0 } = byPage.get(p) ?? {};
-    return {
-      inserted,
-      updated,
-      unchanged: page.given - inserted - updated,
-      statusChanges,
-      markedMissing,
-    };
+    const unchanged = page.given - inserted - updated;
+    return { inserted, updated, unchanged, statusChanges, markedMissing };
   });
 }
 
