@@ -24,10 +24,8 @@ export async function dispatchPending(
   limit: number,
   dispatch: (consumerIds: string[]) => Promise<void>,
 ): Promise<number> {
-  const { rows } = await pool.query<{ consumer_id: string }>(
-    `select consumer_id from ${schema}.claim_reward_event_pending($1) as consumer_id`,
-    [limit],
-  );
+  const sql = `select consumer_id from ${schema}.claim_reward_event_pending($1) as consumer_id`;
+  const { rows } = await pool.query<{ consumer_id: string }>(sql, [limit]);
   const ids = rows.map((r) => r.consumer_id);
   if (ids.length === 0) return 0;
   try {
@@ -119,10 +117,8 @@ export async function listDeliveries(
 
 /** Delivers every event from `fromId` on again, failures forgotten; returns the consumers. */
 export async function replayFrom(pool: pg.Pool, schema: string, fromId: string): Promise<number> {
-  const { rows } = await pool.query<{ n: number }>(
-    `select ${schema}.replay_reward_events($1) as n`,
-    [fromId],
-  );
+  const sql = `select ${schema}.replay_reward_events($1) as n`;
+  const { rows } = await pool.query<{ n: number }>(sql, [fromId]);
   return rows[0]?.n ?? 0;
 }
 

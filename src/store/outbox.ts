@@ -44,9 +44,7 @@ export async function deleteProcessedSignups(
   schema: string,
   input: { retentionDays: number; limit: number },
 ): Promise<number> {
-  const { rows } = await pool.query<{ n: number }>(
-    `select ${schema}.delete_processed_signups($1, $2) as n`,
-    [input.retentionDays, input.limit],
-  );
+  const sql = `select ${schema}.delete_processed_signups($1, $2) as n`;
+  const { rows } = await pool.query<{ n: number }>(sql, [input.retentionDays, input.limit]);
   return rows[0]?.n ?? 0;
 }
