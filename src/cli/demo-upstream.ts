@@ -22,8 +22,9 @@ export function seedUpstream(sandbox: Sandbox, consumerIds: readonly string[]): 
     sandbox.state.addConsumer(id, { enrolled: i % 20 === 5, rewards });
   });
   const [first, second] = consumerIds;
+  const { faults } = sandbox;
   if (first) {
-    sandbox.faults.inject({
+    faults.inject({
       route: 'enroll',
       consumerId: first,
       count: 1,
@@ -33,15 +34,10 @@ export function seedUpstream(sandbox: Sandbox, consumerIds: readonly string[]): 
     });
   }
   if (second) {
-    sandbox.faults.inject({ route: 'listRewards', consumerId: second, count: 1, kind: 'html502' });
+    faults.inject({ route: 'listRewards', consumerId: second, count: 1, kind: 'html502' });
   }
-  sandbox.faults.inject({ route: 'listRewards', count: 2, kind: 'status', status: 500 });
-  sandbox.faults.inject({
-    route: 'listRewards',
-    count: 1,
-    kind: 'throttle429',
-    retryAfterSeconds: 2,
-  });
+  faults.inject({ route: 'listRewards', count: 2, kind: 'status', status: 500 });
+  faults.inject({ route: 'listRewards', count: 1, kind: 'throttle429', retryAfterSeconds: 2 });
 }
 
 /**

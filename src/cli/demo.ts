@@ -42,11 +42,8 @@ export async function run(options: {
   await connected(redis)
     .then(() => deletePrefix(redis, prefix))
     .finally(() => redis.disconnect());
-  const migrated = await migrate({
-    databaseUrl: base.database.directUrl ?? base.database.url,
-    schema,
-    logger,
-  });
+  const databaseUrl = base.database.directUrl ?? base.database.url;
+  const migrated = await migrate({ databaseUrl, schema, logger });
   say(
     `1. migrated: ${migrated.databaseCreated ? 'database created, ' : ''}${migrated.applied.length} migration(s) applied, schema at ${migrated.current}`,
   );

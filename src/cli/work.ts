@@ -12,10 +12,8 @@ export async function run({ skipMigrate }: { skipMigrate?: boolean }): Promise<n
   // Not a hang-up: the credentials' files were rewritten (a rotation), read them again.
   process.on('SIGHUP', () => void app.runtime.rereadCredentials());
   const signal = await stopping;
-  logger.info(
-    { signal, timeoutMs: config.worker.shutdownTimeoutMs },
-    'shutting down: finishing active jobs',
-  );
+  const timeoutMs = config.worker.shutdownTimeoutMs;
+  logger.info({ signal, timeoutMs }, 'shutting down: finishing active jobs');
   const { timedOut } = await app.close();
   logger.info({ timedOut }, 'worker stopped');
   // Everything is closed; a reconnecting socket left behind (Redis still down) must not keep
