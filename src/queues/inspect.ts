@@ -124,11 +124,7 @@ const iso = (ms: number) => new Date(ms).toISOString();
  */
 export function jobSubject(data: unknown): string {
   if (typeof data !== 'object' || data === null) return '';
-  const { consumerId, userId, consumerIds } = data as {
-    consumerId?: unknown;
-    userId?: unknown;
-    consumerIds?: unknown;
-  };
+  const { consumerId, userId, consumerIds } = data as Record<string, unknown>;
   if (typeof consumerId === 'string') return consumerId.slice(0, 100);
   if (typeof userId === 'string') return userId.slice(0, 100);
   if (!Array.isArray(consumerIds) || typeof consumerIds[0] !== 'string') return '';

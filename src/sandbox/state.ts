@@ -81,9 +81,7 @@ export class SandboxState {
 
   /** `rewards`: a count, or a range to draw it from (with the consumer's own generator). */
   addConsumer(id: string, opts: { enrolled?: boolean; rewards?: RewardsPerConsumer } = {}): void {
-    if (this.consumers.has(id)) {
-      throw new SandboxLookupError(409, `consumer ${id} already exists`);
-    }
+    if (this.consumers.has(id)) throw new SandboxLookupError(409, `consumer ${id} already exists`);
     const rng = new SeededRandom(this.seed, id);
     const { enrolled = true, rewards: count = 0 } = opts;
     this.consumers.set(id, { enrolled, rng, rewards: new ConsumerRewards() });
