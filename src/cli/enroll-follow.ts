@@ -113,10 +113,8 @@ export class EnrollmentFollower {
       chunk.forEach((id, k) => {
         const [error, value] = replies[k] ?? [];
         if (error) throw error;
-        const [name, processedOn, finishedOn, returnvalue, failedReason, stacktrace] = value as (
-          | string
-          | null
-        )[];
+        const hash = value as (string | null)[];
+        const [name, processedOn, finishedOn, returnvalue, failedReason, stacktrace] = hash;
         if (processedOn !== null) this.outcomes.workerSeen = true;
         if (name === null) this.end(id, 'unknown');
         // A job failing with attempts left has a failedReason too; only a finished job ended.
