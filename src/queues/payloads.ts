@@ -44,12 +44,8 @@ export const consentsApart =
   <E extends string, R extends string>(extra: E, removed: R) =>
   (value: Partial<Record<E | R, readonly string[] | null>>, ctx: z.RefinementCtx) => {
     const both = value[removed]?.find((consent) => value[extra]?.includes(consent));
-    if (both)
-      ctx.addIssue({
-        code: 'custom',
-        path: [removed],
-        message: `${both} is also an extra consent`,
-      });
+    const message = `${both} is also an extra consent`;
+    if (both) ctx.addIssue({ code: 'custom', path: [removed], message });
   };
 
 const enrollmentFields = {

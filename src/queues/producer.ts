@@ -111,14 +111,8 @@ export async function enqueueRewardSyncs(
 /** A sync job, deduplicated per consumer; the payload is checked. */
 export function rewardSyncJob(payload: RewardSyncPayload) {
   const data = parsePayload(rewardSyncPayloadSchema, payload, 'reward sync');
-  return {
-    name: jobNames.syncRewards,
-    data,
-    opts: {
-      deduplication: { id: data.consumerId, keepLastIfActive: true },
-      ...priorityOf(data.reason),
-    },
-  };
+  const deduplication = { id: data.consumerId, keepLastIfActive: true };
+  return { name: jobNames.syncRewards, data, opts: { deduplication, ...priorityOf(data.reason) } };
 }
 
 function rewardSyncBatchJob(payload: RewardSyncBatchPayload) {
