@@ -39,11 +39,8 @@ export type HttpIntake = Awaited<ReturnType<typeof startHttpIntake>>;
 export async function startHttpIntake(options: HttpIntakeOptions) {
   const { queues, consumerIdKey } = options;
   const app = createApp(options.token, options.logger);
-  const redisOutage = outageLogger(
-    options.logger,
-    'intake: cannot enqueue, Redis unreachable; answering 503',
-    'error',
-  );
+  const unreachable = 'intake: cannot enqueue, Redis unreachable; answering 503';
+  const redisOutage = outageLogger(options.logger, unreachable, 'error');
   batchRoute(app, options, redisOutage, {
     url: '/v1/enrollments',
     check: (item) => checkSignup(item, consumerIdKey),

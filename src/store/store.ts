@@ -58,11 +58,8 @@ export function createStore(
       at: Date,
     ): Promise<void> => {
       const rows = items.map(({ rewardId, raw, error }) => ({ reward_id: rewardId, raw, error }));
-      await pool.query(`select ${s}.record_rejected_rewards($1, $2, $3)`, [
-        consumerId,
-        JSON.stringify(rows),
-        at,
-      ]);
+      const json = JSON.stringify(rows);
+      await pool.query(`select ${s}.record_rejected_rewards($1, $2, $3)`, [consumerId, json, at]);
     },
     ...consumerQueries(pool, s),
     /** The end of a sync without a page: marks rewards missing and sets last_synced_at. */
@@ -71,12 +68,8 @@ export function createStore(
       missing,
       at,
     }: { consumerId: string } & FinishSync): Promise<{ markedMissing: number }> => {
-      const { markedMissing } = await writer.write({
-        consumerId,
-        rewards: [],
-        observedAt: at,
-        finish: { missing, at },
-      });
+      const page = { consumerId, rewards: [], observedAt: at, finish: { missing, at } };
+      const { markedMissing } = await writer.write(page);
       return { markedMissing };
     },
     ping: async (): Promise<void> => {
