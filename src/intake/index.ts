@@ -69,12 +69,8 @@ export async function startIntake(
       summary.outbox = 'on';
     }
     if (intake.amqpUrl) {
-      const amqp = await startAmqpIntake({
-        ...door,
-        url: intake.amqpUrl,
-        queue: intake.amqpQueue,
-        prefetch: intake.amqpPrefetch,
-      });
+      const { amqpUrl: url, amqpQueue: queue, amqpPrefetch: prefetch } = intake;
+      const amqp = await startAmqpIntake({ ...door, url, queue, prefetch });
       closers.push(amqp.close);
       checks.push({ name: 'rabbitmq', check: amqp.check });
       summary.amqp = intake.amqpQueue;

@@ -26,11 +26,8 @@ export function createRuntime(
 ) {
   const { perks, redis } = config;
   const connection = createRedisConnection(redis, 'worker', logger);
-  const store = createStore(config.database, {
-    logger,
-    writers: syncsInFlight(config.worker),
-    eventTypes: config.events.types,
-  });
+  const writers = syncsInFlight(config.worker);
+  const store = createStore(config.database, { logger, writers, eventTypes: config.events.types });
   const prefix = redis.queuePrefix;
   const queues = openQueues(connection, prefix, config.jobs, logger, options.telemetry);
   const metrics = createMetrics();

@@ -37,12 +37,8 @@ export function createStore(
   pool.on('error', (error) => {
     options.logger?.warn({ err: error }, 'idle PostgreSQL connection lost');
   });
-  const writer = new RewardWriter(
-    pool,
-    s,
-    defaultWriterLimits(config.poolSize, options.writers),
-    options.eventTypes ?? rewardEventTypes,
-  );
+  const limits = defaultWriterLimits(config.poolSize, options.writers);
+  const writer = new RewardWriter(pool, s, limits, options.eventTypes ?? rewardEventTypes);
 
   return {
     pool,
