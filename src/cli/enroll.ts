@@ -40,11 +40,8 @@ export async function run(
   if (userId === undefined) throw new UsageError('enroll: missing <user-id>');
   // The signup every door takes, checked before Redis is reached.
   const config = loadConfig(producerGroups);
-  const signup = {
-    user_id: userId,
-    extra_consents: options.consent ?? [],
-    removed_consents: options.removeConsent ?? [],
-  };
+  const { consent: extra_consents = [], removeConsent: removed_consents = [] } = options;
+  const signup = { user_id: userId, extra_consents, removed_consents };
   const checked = checkSignup(signup, config.consumerIds.key);
   if (!checked.ok) throw signupError(checked.problems);
   const [{ consumerId, jobId, alreadyPending }] = (await withProducer(

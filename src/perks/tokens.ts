@@ -117,11 +117,8 @@ export class TokenProvider {
     const minted = await mint();
     // Lifetimes count from the request, not the response: never later than the server's.
     const expiresAt = requestedAt + minted.lifetimeMs;
-    const token: CachedToken = {
-      accessToken: minted.accessToken,
-      expiresAt,
-      refreshAt: expiresAt - refreshMarginMs(minted.lifetimeMs),
-    };
+    const refreshAt = expiresAt - refreshMarginMs(minted.lifetimeMs);
+    const token: CachedToken = { accessToken: minted.accessToken, expiresAt, refreshAt };
     this.options.hooks?.onTokenMinted?.();
     this.options.logger?.info({ expiresInMs: minted.lifetimeMs }, 'perks: minted an access token');
     await this.#cacheOp('set', async () => cache?.set(token, now()));
