@@ -84,11 +84,7 @@ function declare(program: Command, version: string, lazy: Lazy): Command {
     [...producerGroups],
   )
     .argument('[user-id]', 'your id of the customer (required without --file)')
-    .option(
-      '--consent <consent>',
-      `add an extra consent (repeatable): ${CONSENTS.join(', ')}`,
-      consent,
-    )
+    .option('--consent <consent>', `add an extra consent (repeatable): ${consentNames}`, consent)
     .option('--remove-consent <consent>', 'remove a consent (repeatable), same values', consent)
     .option('--file <path>', 'enroll every record of a CSV or JSON Lines file; - reads stdin')
     .option(
@@ -201,10 +197,12 @@ function whole(min: number, max: number): (raw: string) => number {
 const eventId = (raw: string): string =>
   String(whole(1, Number.MAX_SAFE_INTEGER)(raw.replace(/^evt_/, '')));
 
+const consentNames = CONSENTS.join(', ');
+
 function consent(value: string, previous: Consent[] = []): Consent[] {
   const parsed = consentSchema.safeParse(value);
   if (parsed.success) return [...previous, parsed.data];
-  const one = `one of ${CONSENTS.join(', ')}`;
+  const one = `one of ${consentNames}`;
   const near = closest(value.toUpperCase(), [...CONSENTS]);
   const hint = distance(value.toUpperCase(), near) <= 3 ? `; did you mean ${near}?` : '';
   throw new InvalidArgumentError(`${JSON.stringify(value)} is not a consent (${one})${hint}`);
