@@ -32,6 +32,7 @@ export function createRuntime(
   const queues = openQueues(connection, prefix, config.jobs, logger, options.telemetry);
   const metrics = createMetrics();
   metrics.watchQueues(Object.values(queues));
+  metrics.watchRejectedRewards(store.countRejectedRewards);
   const credentials = credentialSource(perks, logger);
   // Tokens and mint failures are the credentials', which a rotation changes.
   const name = () => credentialsName({ ...perks, ...credentials.current() });

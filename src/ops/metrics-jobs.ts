@@ -112,6 +112,20 @@ export function jobMetrics(registers: Registry[]) {
     help: 'Reward items the schema refused, at every sync that read them (kept in rejected_rewards; the rest of their page is written).',
     registers,
   });
+  let countRejected: (() => Promise<number>) | undefined;
+  new Gauge({
+    name: 'perks_worker_rewards_rejected',
+    help: 'Rows of rejected_rewards: reward items refused and still served by the API, read from PostgreSQL at scrape time.',
+    registers,
+    async collect() {
+      if (!countRejected) return;
+      try {
+        this.set(await withTimeout(countRejected(), scrapeReadTimeoutMs));
+      } catch {
+        this.reset(); // PostgreSQL away or slow: left out of this scrape
+      }
+    },
+  });
   const enrollments = new Counter({
     name: 'perks_worker_enrollments_total',
     help: 'Consumers enrolled, per outcome (created, or already_enrolled: a 409).',
@@ -144,6 +158,10 @@ export function jobMetrics(registers: Registry[]) {
       statusChanges.inc(written.statusChanges);
     },
     rewardsRejected: (count: number) => rejected.inc(count),
+    /** Read the count of rejected_rewards at every scrape. */
+    watchRejectedRewards: (count: () => Promise<number>) => {
+      countRejected = count;
+    },
     enrollment: (outcome: 'created' | 'already_enrolled') => enrollments.inc({ outcome }),
     /** `retried_alone`: it failed inside a job of several consumers and got a job of its own. */
     rewardSync: (outcome: RewardSyncOutcome) => rewardSyncs.inc({ outcome }),

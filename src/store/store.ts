@@ -57,6 +57,9 @@ export function createStore(
       const json = JSON.stringify(rows);
       await pool.query(`select ${s}.record_rejected_rewards($1, $2, $3)`, [consumerId, json, at]);
     },
+    countRejectedRewards: async (): Promise<number> =>
+      (await pool.query<{ n: number }>(`select count(*)::int as n from ${s}.rejected_rewards`))
+        .rows[0]?.n ?? 0,
     ...consumerQueries(pool, s),
     /** The end of a sync without a page: marks rewards missing and sets last_synced_at. */
     finishSync: async ({

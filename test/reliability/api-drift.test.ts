@@ -139,6 +139,7 @@ describe('items that break the contract', () => {
     expect(missing.rows).toEqual([]);
     const metrics = await (await fetch(`${h.opsUrl}/metrics`)).text();
     expect(metrics).toMatch(/^perks_worker_rewards_rejected_total 2$/m);
+    expect(metrics).toMatch(/^perks_worker_rewards_rejected 2$/m);
     const env = { REDIS_URL: h.config.redis.url, QUEUE_PREFIX: h.prefix, DATABASE_URL: h.db.url };
     const status = JSON.parse((await runCli(['status', '--json'], env)).stdout) as {
       datastore: { rewardsRejected: number };
@@ -162,6 +163,8 @@ describe('items that break the contract', () => {
     expect(amounts.rows).toEqual([{ amount: '1.25' }]);
     const left = await pool.query('select 1 from perks.rejected_rewards');
     expect(left.rows).toEqual([]);
+    const after = await (await fetch(`${h.opsUrl}/metrics`)).text();
+    expect(after).toMatch(/^perks_worker_rewards_rejected 0$/m);
   }, 60_000);
 
   it('each malformed item is kept naming its field; the rest of the page is written', async () => {
