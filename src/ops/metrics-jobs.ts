@@ -14,6 +14,30 @@ export interface CountableQueue {
 /** A scrape gives up on queue depths after this long. */
 export const scrapeReadTimeoutMs = 1000;
 
+/**
+ * A gauge read from PostgreSQL at every scrape, once `watch` gives it its reader; absent until
+ * then, and left out of a scrape that cannot read it in time.
+ */
+export function scrapedGauge(name: string, help: string, registers: Registry[]) {
+  let read: (() => Promise<number>) | undefined;
+  new Gauge({
+    name,
+    help,
+    registers,
+    async collect() {
+      if (!read) return;
+      try {
+        this.set(await withTimeout(read(), scrapeReadTimeoutMs));
+      } catch {
+        this.reset(); // PostgreSQL away or slow
+      }
+    },
+  });
+  return (reader: () => Promise<number>) => {
+    read = reader;
+  };
+}
+
 /** What the worker assembly records around every job attempt, and the queues it watches. */
 export function workerMetrics(registers: Registry[]) {
   const completed = new Counter({
@@ -112,20 +136,11 @@ export function jobMetrics(registers: Registry[]) {
     help: 'Reward items the schema refused, at every sync that read them (kept in rejected_rewards; the rest of their page is written).',
     registers,
   });
-  let countRejected: (() => Promise<number>) | undefined;
-  new Gauge({
-    name: 'perks_worker_rewards_rejected',
-    help: 'Rows of rejected_rewards: reward items refused and still served by the API, read from PostgreSQL at scrape time.',
+  const watchRejected = scrapedGauge(
+    'perks_worker_rewards_rejected',
+    'Rows of rejected_rewards: reward items refused and still served by the API, read from PostgreSQL at scrape time.',
     registers,
-    async collect() {
-      if (!countRejected) return;
-      try {
-        this.set(await withTimeout(countRejected(), scrapeReadTimeoutMs));
-      } catch {
-        this.reset(); // PostgreSQL away or slow: left out of this scrape
-      }
-    },
-  });
+  );
   const enrollments = new Counter({
     name: 'perks_worker_enrollments_total',
     help: 'Consumers enrolled, per outcome (created, or already_enrolled: a 409).',
@@ -159,9 +174,7 @@ export function jobMetrics(registers: Registry[]) {
     },
     rewardsRejected: (count: number) => rejected.inc(count),
     /** Read the count of rejected_rewards at every scrape. */
-    watchRejectedRewards: (count: () => Promise<number>) => {
-      countRejected = count;
-    },
+    watchRejectedRewards: watchRejected,
     enrollment: (outcome: 'created' | 'already_enrolled') => enrollments.inc({ outcome }),
     /** `retried_alone`: it failed inside a job of several consumers and got a job of its own. */
     rewardSync: (outcome: RewardSyncOutcome) => rewardSyncs.inc({ outcome }),

@@ -2,9 +2,8 @@
  * Prometheus metrics of one worker, in its own registry so that workers can run side by side.
  * Labels are bounded sets, never a consumer or job id. Here the edges: API, intake, webhooks.
  */
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import { jobMetrics, scrapeReadTimeoutMs, workerMetrics } from './metrics-jobs.js';
-import { withTimeout } from './timeouts.js';
+import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
+import { jobMetrics, scrapedGauge, workerMetrics } from './metrics-jobs.js';
 
 export type { FailureReason } from './metrics-jobs.js';
 
@@ -116,25 +115,16 @@ export function webhookMetrics(registers: Registry[]) {
     labelNames: ['outcome'] as const,
     registers,
   });
-  let readDeliveryLag: (() => Promise<number>) | undefined;
-  new Gauge({
-    name: 'perks_worker_webhook_oldest_undelivered_seconds',
-    help: 'Age of the oldest reward event not yet delivered to WEBHOOK_URL (0 when none), read from PostgreSQL at scrape time; absent without webhooks.',
+  const watchLag = scrapedGauge(
+    'perks_worker_webhook_oldest_undelivered_seconds',
+    'Age of the oldest reward event not yet delivered to WEBHOOK_URL (0 when none), read from PostgreSQL at scrape time; absent without webhooks.',
     registers,
-    async collect() {
-      if (!readDeliveryLag) return;
-      try {
-        this.set(await withTimeout(readDeliveryLag(), scrapeReadTimeoutMs));
-      } catch {
-        this.reset(); // PostgreSQL away or slow: left out of this scrape
-      }
-    },
-  });
+  );
   return {
     webhookDelivery: (outcome: 'delivered' | 'retried' | 'failed') => deliveries.inc({ outcome }),
     /** Read the age of the oldest undelivered event at every scrape (seconds; 0 when none). */
     watchDeliveryLag(read: () => Promise<number>) {
-      readDeliveryLag = read;
+      watchLag(read);
       for (const outcome of ['delivered', 'retried', 'failed']) deliveries.inc({ outcome }, 0);
     },
   };
