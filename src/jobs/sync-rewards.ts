@@ -102,7 +102,7 @@ async function scanOnce(
   let consistent = true;
   const options = { perPage: 1000, sort: '-executed_at', signal } as const;
   for await (const page of ctx.client.listRewardPages(consumerId, options)) {
-    for (const reward of page.items) seenIds.push(reward.id);
+    for (const id of page.ids) seenIds.push(id);
     rejected += page.rejected.length;
     // Fewer distinct items than announced at the end: the list shifted during the walk.
     if (page.totalChanged || (page.lastPage && new Set(seenIds).size + rejected !== page.total)) {
@@ -116,10 +116,11 @@ async function scanOnce(
       : null;
     const ends = page.lastPage && (consistent || result.scans >= maxScans);
     const started = performance.now();
+    const rewards =
+      page.json === undefined ? { rewards: page.items } : { json: page.json, ids: page.ids };
     const { markedMissing, ...written } = await ctx.store.writeRewardPage({
+      ...rewards,
       consumerId,
-      rewards: page.items,
-      json: page.json,
       observedAt: at,
       ...(ends ? { finish: { missing, at } } : {}),
     });
@@ -133,8 +134,8 @@ async function scanOnce(
     // Progress is for long walks; a one-page sync would only pay a Redis round trip for it.
     if (pages > 1)
       await job.updateProgress({ consumerId, page: page.page, pages, total: page.total });
-    const { items, rejected: refused, total } = page;
-    const fields = { page: page.page, pages, items: items.length, rejected: refused.length, total };
+    const { ids, rejected: refused, total } = page;
+    const fields = { page: page.page, pages, items: ids.length, rejected: refused.length, total };
     const end = ends ? { markedMissing, finished: true } : {};
     const writeMs = Math.round(performance.now() - started);
     log.info({ ...fields, ...written, ...end, writeMs }, 'reward page written');

@@ -168,11 +168,12 @@ export class PerksClient {
       const response = await this.#call({ operation, method: 'GET', path, query }, opts.signal);
       const parsed = parseRewardPage(operation, parseJsonBody(operation, response));
       this.#options.logger?.debug(
-        { operation, page, items: parsed.items.length, total: parsed.total },
+        { operation, page, items: parsed.ids.length, total: parsed.total },
         'perks: fetched a rewards page',
       );
-      // With an item left out, the body is no longer what `items` parse from.
-      return parsed.rejected.length > 0 ? parsed : { ...parsed, json: response.body };
+      // With an item left out, the body is no longer what the valid items parse from.
+      if (parsed.rejected.length > 0) return parsed;
+      return { ...parsed, items: undefined, json: response.body };
     });
   }
 

@@ -17,23 +17,32 @@ export interface RejectedItem {
   error: string;
 }
 
-export interface RewardPage {
+interface PageFields {
   page: number;
   perPage: number;
   /** Records matching the filters, as this page announced it. */
   total: number;
-  items: Reward[];
+  /** The valid items' ids, in order. */
+  ids: string[];
   rejected: RejectedItem[];
-  /** The response body as received (JSON text) when no item was rejected: its `items`, parsed. */
-  json?: string;
+}
+
+/**
+ * The valid items: the response body as received (JSON text) when every item parsed, so that
+ * the parse is garbage before the page is written; the parsed items when one was set aside.
+ */
+export type FetchedPage = PageFields &
+  ({ json: string; items?: undefined } | { json?: undefined; items: Reward[] });
+
+export type RewardPage = FetchedPage & {
   lastPage: boolean;
   /** This page's total differs from page 1's: records came or went mid-walk; rescan later. */
   totalChanged: boolean;
   /** Taken before the request (and retries): a write stamped with it never passes for newer. */
   requestedAt: Date;
-}
+};
 
-type ParsedPage = Pick<RewardPage, 'page' | 'perPage' | 'total' | 'items' | 'rejected'>;
+type ParsedPage = PageFields & { items: Reward[] };
 
 /** A failed parse -> one ResponseShapeError naming the first failing field. */
 export function shapeError(operation: string, error: z.ZodError): ResponseShapeError {
@@ -55,7 +64,7 @@ export function parseRewardPage(operation: string, json: unknown): ParsedPage {
     else rejected.push(rejectedItem(item, parsed.error));
   }
   const { page, per_page: perPage, total } = envelope.data.meta;
-  return { page, perPage, total, items, rejected };
+  return { page, perPage, total, ids: items.map((item) => item.id), items, rejected };
 }
 
 function rejectedItem(item: unknown, error: z.ZodError): RejectedItem {
@@ -72,7 +81,7 @@ function rejectedItem(item: unknown, error: z.ZodError): RejectedItem {
 export async function* walkRewardPages(
   operation: string,
   perPage: number,
-  fetchPage: (page: number) => Promise<ParsedPage & Pick<RewardPage, 'json'>>,
+  fetchPage: (page: number) => Promise<FetchedPage>,
 ): AsyncGenerator<RewardPage, void, undefined> {
   let firstTotal: number | undefined;
   let servedPerPage: number | undefined;
@@ -91,7 +100,7 @@ export async function* walkRewardPages(
     if (parsed.perPage !== servedPerPage) {
       throw fail(`per_page changed from ${servedPerPage} to ${parsed.perPage}`);
     }
-    const received = parsed.items.length + parsed.rejected.length;
+    const received = parsed.ids.length + parsed.rejected.length;
     if (received > parsed.perPage) {
       throw fail(`${received} items exceed per_page ${parsed.perPage}`);
     }
@@ -99,7 +108,7 @@ export async function* walkRewardPages(
     if (received > announced) {
       throw fail(`${received} items where total ${parsed.total} leaves ${announced}`);
     }
-    const firstId = parsed.items[0]?.id;
+    const firstId = parsed.ids[0];
     if (firstId !== undefined && firstId === previousFirstId) {
       throw fail('the server repeated the previous page');
     }

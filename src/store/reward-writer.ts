@@ -161,7 +161,7 @@ export class RewardWriter {
     try {
       return await writeRewardPages(this.#pool, this.#sql, pages, this.#eventTypes);
     } catch (error) {
-      if (sqlStateClass(error) !== '22' || !pages.some((page) => page.asSent)) throw error;
+      if (sqlStateClass(error) !== '22' || !pages.some((page) => page.sent !== null)) throw error;
       this.totals.statements += 1;
       return writeRewardPages(this.#pool, this.#sql, pages.map(reserialized), this.#eventTypes);
     }

@@ -15,16 +15,18 @@ export function rewardWriteSql(s: string): string {
   from ${s}.write_reward_pages($1::jsonb, $2::jsonb, $3::uuid[], $4::text[])`;
 }
 
-export interface WriteRewardPageInput {
+/** A page's rewards: parsed records, or a body as sent whose `items` the client's schema passed. */
+export type PageRewards =
+  | { rewards: readonly RewardRecord[]; json?: string }
+  | { json: string; ids: readonly string[]; rewards?: undefined };
+
+export type WriteRewardPageInput = PageRewards & {
   consumerId: string;
-  rewards: readonly RewardRecord[];
   /** When the page was read from the API. */
   observedAt: Date;
   /** On the last page of a sync: the same statement ends it. */
   finish?: FinishSync;
-  /** The response body whose `items` parse to `rewards`, written as sent (no re-serializing). */
-  json?: string;
-}
+};
 
 export interface FinishSync {
   /**
@@ -46,18 +48,24 @@ export type RewardPageResult = RewardPageWrite & { markedMissing: number };
 
 export type PreparedPage = ReturnType<typeof preparePage>;
 
+/** What the SQL reads of a reward: its id and the item as received. */
+type Item = Pick<RewardRecord, 'id' | 'raw'>;
+
 export function preparePage(input: WriteRewardPageInput) {
-  const rewards = distinctRewards(input.rewards);
-  const sent = rewards.length === input.rewards.length ? input.json : undefined;
+  const ids = input.rewards ? input.rewards.map((reward) => reward.id) : input.ids;
+  // A body as sent holds each id once, or it is rebuilt from its items, each id once.
+  const sent =
+    input.json !== undefined && new Set(ids).size === ids.length ? input.json : undefined;
+  const rewards = sent === undefined ? distinctRewards(input.rewards ?? itemsIn(input.json)) : null;
   return {
     consumerId: input.consumerId,
-    ids: rewards.map((reward) => reward.id),
+    ids: rewards ? rewards.map((reward) => reward.id) : ids,
     /** { consumer_id, body }: an element of the statement's first parameter. */
-    entryJson: entryOf(input.consumerId, sent ?? itemsOf(rewards)),
-    asSent: sent !== undefined,
-    rewards,
+    entryJson: entryOf(input.consumerId, sent ?? bodyOf(rewards ?? [])),
+    /** The body as sent, kept for `reserialized`; else null. */
+    sent: sent ?? null,
     /** Rewards given, duplicates included. */
-    given: input.rewards.length,
+    given: ids.length,
     observedAt: input.observedAt,
     finish: input.finish,
   };
@@ -65,11 +73,17 @@ export function preparePage(input: WriteRewardPageInput) {
 
 /** For a body as sent that jsonb refuses (a \u0000 escape, a number out of numeric's range). */
 export function reserialized(page: PreparedPage): PreparedPage {
-  if (!page.asSent) return page;
-  return { ...page, entryJson: entryOf(page.consumerId, itemsOf(page.rewards)), asSent: false };
+  if (page.sent === null) return page;
+  return { ...page, entryJson: entryOf(page.consumerId, bodyOf(itemsIn(page.sent))), sent: null };
 }
 
-const itemsOf = (rewards: readonly RewardRecord[]) =>
+/** The items of a body as sent, parsed again (rare: duplicates, or a body jsonb refused). */
+function itemsIn(json: string): Item[] {
+  const { items } = JSON.parse(json) as { items: Record<string, unknown>[] };
+  return items.map((raw) => ({ id: String(raw.id).toLowerCase(), raw }));
+}
+
+const bodyOf = (rewards: readonly Item[]) =>
   `{"items":${JSON.stringify(rewards.map((reward) => reward.raw))}}`;
 
 const entryOf = (consumerId: string, body: string) =>
@@ -147,8 +161,8 @@ function assertDisjoint(pages: readonly PreparedPage[]): void {
 }
 
 /** Each id once, its last occurrence (pages shift under inserts): ON CONFLICT touches a row once. */
-function distinctRewards(rewards: readonly RewardRecord[]): RewardRecord[] {
-  const byId = new Map<string, RewardRecord>();
+function distinctRewards(rewards: readonly Item[]): Item[] {
+  const byId = new Map<string, Item>();
   for (const reward of rewards) {
     // The amount written is the item's (read in SQL); numeric would also take "NaN".
     const { amount } = reward.raw;

@@ -168,8 +168,8 @@ describe('writeRewardPage', () => {
     const { items: parsed } = parseRewardPage('test', JSON.parse(json));
     await store.writeRewardPage({
       consumerId: 'sent',
-      rewards: parsed,
       json,
+      ids: parsed.map((r) => r.id),
       observedAt: new Date(),
     });
 
@@ -193,7 +193,7 @@ describe('writeRewardPage', () => {
     expect(rows[0]?.score).toBe('12345678901234567890.000000001');
   });
 
-  it('writes a body PostgreSQL refuses as jsonb from the parsed rewards instead', async () => {
+  it('writes a body PostgreSQL refuses as jsonb from its items, parsed again', async () => {
     // JSON.parse takes both; jsonb refuses a \u0000 escape and a number past numeric's range.
     const r = reward();
     const json = `{"items":[${JSON.stringify(r.raw).replace(/}$/, ',"big":1e1000000}')}],
@@ -201,8 +201,8 @@ describe('writeRewardPage', () => {
     const { items: parsed } = parseRewardPage('test', JSON.parse(json));
     const result = await store.writeRewardPage({
       consumerId: 'refused_body',
-      rewards: parsed,
       json,
+      ids: parsed.map((reward) => reward.id),
       observedAt: new Date(),
     });
     expect(result).toMatchObject({ inserted: 1 });
@@ -210,7 +210,7 @@ describe('writeRewardPage', () => {
     expect((await storedReward(r.id))?.raw).toMatchObject({ id: r.id, big: null });
   });
 
-  it('writes a page listing a reward twice from the parsed rewards, even given the body', async () => {
+  it('writes a body listing a reward twice from its items, the last of each id', async () => {
     const r = reward();
     const paid = withStatus(r, 'PAID_IN', 'POOLED');
     const json = JSON.stringify({
@@ -219,8 +219,8 @@ describe('writeRewardPage', () => {
     });
     const result = await store.writeRewardPage({
       consumerId: 'dupes_sent',
-      rewards: [r, paid],
       json,
+      ids: [r.id, paid.id],
       observedAt: new Date(),
     });
     expect(result).toMatchObject({ inserted: 1, unchanged: 1 });

@@ -44,10 +44,12 @@ describe('listRewardPages', () => {
   ])('%i rewards at 1000 a page -> pages of %j', async (count, sizes) => {
     api = fakeApi({ api: rewardsServer(count) });
     const pages = await collect(api.client.listRewardPages(CONSUMER));
-    expect(pages.map((p) => p.items.length)).toEqual(sizes);
+    expect(pages.map((p) => p.ids.length)).toEqual(sizes);
+    // Every item valid: the body goes on as received, the parsed items are not kept.
+    expect(pages.every((p) => p.json !== undefined && p.items === undefined)).toBe(true);
     expect(pages.map((p) => p.lastPage)).toEqual(sizes.map((_, i) => i === sizes.length - 1));
     expect(pages.every((p) => p.total === count && !p.totalChanged)).toBe(true);
-    expect(new Set(pages.flatMap((p) => p.items.map((r) => r.id))).size).toBe(count);
+    expect(new Set(pages.flatMap((p) => p.ids)).size).toBe(count);
     expect(api.apiRequests()).toHaveLength(sizes.length);
   });
 
@@ -88,7 +90,7 @@ describe('listRewardPages', () => {
     const pages: RewardPage[] = [];
     const error = await (async () => {
       for await (const page of iterable) {
-        if (page.page === 1) pageOne = page.items.map((r) => r.raw);
+        if (page.page === 1) pageOne = JSON.parse(page.json ?? '{}').items;
         pages.push(page);
       }
     })().catch((e: unknown) => e);
@@ -129,7 +131,7 @@ describe('listRewardPages', () => {
       api: rewardsServer(4, (page, body) => (page === 2 ? { ...body, items: [] } : body)),
     });
     const pages = await collect(api.client.listRewardPages(CONSUMER, { perPage: 2 }));
-    expect(pages.map((p) => [p.items.length, p.lastPage])).toEqual([
+    expect(pages.map((p) => [p.ids.length, p.lastPage])).toEqual([
       [2, false],
       [0, true],
     ]);
@@ -144,7 +146,7 @@ describe('listRewardPages', () => {
       }),
     });
     const pages = await collect(api.client.listRewardPages(CONSUMER, { perPage: 2 }));
-    expect(pages.map((p) => [p.page, p.items.length, p.rejected.length, p.lastPage])).toEqual([
+    expect(pages.map((p) => [p.page, p.ids.length, p.rejected.length, p.lastPage])).toEqual([
       [1, 2, 0, false],
       [2, 1, 1, true],
     ]);
@@ -184,7 +186,7 @@ describe('walkRewardPages', () => {
       asked.push(Date.now());
       await new Promise((resolve) => setTimeout(resolve, 30));
       const item = wireReward();
-      return { page, perPage: 1, total: 2, items: [item as never], rejected: [], json: '' };
+      return { page, perPage: 1, total: 2, ids: [String(item.id)], rejected: [], json: '' };
     });
     const stamps: number[] = [];
     for await (const page of pages) stamps.push(page.requestedAt.getTime());
