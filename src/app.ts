@@ -8,6 +8,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import v8 from 'node:v8';
 import { type Config, insecureHttpWarning } from './config.js';
 import { startWebhooks, type Webhooks } from './events/index.js';
 import { type Intake, startIntake } from './intake/index.js';
@@ -50,6 +51,10 @@ export async function startPerksWorker(
   { logger, skipMigrate, stopping }: StartOptions,
 ): Promise<PerksWorker> {
   const { consumerIds, perks, redis, worker: settings } = config;
+  // After a full collection the old generation may grow to 1.5 × what survived, not V8's up to
+  // 4 ×: a worker's garbage is reward pages, and its peak RSS stays near what it holds
+  // (bench/README, "Worker memory"). V8 reads the flag at each collection.
+  v8.setFlagsFromString('--heap-growing-percent=50');
   for (const warning of [consumerIdKeyWarning(consumerIds.key), insecureHttpWarning(perks)]) {
     if (warning) logger.warn(warning);
   }
