@@ -2,7 +2,12 @@
 # The worker's own peak RSS on a first sync of 200 consumers x 1,000 rewards: `perks-worker
 # work` as a process of its own against `perks-worker sandbox`, into a database and queue
 # prefix of its own (dropped at the end). Needs a build (npm run build), psql and redis-cli.
+# Each consumer a sync job of its own (SYNC_CONCURRENCY at once), or with --reconcile the 200
+# consumers recorded as enrolled and one reconciliation (SYNC_CONCURRENCY x
+# SYNC_CONSUMERS_PER_JOB at once).
 set -euo pipefail
+mode=${1:-}
+case $mode in '' | --reconcile) ;; *) echo "usage: $0 [--reconcile]" >&2; exit 2 ;; esac
 cd "$(dirname "$0")/.."
 export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379}
 admin_url=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
@@ -23,11 +28,17 @@ node dist/src/index.js migrate >/dev/null
 node dist/src/index.js work >"$log_dir/work.log" 2>&1 &
 worker=$!
 started=$(date +%s.%N)
-node --input-type=module -e "
+if [ "$mode" = --reconcile ]; then
+  psql "$DATABASE_URL" -qc "insert into perks.consumers (consumer_id, enrolled_at)
+    select 'sbx_' || lpad(i::text, 4, '0'), now() from generate_series(1, 200) i"
+  node dist/src/index.js reconcile >/dev/null
+else
+  node --input-type=module -e "
 const { createProducer } = await import('./dist/src/queues/producer.js');
 const producer = await createProducer({ redisUrl: process.env.REDIS_URL, queuePrefix: process.env.QUEUE_PREFIX });
 for (let i = 1; i <= 200; i++) await producer.enqueueRewardSync({ consumerId: 'sbx_' + String(i).padStart(4, '0') });
 await producer.close();"
+fi
 rows=0
 for _ in $(seq 1 1200); do
   rows=$(psql "$DATABASE_URL" -tAc "select count(*) from perks.rewards")
