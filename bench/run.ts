@@ -23,6 +23,7 @@ import { scenario4 } from './scenario-4-enrollment.js';
 import { scenario5 } from './scenario-5-fanout.js';
 import { scenario6 } from './scenario-6-baseline.js';
 import { scenario7 } from './scenario-7-enroll-file.js';
+import { scenario8 } from './scenario-8-concurrency.js';
 
 const scenarios: readonly Scenario[] = [
   scenario1,
@@ -32,6 +33,7 @@ const scenarios: readonly Scenario[] = [
   scenario5,
   scenario6,
   scenario7,
+  scenario8,
 ];
 
 const usage = `Usage: npm run bench -- [--quick] [--scenario N[,N...]]... [--fanout N]

@@ -52,8 +52,8 @@ export const perksVariables = group('perks', {
     doc: 'Upper bound on the time one API call spends retrying, in milliseconds.',
   }),
   PERKS_CONNECTIONS: variable('connections', wholeNumber(1, 1024), {
-    default: '32',
-    doc: 'Keep-alive connections to the API per process: at most this many requests at once. At least `ENROLL_CONCURRENCY` + `SYNC_CONCURRENCY` lets no job wait for a connection; fewer caps the API concurrency.',
+    default: '64',
+    doc: 'Keep-alive connections to the API per process, and the most requests in flight at once. Below it the number adapts (`perks_worker_api_concurrency_limit`): it grows while answers keep their speed, and shrinks as they slow and on 429, 5xx and timeouts, so an unknown rate limit or a slow API is found, not configured.',
   }),
 });
 

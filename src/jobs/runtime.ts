@@ -45,6 +45,7 @@ export function createRuntime(
     logger,
     hooks: metrics.apiHooks,
   });
+  metrics.watchApiConcurrency(async () => client.concurrency.limit);
   const mint = () => client.checkCredentials();
   const outage = { redis: connection, prefix, queues, logger, mint, credentials, name };
   const mintOutage = new MintOutage(outage);

@@ -36,6 +36,12 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     ...jobMetrics(registers),
     ...intakeMetrics(registers),
     ...webhookMetrics(registers),
+    /** Read the API client's concurrency limit at every scrape. */
+    watchApiConcurrency: scrapedGauge(
+      'perks_worker_api_concurrency_limit',
+      'Requests to the Perks API this process lets be in flight at once: it adapts below PERKS_CONNECTIONS, growing while answers keep their speed, shrinking as they slow and on 429, 5xx and timeouts.',
+      registers,
+    ),
     scrape: () => registry.metrics(),
   };
 }

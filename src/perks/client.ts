@@ -7,6 +7,7 @@ import { AbortError } from 'p-retry';
 import type { Logger } from 'pino';
 import { type Dispatcher, Pool } from 'undici';
 import { linkSignals } from '../signals.js';
+import { ConcurrencyLimit } from './concurrency.js';
 import {
   AuthError,
   ConflictError,
@@ -50,7 +51,10 @@ export interface PerksClientOptions {
   apiVersion?: string;
   /** Deadline of one HTTP exchange (headers and body). Default 10000. */
   timeoutMs?: number;
-  /** Keep-alive connections of the pool. Default 16. Ignored when `dispatcher` is given. */
+  /**
+   * Keep-alive connections of the pool, and the most requests in flight: below it the number
+   * adapts to the API's answers (concurrency.ts). Default 16.
+   */
   connections?: number;
   /** Larger response bodies are destroyed and fail the call. Default 8 MiB. */
   maxResponseBytes?: number;
@@ -97,6 +101,8 @@ export class PerksClient {
   readonly #retry: typeof defaultRetry;
   readonly #tokens: TokenProvider;
   readonly #closing = new AbortController();
+  /** Requests in flight: the limit found, the number now and the peak. */
+  readonly concurrency: ConcurrencyLimit;
 
   constructor(options: PerksClientOptions) {
     const base = new URL(options.baseUrl);
@@ -108,8 +114,10 @@ export class PerksClient {
     this.#ownPool = options.dispatcher
       ? undefined
       : new Pool(base.origin, { connections: options.connections ?? 16 });
+    this.concurrency = new ConcurrencyLimit({ max: options.connections ?? 16 });
     this.#transport = {
       ...options,
+      concurrency: this.concurrency,
       baseUrl: base.toString().replace(/\/+$/, ''),
       dispatcher: options.dispatcher ?? (this.#ownPool as Pool),
       timeoutMs: options.timeoutMs ?? 10_000,

@@ -6,6 +6,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { type Dispatcher, request } from 'undici';
 import { linkSignals } from '../signals.js';
 import type { PerksClientOptions } from './client.js';
+import type { ConcurrencyLimit, Outcome } from './concurrency.js';
 import {
   errorFromResponse,
   PerksError,
@@ -33,7 +34,10 @@ export interface HttpResponse {
 
 /** The client's options, defaults filled in. */
 export type TransportOptions = PerksClientOptions &
-  Required<Pick<PerksClientOptions, 'dispatcher' | 'timeoutMs' | 'maxResponseBytes'>>;
+  Required<Pick<PerksClientOptions, 'dispatcher' | 'timeoutMs' | 'maxResponseBytes'>> & {
+    /** Requests in flight, adapting; none: as many as the dispatcher takes. */
+    concurrency?: ConcurrencyLimit;
+  };
 
 /** One exchange; a non-2xx becomes its typed error. */
 export async function send(
@@ -58,6 +62,7 @@ export async function send(
   }
   const query = spec.query?.toString();
   const url = `${options.baseUrl}${spec.path}${query ? `?${query}` : ''}`;
+  const done = await options.concurrency?.acquire(callSignal);
   const startedAt = performance.now();
   const linked = linkSignals([callSignal], timeoutMs);
   let status: number | undefined;
@@ -95,11 +100,19 @@ export async function send(
     throw failure;
   } finally {
     linked.dispose();
-    const durationMs = Math.round(performance.now() - startedAt);
+    const elapsedMs = performance.now() - startedAt;
+    done?.(callSignal.aborted ? 'ignore' : outcomeOf(status, linked.timedOut()), elapsedMs);
+    const durationMs = Math.round(elapsedMs);
     const event = { operation, status, durationMs };
     options.hooks?.onRequest?.(errorName === undefined ? event : { ...event, error: errorName });
     options.logger?.debug({ ...event, error: errorName }, 'perks: request');
   }
+}
+
+/** What an exchange says of the load: 429, 5xx and a timeout say "too much". */
+function outcomeOf(status: number | undefined, timedOut: boolean): Outcome {
+  if (timedOut || status === 429 || (status !== undefined && status >= 500)) return 'overload';
+  return status === undefined ? 'ignore' : 'ok';
 }
 
 async function readBody(

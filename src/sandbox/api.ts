@@ -45,6 +45,11 @@ export async function handleApi(ctx: SandboxContext, url: URL, reply: Reply): Pr
   if (ctx.state.overRateLimit(reply.req.headers.authorization ?? '')) {
     return reply.send(429, 'Too Many Requests', 'text/plain', { 'retry-after': '1' });
   }
+  // At once, not after the latency: a gateway counting requests in flight refuses on arrival.
+  if (!ctx.state.admit(reply.res)) {
+    reply.immediate = true;
+    return reply.send(429, 'Too Many Requests', 'text/plain', { 'retry-after': '0' });
+  }
   if (!(await authorize(ctx, reply))) return;
   if (target.route === 'enroll') enrollConsumer(ctx, body, reply);
   else if (target.route === 'listRewards') listRewards(ctx, target.consumerId, url, reply);

@@ -20,10 +20,12 @@ export class Reply {
   successBodyOverride: string | undefined;
   /** Sent or reset. */
   done = false;
+  /** Sent without the added latency. */
+  immediate = false;
 
   constructor(
     readonly req: IncomingMessage,
-    private readonly res: ServerResponse,
+    readonly res: ServerResponse,
     private readonly timers: Set<NodeJS.Timeout>,
     private readonly latencyMs = 0,
     private readonly requestLog?: RequestLog,
@@ -57,7 +59,7 @@ export class Reply {
       }
       this.log(status);
     };
-    const ms = this.holdMs + this.latencyMs;
+    const ms = this.holdMs + (this.immediate ? 0 : this.latencyMs);
     if (ms <= 0) return write();
     const timer = setTimeout(() => {
       this.timers.delete(timer);

@@ -40,6 +40,8 @@ const optionsSchema = z.object({
   latencyMs: z.int().min(0).optional(),
   /** Requests per second per token before text/plain 429s; default the scenario's, else none. */
   rateLimitPerSecond: z.number().positive().optional(),
+  /** API requests answered at once (latency included) before text/plain 429s; default none. */
+  concurrencyLimit: z.int().min(1).optional(),
   scenario: z.custom<Scenario>().optional(),
   /** One line at start and unexpected errors; never a secret. */
   logger: z.custom<Logger>().optional(),
@@ -79,6 +81,7 @@ export async function startSandbox(options: SandboxOptions = {}) {
     // An option wins over the scenario's setting.
     state.setLatency(settings.latencyMs ?? scenario?.latencyMs ?? 0);
     state.setRateLimit(settings.rateLimitPerSecond ?? scenario?.rateLimitPerSecond);
+    state.setConcurrencyLimit(settings.concurrencyLimit);
   };
   reset();
   const ctx = { ...settings, state, faults, tokens, reset };

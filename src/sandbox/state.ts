@@ -1,4 +1,5 @@
 /** The sandbox's data: consumers and their rewards, settings, counters, the request log. */
+import type { ServerResponse } from 'node:http';
 import { ConsumerRewards, type RewardPage, type RewardPageQuery } from './consumer-rewards.js';
 import { SeededRandom } from './random.js';
 import { generateReward, type RewardJson } from './rewards.js';
@@ -21,6 +22,10 @@ const emptyCounters = () => ({
   tokensMinted: 0,
   enrollmentsCreated: 0,
   enrollmentsConflicted: 0,
+  /** API requests being answered at once (their latency included), at most; token requests aside. */
+  peakInFlight: 0,
+  /** Refused with a 429 for `concurrencyLimit`. */
+  overConcurrencyLimit: 0,
 });
 
 /** The last `capacity` entries. */
@@ -69,8 +74,16 @@ export class SandboxState {
   private readonly consumers = new Map<string, ConsumerRecord>();
   readonly log = new RequestLog(1000);
   private stats = emptyCounters();
-  /** Latency added to every API response; requests per second per token before text/plain 429s. */
-  readonly settings = { latencyMs: 0, rateLimitPerSecond: null as number | null };
+  /**
+   * Latency added to every API response; requests per second per token before text/plain 429s;
+   * requests answered at once before text/plain 429s (Retry-After 0).
+   */
+  readonly settings = {
+    latencyMs: 0,
+    rateLimitPerSecond: null as number | null,
+    concurrencyLimit: null as number | null,
+  };
+  private inFlight = 0;
   private readonly windows = new Map<string, { second: number; count: number }>();
 
   constructor(
@@ -183,6 +196,25 @@ export class SandboxState {
   setRateLimit(perSecond: number | undefined): void {
     this.settings.rateLimitPerSecond = perSecond ?? null;
     this.windows.clear();
+  }
+
+  setConcurrencyLimit(limit: number | undefined): void {
+    this.settings.concurrencyLimit = limit ?? null;
+  }
+
+  /** Counts a request in until its response closes; false: over `concurrencyLimit`, refuse it. */
+  admit(response: ServerResponse): boolean {
+    const limit = this.settings.concurrencyLimit;
+    if (limit !== null && this.inFlight >= limit) {
+      this.stats.overConcurrencyLimit++;
+      return false;
+    }
+    this.inFlight++;
+    this.stats.peakInFlight = Math.max(this.stats.peakInFlight, this.inFlight);
+    response.once('close', () => {
+      this.inFlight--;
+    });
+    return true;
   }
 
   /** The spec's "per-token request limits" in fixed one-second windows, keyed by Authorization. */

@@ -40,7 +40,7 @@ describe('loadConfig', () => {
       timeoutMs: 10_000,
       retryAttempts: 4,
       retryMaxMs: 30_000,
-      connections: 32,
+      connections: 64,
     });
     expect(config.redis).toEqual({ url: 'redis://127.0.0.1:6379', queuePrefix: 'perks' });
     expect(config.database).toEqual({

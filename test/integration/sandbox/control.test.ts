@@ -134,9 +134,34 @@ describe('control API', () => {
 
   it('changes latency and rate limit through settings', async () => {
     const set = await control('PUT', 'settings', { latencyMs: 5, rateLimitPerSecond: 100 });
-    expect(set.json()).toEqual({ latencyMs: 5, rateLimitPerSecond: 100 });
+    expect(set.json()).toEqual({ latencyMs: 5, rateLimitPerSecond: 100, concurrencyLimit: null });
     const unset = await control('PUT', 'settings', { latencyMs: 0, rateLimitPerSecond: null });
-    expect(unset.json()).toEqual({ latencyMs: 0, rateLimitPerSecond: null });
+    expect(unset.json()).toEqual({
+      latencyMs: 0,
+      rateLimitPerSecond: null,
+      concurrencyLimit: null,
+    });
+  });
+
+  it('refuses requests past its concurrency limit at once with a 429, and counts the peak', async () => {
+    const capped = await startSandbox({ consumers: 1, concurrencyLimit: 2, latencyMs: 200 });
+    try {
+      const api = await apiClient(capped);
+      const answers = await Promise.all(
+        Array.from({ length: 4 }, () => api.get('/perks/consumers/sbx_0001/rewards')),
+      );
+      expect(answers.map((a) => a.status).sort()).toEqual([200, 200, 429, 429]);
+      const refused = answers.find((a) => a.status === 429);
+      expect(refused?.headers).toMatchObject({ 'retry-after': '0', 'content-type': 'text/plain' });
+      expect(capped.state.counters()).toMatchObject({ peakInFlight: 2, overConcurrencyLimit: 2 });
+      // Answered, the two are out: the next two get through.
+      const again = await Promise.all(
+        [1, 2].map(() => api.get('/perks/consumers/sbx_0001/rewards')),
+      );
+      expect(again.map((a) => a.status)).toEqual([200, 200]);
+    } finally {
+      await capped.close();
+    }
   });
 
   it('mints tokens for other programs and scopes', async () => {
