@@ -1,14 +1,14 @@
 /**
  * Requests in flight to the API, adapting (after TCP Vegas and Netflix's concurrency-limits):
  * while the smoothed round trip stays under 1.2 × the no-load one, one more request per round
- * trip (doubling until the first slowdown or overload); past 1.5 ×, one fewer. An answer that
- * says "too much" (429, 5xx, a timeout) cuts the limit by a tenth, once per round trip. It never
- * leaves [1, max].
+ * trip (doubling until the first slowdown or overload); past 2 ×, one fewer. The band is wide: a
+ * worker short of CPU slows its own samples too (they wait behind other work in its event loop),
+ * and fewer requests out would not make it faster. An answer that says "too much" (429, 5xx, a
+ * timeout) cuts the limit by a tenth, once per round trip. It never leaves [1, max].
  *
- * The round trip runs from the slot's grant to the body read, so a process short of CPU slows its
- * own samples too. The no-load round trip is re-measured every 10 s (as BBR does): for a few
- * round trips half the limit is let out, so an API that became slower for good is not taken for
- * a queue.
+ * The round trip runs from the slot's grant to the body read. The no-load round trip is
+ * re-measured every 10 s (as BBR does): for a few round trips half the limit is let out, so an
+ * API that became slower for good is not taken for a queue.
  */
 
 export type Outcome = 'ok' | 'overload' | 'ignore';
@@ -119,7 +119,7 @@ export class ConcurrencyLimit {
     if (slowing < 1.2) next = limit + (this.#slowStart ? 1 : 1 / limit);
     else {
       this.#slowStart = false;
-      if (slowing > 1.5) next = limit - 1 / limit;
+      if (slowing > 2) next = limit - 1 / limit;
     }
     this.#limit = Math.min(this.max, Math.max(1, next));
   }

@@ -48,10 +48,10 @@ describe('ConcurrencyLimit', () => {
     const { rounds } = simulated({ max: 128, initial: 4 });
     // 3,000 round trips of 20 ms or more: a minute, six probes of the no-load round trip.
     const limits = await rounds(3000, api(24, 20));
-    // Round trips 1.2 to 1.5 × the no-load one: 29 to 36 requests out for the 24 served.
+    // Round trips 1.2 to 2 × the no-load one: 29 to 48 requests out for the 24 served.
     const settled = limits.slice(100).filter((limit) => limit > 20);
     expect(Math.min(...settled)).toBeGreaterThanOrEqual(28);
-    expect(Math.max(...settled)).toBeLessThanOrEqual(37);
+    expect(Math.max(...settled)).toBeLessThanOrEqual(49);
   });
 
   it('finds the same limit again after the API slows for good', async () => {
@@ -61,7 +61,7 @@ describe('ConcurrencyLimit', () => {
     const limits = await rounds(2000, api(24, 40));
     const settled = limits.slice(1000).filter((limit) => limit > 20);
     expect(Math.min(...settled)).toBeGreaterThanOrEqual(28);
-    expect(Math.max(...settled)).toBeLessThanOrEqual(37);
+    expect(Math.max(...settled)).toBeLessThanOrEqual(49);
   });
 
   it('cuts by a tenth on 429 or 5xx, once per round trip, and stays near an unknown cap', async () => {
