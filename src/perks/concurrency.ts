@@ -26,7 +26,7 @@ export interface ConcurrencyLimitOptions {
 }
 
 export class ConcurrencyLimit {
-  readonly max: number;
+  readonly #max: number;
   readonly #now: () => number;
   #limit: number;
   #inFlight = 0;
@@ -42,7 +42,7 @@ export class ConcurrencyLimit {
   #probe: { until: number; after: number; minMs: number } | undefined;
 
   constructor(options: ConcurrencyLimitOptions) {
-    this.max = options.max;
+    this.#max = options.max;
     this.#limit = Math.min(options.max, options.initial ?? 16);
     this.#now = options.now ?? (() => performance.now());
     this.#lastProbeAt = this.#now();
@@ -121,7 +121,7 @@ export class ConcurrencyLimit {
       this.#slowStart = false;
       if (slowing > 2) next = limit - 1 / limit;
     }
-    this.#limit = Math.min(this.max, Math.max(1, next));
+    this.#limit = Math.min(this.#max, Math.max(1, next));
   }
 
   /** Starts, feeds or ends a probe; true while one runs (the limit holds meanwhile). */
