@@ -165,7 +165,9 @@ export function schemaResult(
     return line.fail('schema', schema, `not migrated (0 of ${files.length} migrations)`, migrate);
   }
   if (pending.length > 0) {
-    const names = pending.map((f) => f.file).join(', ');
+    // The first and the last when there are many: the line stays whole on a terminal.
+    const [first, ...rest] = pending.map((f) => f.file);
+    const names = rest.length > 2 ? `${first}, …, ${rest.at(-1)}` : [first, ...rest].join(', ');
     const count = pending.length === 1 ? '1 migration' : `${pending.length} migrations`;
     return line.fail('schema', schema, `${count} pending (${names})`, migrate);
   }
