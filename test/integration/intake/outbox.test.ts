@@ -372,7 +372,10 @@ describe('signup outbox', () => {
     expect(messages(rig, 'outbox LISTEN failed; polling alone until it reconnects')).toHaveLength(
       1,
     );
-    expect(messages(rig, 'outbox LISTEN restored')).toHaveLength(1);
+    // The server shows the session listening before the drain has read its answer and logged.
+    await expect
+      .poll(() => messages(rig, 'outbox LISTEN restored'), { timeout: 5000, interval: 20 })
+      .toHaveLength(1);
   });
 
   it('deletes processed rows past retention, a bounded batch at a time, never a waiting row', async () => {
