@@ -21,7 +21,7 @@ export const eventsVariables = group('events', {
   EVENT_TYPES: variable('types', eventTypes, {
     default: rewardEventTypes.join(','),
     example: 'reward.status_changed,reward.missing',
-    doc: 'Reward changes recorded in `reward_events` (and so delivered), a comma list, or `none`. Leave out `reward.created` for a first backfill of millions of rewards.',
+    doc: 'Reward changes recorded in `reward_events` (and so delivered), a comma list, or `none`. Leave out `reward.created` to send no webhook per reward of a first backfill.',
   }),
   EVENT_RETENTION_DAYS: variable('retentionDays', retentionDays, {
     default: '30',

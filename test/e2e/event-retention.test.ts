@@ -30,7 +30,7 @@ beforeAll(async () => {
   rig = await startProcessRig({ sandbox: { seed: 38 } });
   // Recent events first: old ones written after them (by hand) are reached all the same.
   await rig.store.pool.query(
-    `insert into perks.reward_events (type, consumer_id, reward_id, data, created_at)
+    `insert into perks.reward_event_log (type, consumer_id, reward_id, data, created_at)
      select 'reward.created', 'ret_' || (g % 7), gen_random_uuid(), '{}',
             now() - case when g <= 50 then interval '1 hour' else interval '40 days' end
        from generate_series(1, 550) g`,
@@ -79,7 +79,7 @@ describe('event retention', () => {
 
   it('prunes again when a replica starts after that run', async () => {
     await rig.store.pool.query(
-      `insert into perks.reward_events (type, consumer_id, reward_id, data, created_at)
+      `insert into perks.reward_event_log (type, consumer_id, reward_id, data, created_at)
        select 'reward.created', 'ret_late', gen_random_uuid(), '{}', now() - interval '40 days'
          from generate_series(1, 20)`,
     );

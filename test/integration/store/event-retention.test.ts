@@ -26,16 +26,32 @@ afterAll(async () => {
 beforeEach(async () => {
   logs.length = 0;
   await store.pool.query(
-    'truncate perks.reward_events, perks.reward_event_failures, perks.reward_event_cursors restart identity',
+    `truncate perks.reward_event_log, perks.reward_event_failures, perks.reward_event_cursors,
+       perks.reward_status_changes, perks.rewards, perks.consumers restart identity`,
   );
 });
 
 /** `count` events of `consumerId` recorded `daysAgo` days ago, as one statement: ids in order. */
 async function record(consumerId: string, daysAgo: number, count: number): Promise<void> {
   await store.pool.query(
-    `insert into perks.reward_events (type, consumer_id, reward_id, data, created_at)
-     select 'reward.created', $1, gen_random_uuid(), '{}', now() - make_interval(days => $2)
+    `insert into perks.reward_event_log (type, consumer_id, reward_id, data, created_at)
+     select 'reward.missing', $1, gen_random_uuid(), '{}', now() - make_interval(days => $2)
        from generate_series(1, $3)`,
+    [consumerId, daysAgo, count],
+  );
+}
+
+/** `count` reward.created events held by their reward rows, first seen `daysAgo` days ago. */
+async function recordHeld(consumerId: string, daysAgo: number, count: number): Promise<void> {
+  await store.pool.query(
+    `with consumer as (
+       insert into perks.consumers (consumer_id) values ($1) on conflict do nothing
+     )
+     insert into perks.rewards (id, consumer_id, amount, type, status, consumer_status,
+       created_at, raw, first_seen_at, last_seen_at, observed_at, event_id)
+     select gen_random_uuid(), $1, 1, 'CASHBACK', 'VALIDATED', 'VALIDATION', t, '{}', t, t, t,
+            nextval('perks.reward_event_ids')
+       from generate_series(1, $3), lateral (select now() - make_interval(days => $2) as t) n`,
     [consumerId, daysAgo, count],
   );
 }
@@ -103,6 +119,35 @@ describe('reward event retention', () => {
     // Without webhooks, the retention alone decides.
     expect((await prune(30, false)).deleted).toBe(15);
     expect(await kept()).toEqual({});
+  });
+
+  it('clears the old reward.created events reward rows hold, with the log, in one id order', async () => {
+    await recordHeld('old', 40, 3000); // ids 1-3000
+    await record('old', 40, 1000); // 3001-4000
+    await recordHeld('behind', 40, 10); // 4001-4010, delivered through 4005
+    await recordHeld('new', 1, 20);
+    await store.pool.query(
+      `insert into perks.reward_event_cursors (consumer_id, delivered_through)
+       values ('old', 4000), ('behind', 4005);
+       insert into perks.reward_event_failures (event_id, consumer_id, attempts, last_error)
+       values (7, 'old', 3, 'answered 500')`,
+    );
+    const cutoff = new Date(Date.now() - 30 * 86_400_000);
+    const input = { cutoff, keepUndelivered: true, afterId: '2500', maxRows: 1000 };
+    // A batch across both: 500 held events and the first 500 of the log.
+    expect(await pruneRewardEventBatch(store.pool, '"perks"', input)).toEqual({
+      deleted: 1000,
+      lastId: '3500',
+      old: 1000,
+    });
+    expect((await prune(30, true)).deleted).toBe(3005);
+    expect(await kept()).toEqual({ behind: 5, new: 20 });
+    const { rows } = await store.pool.query(
+      `select (select count(*)::int from perks.rewards) as rewards,
+              (select count(*)::int from perks.reward_event_failures) as failures`,
+    );
+    // The rewards stay; only their events go.
+    expect(rows).toEqual([{ rewards: 3030, failures: 0 }]);
   });
 
   it('deletes nothing with EVENT_RETENTION_DAYS=off', async () => {

@@ -79,6 +79,7 @@ describe('migrate', () => {
       'rejected_rewards',
       'reward_event_cursors',
       'reward_event_failures',
+      'reward_event_log',
       'reward_event_pending',
       'reward_events',
       'reward_status_changes',
@@ -122,8 +123,8 @@ describe('migrate', () => {
          where table_schema like 'perks%' group by 1 order by 1`,
       );
       expect(rows).toEqual([
-        { table_schema: 'perks', n: 11 },
-        { table_schema: 'perks_alt', n: 11 },
+        { table_schema: 'perks', n: 12 },
+        { table_schema: 'perks_alt', n: 12 },
       ]);
     } finally {
       await db.drop();
@@ -186,6 +187,7 @@ describe('migrate', () => {
     expect(upgrade.applied).toEqual([
       '000006_drop_write_reward_pages_overload.sql',
       '000007_rejected_rewards.sql',
+      '000008_created_events_on_rewards.sql',
     ]);
     const fresh = newDatabaseUrl();
     await migrate({ databaseUrl: fresh.url, schema: 'perks' });
@@ -201,7 +203,6 @@ describe('migrate', () => {
       'perks.enqueue_enrollment(text,text[],text[])',
       'perks.mark_not_enrolled(text,timestamp with time zone)',
       'perks.mark_signups_processed(bigint[],text[],text[])',
-      'perks.notify_reward_events()',
       'perks.notify_signup_outbox()',
       'perks.oldest_reward_event()',
       'perks.prune_reward_events(timestamp with time zone,boolean,bigint,integer)',
@@ -212,6 +213,7 @@ describe('migrate', () => {
       'perks.release_reward_event_pending(text[])',
       'perks.replay_reward_events(bigint)',
       'perks.reward_event_deliveries(boolean,integer)',
+      'perks.reward_event_json(uuid,numeric,text,text,text,timestamp with time zone,text,timestamp with time zone,text,text)',
       'perks.reward_event_lag()',
       'perks.undelivered_reward_events(text,integer)',
       'perks.write_reward_pages(jsonb,jsonb,uuid[],text[])',
@@ -277,12 +279,12 @@ describe('perks-worker migrate', () => {
     const first = capture();
     expect(await run()).toBe(0);
     expect(first.out.join('')).toBe(
-      `created database ${name}\napplied 000001_init.sql\napplied 000002_write_reward_pages.sql\napplied 000003_not_enrolled_race.sql\napplied 000004_signup_outbox.sql\napplied 000005_reward_events.sql\napplied 000006_drop_write_reward_pages_overload.sql\napplied 000007_rejected_rewards.sql\nschema perks is at 000007 (7 migrations)\n`,
+      `created database ${name}\napplied 000001_init.sql\napplied 000002_write_reward_pages.sql\napplied 000003_not_enrolled_race.sql\napplied 000004_signup_outbox.sql\napplied 000005_reward_events.sql\napplied 000006_drop_write_reward_pages_overload.sql\napplied 000007_rejected_rewards.sql\napplied 000008_created_events_on_rewards.sql\nschema perks is at 000008 (8 migrations)\n`,
     );
     vi.restoreAllMocks();
     const second = capture();
     expect(await run()).toBe(0);
-    expect(second.out.join('')).toBe('schema perks is at 000007 (7 migrations)\n');
+    expect(second.out.join('')).toBe('schema perks is at 000008 (8 migrations)\n');
   });
 
   it('says in one line that the server cannot be reached, and exits 1', async () => {

@@ -210,6 +210,45 @@ describe('reward events', () => {
     expect(moved[0]?.data.reward).toMatchObject({ status: 'PAID_IN', consumer_status: 'POOLED' });
   });
 
+  it('holds a new reward.created on the reward row, and moves it to the log, as it was, when the reward changes', async () => {
+    const [r, s] = [reward(), reward()] as [RewardRecord, RewardRecord];
+    await write('ev_held', [r, s], at('2026-03-01T00:00:00Z'));
+    const created = await eventsOf('ev_held');
+    const asCreated = await storedReward(r.id);
+    const held = async () => {
+      const { rows } = await store.pool.query<{ rewards: number; log: number }>(
+        `select (select count(*)::int from perks.rewards
+                  where consumer_id = 'ev_held' and event_id is not null) as rewards,
+                (select count(*)::int from perks.reward_event_log
+                  where consumer_id = 'ev_held') as log`,
+      );
+      return rows[0];
+    };
+    // A first sync writes no second row: both events are their rows'.
+    expect(created.map((e) => e.type)).toEqual(['reward.created', 'reward.created']);
+    expect(await held()).toEqual({ rewards: 2, log: 0 });
+    // Unchanged content (a refresh of last_seen_at, missing then restored) leaves them there.
+    await write('ev_held', [r, s], at('2026-03-01T05:00:00Z'));
+    await completeScan('ev_held', [s], at('2026-03-02T00:00:00Z'));
+    await write('ev_held', [r, s], at('2026-03-03T00:00:00Z'));
+    expect(await held()).toEqual({ rewards: 2, log: 2 });
+    // A status change moves r's reward.created, under its id, with the status it showed.
+    const paid = withStatus(r, 'PAID_IN', 'POOLED');
+    await write('ev_held', [paid, s], at('2026-03-04T00:00:00Z'));
+    expect(await held()).toEqual({ rewards: 1, log: 4 });
+    const after = await eventsOf('ev_held');
+    expect(after.map((e) => [e.id, e.type, e.reward_id])).toEqual([
+      ...created.map((e) => [e.id, 'reward.created', e.reward_id]),
+      [expect.any(Number), 'reward.missing', r.id],
+      [expect.any(Number), 'reward.restored', r.id],
+      [expect.any(Number), 'reward.status_changed', r.id],
+    ]);
+    expect(after.find((e) => e.type === 'reward.created' && e.reward_id === r.id)?.data).toEqual({
+      reward: asCreated,
+    });
+    expect(asCreated).toMatchObject({ status: 'VALIDATED', consumer_status: 'VALIDATION' });
+  });
+
   it('records no event for an amount change, an unchanged re-sync or a last_seen_at refresh', async () => {
     const r = reward();
     await write('ev_quiet', [r], at('2026-03-01T00:00:00Z'));
@@ -253,7 +292,7 @@ describe('reward events', () => {
     ]);
   });
 
-  it('numbers the events of one statement in reward id order, across consumers and types', async () => {
+  it('numbers the events of one statement in reward id order, new rewards first, across consumers', async () => {
     const a = Array.from({ length: 6 }, () => reward());
     const b = Array.from({ length: 6 }, () => reward());
     const t0 = at('2026-05-01T00:00:00Z');
@@ -285,7 +324,13 @@ describe('reward events', () => {
     const added = await events('id > $1', [before]);
     expect(added).toHaveLength(12);
     expect(added.map((e) => e.id)).toEqual(added.map((_, i) => before + 1 + i));
-    expect(added.map((e) => e.reward_id)).toEqual([...a, ...b].map((r) => r.id).sort());
+    // The new rewards' reward.created first (their rows take their ids), then the others.
+    const created = [...a.slice(3), ...b].map((r) => r.id).sort();
+    const others = a
+      .slice(0, 3)
+      .map((r) => r.id)
+      .sort();
+    expect(added.map((e) => e.reward_id)).toEqual([...created, ...others]);
     expect(added.filter((e) => e.type === 'reward.missing').map((e) => e.reward_id)).toEqual([
       a[0]?.id,
     ]);
@@ -413,7 +458,7 @@ describe('reward events', () => {
     await write('ev_locked', [r], at('2026-08-01T00:00:00Z'));
     const sequence = async () => {
       const { rows } = await store.pool.query<{ n: string }>(
-        `select last_value::text as n from perks.reward_events_id_seq`,
+        `select last_value::text as n from perks.reward_event_ids`,
       );
       return rows[0]?.n;
     };

@@ -1,9 +1,11 @@
 -- prune_reward_events(cutoff, keep_undelivered, after_id, max_rows): reads the max_rows events
--- after after_id in id order (the primary key: no index on created_at burdens the writes) and
--- deletes those recorded before cutoff, with their failures; with keep_undelivered (webhooks
--- on), never one past its consumer's cursor (not yet delivered nor given up). Returns how many
--- it deleted, the last id read (null: none left) and how many read were older than cutoff
--- (kept ones too). One short statement per batch: no long lock, no long transaction.
+-- after after_id in id order (reward_events: the primary key and rewards_event_idx, merged; no
+-- index on created_at burdens the writes) and removes those recorded before cutoff, with their
+-- failures: a reward_event_log row is deleted, a reward.created its reward row holds is cleared
+-- (event_id null). With keep_undelivered (webhooks on), never one past its consumer's cursor (not
+-- yet delivered nor given up). Returns how many it removed, the last id read (null: none left)
+-- and how many read were older than cutoff (kept ones too). One short statement per batch: no
+-- long lock, no long transaction.
 
 create or replace function prune_reward_events(
   cutoff timestamptz,
@@ -21,19 +23,29 @@ as $function$
      order by e.id
      limit $4
   ),
-  gone as (
-    delete from reward_events e
-     using batch b
-     where e.id = b.id
-       and b.created_at < $1
+  expired as materialized (
+    select b.id from batch b
+     where b.created_at < $1
        and not ($2 and b.id > coalesce((select c.delivered_through from reward_event_cursors c
                                          where c.consumer_id = b.consumer_id), 0))
+  ),
+  gone as (
+    delete from reward_event_log e using expired x where e.id = x.id
     returning e.id
   ),
+  cleared as (
+    -- By the array, an index lookup; joined to `expired` so that RETURNING has the old id.
+    update rewards r set event_id = null
+      from expired x
+     where r.event_id = any(array(select e.id from expired e)) and r.event_id = x.id
+    returning x.id
+  ),
   forgotten as (
-    delete from reward_event_failures f using gone g where f.event_id = g.id
+    delete from reward_event_failures f
+     where f.event_id in (select g.id from gone g union all select c.id from cleared c)
   )
-  select (select count(*)::int from gone), max(b.id), (count(*) filter (where b.created_at < $1))::int
+  select (select count(*)::int from gone) + (select count(*)::int from cleared), max(b.id),
+         (count(*) filter (where b.created_at < $1))::int
     from batch b
 $function$;
 

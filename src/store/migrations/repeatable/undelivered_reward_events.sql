@@ -1,6 +1,7 @@
 -- undelivered_reward_events(consumer_id, max_events): the consumer's events past its cursor
 -- (reward_event_cursors.delivered_through, 0 without one), in id order: delivery goes in id
--- order, and one consumer's events commit in id order.
+-- order, and one consumer's events commit in id order. Over the view reward_events (000008):
+-- one index range scan of reward_event_log and one of the rewards holding events, merged.
 
 create or replace function undelivered_reward_events(consumer_id text, max_events int)
 returns setof reward_events

@@ -23,12 +23,14 @@
 -- do the same, but slowed the small-page first sync of bench scenario 1 by about a tenth.
 --
 -- Events: each change of a reward is recorded in this statement, so in the transaction of the
--- change itself: no event without its change, none for an unchanged re-sync. The statement
--- first marks its consumers in reward_event_pending (an upsert that sets dispatched_at back to
--- null and holds the row lock to commit), then takes event ids in reward id order: two writes
--- of one consumer take their ids in commit order. data.reward is the reward as stored: amount
--- is the numeric's text ("12.50"), times are UTC with milliseconds, transaction and brand are
--- null when both their columns are.
+-- change itself: no event without its change, none for an unchanged re-sync. A new reward's
+-- reward.created is its row's event_id (migration 000008): the first sync of a reward writes no
+-- second row. The others go to reward_event_log, with a reward.created its row held until its
+-- content changed here (moved with the content it showed, under its id). The statement marks
+-- each consumer in reward_event_pending (an upsert that sets dispatched_at back to null and
+-- holds the row lock to commit) before it takes the consumer's event ids, in reward id order:
+-- two writes of one consumer take their ids in commit order. data.reward: reward_event_json.
+-- It sends NOTIFY perks_reward_events with the highest id added (delivered at commit).
 --
 -- Locks: the rows to update are read `for update` in id order, the order the insert takes,
 -- so two writers cannot deadlock; the lock returns a concurrently committed version, so a
@@ -88,6 +90,16 @@ begin
       and (x.last_seen_at <= f.observed_at and x.reward_id in (select i.id from input i)
            or f.finish and x.last_seen_at < f.scan_started_at)
   ),
+  fresh as (
+    -- The marks of the consumers with new rewards, taken before `written` takes their event ids
+    -- (it joins them). `pending` marks the others, later: one upsert per row and statement.
+    insert into reward_event_pending as q (consumer_id)
+    select distinct i.consumer_id from input i
+    where i.stored_write is null and 'reward.created' = any($4::text[])
+    order by i.consumer_id
+    on conflict (consumer_id) do update set dispatched_at = null
+    returning q.consumer_id
+  ),
   consumer as (
     insert into consumers as c (consumer_id, last_synced_at)
     select f.consumer_id, case when f.finish then f.at end from page f
@@ -135,8 +147,18 @@ begin
     select r.id, r.status, r.consumer_status,
            (r.consumer_id, r.raw) is distinct from (i.consumer_id, i.raw)
              or r.missing_since is not null as changed,
-           r.missing_since is not null as was_missing
+           r.missing_since is not null as was_missing,
+           -- A reward.created the row holds, to move to the log with the content it shows.
+           m.moved_event_id, r.consumer_id as moved_consumer_id, r.first_seen_at,
+           case when m.moved_event_id is not null then
+             reward_event_json(r.id, r.amount, r.type, r.status, r.consumer_status, r.created_at,
+               r.transaction_external_id, r.transaction_executed_at, r.brand_name, r.brand_logo)
+           end as moved_reward
     from rewards r join input i on i.id = r.id
+    cross join lateral (
+      select case when (r.consumer_id, r.raw) is distinct from (i.consumer_id, i.raw)
+        then r.event_id end as moved_event_id
+    ) m
     where r.id = any(array(select w.id from input w where w.stored_write))
       and r.observed_at < i.observed_at
       and ((r.consumer_id, r.raw) is distinct from (i.consumer_id, i.raw)
@@ -149,12 +171,18 @@ begin
     insert into rewards as rewards (
       id, consumer_id, amount, type, status, consumer_status, created_at,
       transaction_external_id, transaction_executed_at, brand_name, brand_logo, raw,
-      first_seen_at, last_seen_at, observed_at)
+      first_seen_at, last_seen_at, observed_at, event_id)
+    -- event_id: a new id for a new reward whose consumer `fresh` marked; 0 for a stored one
+    -- whose event `moved` takes (ids start at 1), which the update reads as "clear it".
     select i.id, i.consumer_id, w.amount, w.type, w.status, w.consumer_status, w.created_at,
            w.transaction->>'external_id', (w.transaction->>'executed_at')::timestamptz,
            w.brand->>'name', w.brand->>'logo', i.raw,
-           i.observed_at, i.observed_at, i.observed_at
+           i.observed_at, i.observed_at, i.observed_at,
+           case when i.stored_write is null and q.consumer_id is not null
+                  then nextval('reward_event_ids')
+                when p.moved_event_id is not null then 0 end
     from input i left join previous p on p.id = i.id
+    left join fresh q on q.consumer_id = i.consumer_id
     cross join lateral jsonb_to_record(i.raw) as w(
       amount numeric, type text, status text, consumer_status text, created_at timestamptz,
       transaction jsonb, brand jsonb)
@@ -168,7 +196,8 @@ begin
       created_at = excluded.created_at, transaction_external_id = excluded.transaction_external_id,
       transaction_executed_at = excluded.transaction_executed_at,
       brand_name = excluded.brand_name, brand_logo = excluded.brand_logo, raw = excluded.raw,
-      last_seen_at = excluded.observed_at, observed_at = excluded.observed_at, missing_since = null
+      last_seen_at = excluded.observed_at, observed_at = excluded.observed_at, missing_since = null,
+      event_id = case when excluded.event_id = 0 then null else rewards.event_id end
     where rewards.observed_at < excluded.observed_at
       and ((rewards.consumer_id, rewards.raw) is distinct from (excluded.consumer_id, excluded.raw)
            or rewards.missing_since is not null
@@ -177,7 +206,16 @@ begin
     -- one (itself never older than first_seen_at): the two are equal exactly on an insert.
     returning id, consumer_id, amount, type, status, consumer_status, created_at,
       transaction_external_id, transaction_executed_at, brand_name, brand_logo,
-      first_seen_at = observed_at as inserted
+      first_seen_at = observed_at as inserted, event_id
+  ),
+  moved as (
+    insert into reward_event_log (id, type, consumer_id, user_id, reward_id, data, created_at)
+    overriding system value
+    select p.moved_event_id, 'reward.created', p.moved_consumer_id,
+           (select u.user_id from consumers u where u.consumer_id = p.moved_consumer_id),
+           p.id, jsonb_build_object('reward', p.moved_reward), p.first_seen_at
+    from written w join previous p on p.id = w.id
+    where not w.inserted and p.moved_event_id is not null
   ),
   changes as (
     insert into reward_status_changes (
@@ -195,15 +233,10 @@ begin
     -- rank orders the events of one reward. A branch whose type $4 leaves out is not run: its
     -- filter is a constant, checked once.
     select * from (
-      select 'reward.created' as type, 1 as rank, w.id, w.consumer_id, w.amount,
+      select 'reward.restored' as type, 2 as rank, w.id, w.consumer_id, w.amount,
              w.type as reward_type, w.status, w.consumer_status, w.created_at,
              w.transaction_external_id, w.transaction_executed_at, w.brand_name, w.brand_logo,
              null::text as previous_status, null::text as previous_consumer_status
-      from written w where w.inserted
-      union all
-      select 'reward.restored', 2, w.id, w.consumer_id, w.amount, w.type, w.status,
-             w.consumer_status, w.created_at, w.transaction_external_id,
-             w.transaction_executed_at, w.brand_name, w.brand_logo, null, null
       from written w join previous p on p.id = w.id
       where not w.inserted and p.was_missing
       union all
@@ -228,12 +261,13 @@ begin
     -- row lock, held to commit, makes a concurrent write of that consumer take its ids after.
     insert into reward_event_pending as q (consumer_id)
     select distinct e.consumer_id from reported e
+    where e.consumer_id not in (select f.consumer_id from fresh f)
     order by e.consumer_id
     on conflict (consumer_id) do update set dispatched_at = null
     returning q.consumer_id
   ),
   events as (
-    insert into reward_events (type, consumer_id, user_id, reward_id, data)
+    insert into reward_event_log (type, consumer_id, user_id, reward_id, data)
     select e.type, e.consumer_id,
            (select u.user_id from consumers u where u.consumer_id = e.consumer_id),
            e.id,
@@ -241,21 +275,22 @@ begin
              then jsonb_build_object('reward', r.reward, 'previous_status', e.previous_status,
                                      'previous_consumer_status', e.previous_consumer_status)
              else jsonb_build_object('reward', r.reward) end
-    from reported e join pending q on q.consumer_id = e.consumer_id
+    from reported e
+    join (select consumer_id from pending union all select consumer_id from fresh) q
+      on q.consumer_id = e.consumer_id
     cross join lateral (
-      select jsonb_build_object(
-        'id', e.id, 'amount', e.amount::text, 'type', e.reward_type, 'status', e.status,
-        'consumer_status', e.consumer_status,
-        'created_at', to_char(e.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-        'transaction', case
-          when e.transaction_external_id is not null or e.transaction_executed_at is not null
-          then jsonb_build_object('external_id', e.transaction_external_id, 'executed_at',
-            to_char(e.transaction_executed_at at time zone 'UTC',
-                    'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) end,
-        'brand', case when e.brand_name is not null or e.brand_logo is not null
-          then jsonb_build_object('name', e.brand_name, 'logo', e.brand_logo) end) as reward
+      select reward_event_json(e.id, e.amount, e.reward_type, e.status, e.consumer_status,
+        e.created_at, e.transaction_external_id, e.transaction_executed_at, e.brand_name,
+        e.brand_logo) as reward
     ) r
     order by e.id, e.rank
+    returning id
+  ),
+  notified as (
+    select pg_notify('perks_reward_events', max(x.id)::text)
+    from (select w.event_id as id from written w where w.inserted
+          union all select v.id from events v) x
+    having max(x.id) is not null
   )
   select p, sum(inserted)::int as inserted, sum(updated)::int as updated,
     sum(status_changes)::int as status_changes, sum(marked_missing)::int as marked_missing
@@ -269,6 +304,8 @@ begin
     union all
     select m.p, 0, 0, 0, 1 from missing m
   ) counted
+  -- A one-time filter: evaluated once, and it runs `notified`, which no row reads.
+  where (select count(*) from notified) >= 0
   group by p;
 end
 $function$;
