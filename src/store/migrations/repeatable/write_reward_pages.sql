@@ -27,9 +27,10 @@
 -- reward.created is its row's event_id (migration 000008): the first sync of a reward writes no
 -- second row. The others go to reward_event_log, with a reward.created its row held until its
 -- content changed here (moved with the content it showed, under its id). The statement marks
--- each consumer in reward_event_pending (an upsert that sets dispatched_at back to null and
--- holds the row lock to commit) before it takes the consumer's event ids, in reward id order:
--- two writes of one consumer take their ids in commit order. data.reward: reward_event_json.
+-- each consumer with events in reward_event_pending (an upsert that sets dispatched_at back to
+-- null and holds the row lock to commit) before it takes the consumer's event ids, in reward id
+-- order: two writes of one consumer take their ids in commit order. data.reward:
+-- reward_event_json.
 -- It sends NOTIFY perks_reward_events with the highest id added (delivered at commit).
 --
 -- Locks: the rows to update are read `for update` in id order, the order the insert takes,
@@ -89,16 +90,6 @@ begin
       and x.consumer_id = f.consumer_id
       and (x.last_seen_at <= f.observed_at and x.reward_id in (select i.id from input i)
            or f.finish and x.last_seen_at < f.scan_started_at)
-  ),
-  fresh as (
-    -- The marks of the consumers with new rewards, taken before `written` takes their event ids
-    -- (it joins them). `pending` marks the others, later: one upsert per row and statement.
-    insert into reward_event_pending as q (consumer_id)
-    select distinct i.consumer_id from input i
-    where i.stored_write is null and 'reward.created' = any($4::text[])
-    order by i.consumer_id
-    on conflict (consumer_id) do update set dispatched_at = null
-    returning q.consumer_id
   ),
   consumer as (
     insert into consumers as c (consumer_id, last_synced_at)
@@ -167,22 +158,46 @@ begin
     order by r.id
     for update of r
   ),
+  pending as (
+    -- The consumers this statement records an event for, known before any row is written: a
+    -- new reward (reward.created), a locked one `previous` finds missing (reward.restored) or
+    -- with another status (reward.status_changed), one `missing` marks. One upsert, in
+    -- consumer order. Event ids are taken only once their consumer's mark is (`written` and
+    -- `events` join this): its row lock, held to commit, makes a concurrent write of that
+    -- consumer take its ids after. A new reward found stored meanwhile marks it for nothing.
+    insert into reward_event_pending as q (consumer_id)
+    select distinct m.consumer_id from (
+      select i.consumer_id from input i
+      where i.stored_write is null and 'reward.created' = any($4::text[])
+      union all
+      select i.consumer_id from previous p join input i on i.id = p.id
+      where p.was_missing and 'reward.restored' = any($4::text[])
+         or (p.status, p.consumer_status)
+              is distinct from (i.raw->>'status', i.raw->>'consumer_status')
+            and 'reward.status_changed' = any($4::text[])
+      union all
+      select x.consumer_id from missing x where 'reward.missing' = any($4::text[])
+    ) m
+    order by m.consumer_id
+    on conflict (consumer_id) do update set dispatched_at = null
+    returning q.consumer_id
+  ),
   written as (
     insert into rewards as rewards (
       id, consumer_id, amount, type, status, consumer_status, created_at,
       transaction_external_id, transaction_executed_at, brand_name, brand_logo, raw,
       first_seen_at, last_seen_at, observed_at, event_id)
-    -- event_id: a new id for a new reward whose consumer `fresh` marked; 0 for a stored one
+    -- event_id: a new id for a new reward whose consumer `pending` marked; 0 for a stored one
     -- whose event `moved` takes (ids start at 1), which the update reads as "clear it".
     select i.id, i.consumer_id, w.amount, w.type, w.status, w.consumer_status, w.created_at,
            w.transaction->>'external_id', (w.transaction->>'executed_at')::timestamptz,
            w.brand->>'name', w.brand->>'logo', i.raw,
            i.observed_at, i.observed_at, i.observed_at,
            case when i.stored_write is null and q.consumer_id is not null
-                  then nextval('reward_event_ids')
+                     and 'reward.created' = any($4::text[]) then nextval('reward_event_ids')
                 when p.moved_event_id is not null then 0 end
     from input i left join previous p on p.id = i.id
-    left join fresh q on q.consumer_id = i.consumer_id
+    left join pending q on q.consumer_id = i.consumer_id
     cross join lateral jsonb_to_record(i.raw) as w(
       amount numeric, type text, status text, consumer_status text, created_at timestamptz,
       transaction jsonb, brand jsonb)
@@ -256,16 +271,6 @@ begin
     ) e
     where e.type = any($4::text[])
   ),
-  pending as (
-    -- An event is inserted only once its consumer's mark is (`events` joins them): the mark's
-    -- row lock, held to commit, makes a concurrent write of that consumer take its ids after.
-    insert into reward_event_pending as q (consumer_id)
-    select distinct e.consumer_id from reported e
-    where e.consumer_id not in (select f.consumer_id from fresh f)
-    order by e.consumer_id
-    on conflict (consumer_id) do update set dispatched_at = null
-    returning q.consumer_id
-  ),
   events as (
     insert into reward_event_log (type, consumer_id, user_id, reward_id, data)
     select e.type, e.consumer_id,
@@ -276,8 +281,7 @@ begin
                                      'previous_consumer_status', e.previous_consumer_status)
              else jsonb_build_object('reward', r.reward) end
     from reported e
-    join (select consumer_id from pending union all select consumer_id from fresh) q
-      on q.consumer_id = e.consumer_id
+    join pending q on q.consumer_id = e.consumer_id
     cross join lateral (
       select reward_event_json(e.id, e.amount, e.reward_type, e.status, e.consumer_status,
         e.created_at, e.transaction_external_id, e.transaction_executed_at, e.brand_name,
