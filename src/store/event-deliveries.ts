@@ -1,8 +1,9 @@
 /**
- * Webhook delivery state over reward_events (migration 000005): reward_event_pending (consumers
- * with undelivered events), reward_event_cursors (the last event id delivered or given up, per
- * consumer: delivery goes in id order), reward_event_failures; and the feed's retention. Each
- * operation is a function of migrations/repeatable/ that states its rules. `schema` is quoted.
+ * Webhook delivery state over the reward_events feed (migrations 000005 and 000008):
+ * reward_event_pending (consumers with undelivered events), reward_event_cursors (the last event
+ * id delivered or given up, per consumer: delivery goes in id order), reward_event_failures; and
+ * the feed's retention. Each operation is a function of migrations/repeatable/ that states its
+ * rules. `schema` is quoted.
  */
 import type pg from 'pg';
 
