@@ -22,6 +22,7 @@ import {
   type DataSet,
   describeSet,
   emptyLab,
+  plainUpsertLoop,
   preparePages,
   syncThroughWorker,
   type Timed,
@@ -50,6 +51,10 @@ export interface FirstSyncFigures {
   workerPerSecond: number;
   barePerSecond: number;
   ratio: number;
+  /** A plain upsert of the same rows on 4 connections, no feed (plainUpsertLoop). */
+  plainPerSecond: number;
+  /** Worker ÷ plain upsert: what the feed and the rest of the worker cost together. */
+  plainRatio: number;
   /** WAL of one new reward row (least of the runs: other writers only add). */
   walPerNewRow: number;
   /**
@@ -93,6 +98,7 @@ export async function measureFirstSync(
 
     let worker: Timed | undefined;
     let bare: Timed | undefined;
+    let plain: Timed | undefined;
     let wal = Number.POSITIVE_INFINITY;
     for (let r = 1; r <= rounds; r++) {
       const b = await bareLoop(ctx.run, `bench_${name}_bare`, pages);
@@ -100,15 +106,22 @@ export async function measureFirstSync(
       if (r > 1) await emptyLab(ctx.run, lab);
       const w = await syncThroughWorker(ctx.run, lab, ids, rows);
       ctx.note(`  ${describeSet(set)} worker round ${r}: ${perSecond(w.rows, w.ms)} rewards/s`);
+      const u = await plainUpsertLoop(ctx.run, `bench_${name}_plain`, pages);
+      ctx.note(
+        `  ${describeSet(set)} plain upsert round ${r}: ${perSecond(u.rows, u.ms)} rewards/s`,
+      );
+      if (!plain || u.ms < plain.ms) plain = u;
       if (!bare || b.ms < bare.ms) bare = b;
       if (!worker || w.ms < worker.ms) worker = w;
       wal = Math.min(wal, b.walBytes / b.rows, w.walBytes / w.rows);
     }
-    if (!worker || !bare) throw new Error('scenario 1 runs at least one round');
+    if (!worker || !bare || !plain) throw new Error('scenario 1 runs at least one round');
     return {
       workerPerSecond: perSecond(rows, worker.ms),
       barePerSecond: perSecond(rows, bare.ms),
       ratio: round(bare.ms / worker.ms),
+      plainPerSecond: perSecond(rows, plain.ms),
+      plainRatio: round(plain.ms / worker.ms),
       walPerNewRow: Math.round(wal),
       workerPagesPerStatement: pagesPerStatement(worker),
       barePagesPerStatement: pagesPerStatement(bare),
@@ -135,6 +148,8 @@ export const scenario1: Scenario = {
       figures[`${label}: worker rewards/s`] = f.workerPerSecond;
       figures[`${label}: bare loop rewards/s`] = f.barePerSecond;
       figures[`${label}: ratio`] = f.ratio;
+      figures[`${label}: plain upsert (no feed) rewards/s`] = f.plainPerSecond;
+      figures[`${label}: worker ÷ plain upsert`] = f.plainRatio;
       figures[`${label}: worker pages per write statement`] = f.workerPagesPerStatement;
       figures[`${label}: bare loop pages per write statement`] = f.barePagesPerStatement;
       worst = Math.min(worst, f.ratio);

@@ -1,9 +1,11 @@
 /**
- * The two ways scenarios 1, 3 and 6 write a data set: through the whole worker (queue, HTTP,
- * parse, store), and the bare loop it is measured against (the same store statement on the
- * same number of connections, rows parsed in advance, no queue, no HTTP).
+ * The ways scenarios 1, 3 and 6 write a data set: through the whole worker (queue, HTTP,
+ * parse, store), the bare loop it is measured against (the same store statement on the
+ * same number of connections, rows parsed in advance, no queue, no HTTP), and a plain upsert
+ * of the same rows with no feed at all.
  */
 import { performance } from 'node:perf_hooks';
+import pg from 'pg';
 import { fanOutConsumersPerJob } from '../src/jobs/sync-rewards-batch.js';
 import { parseRewardPage } from '../src/perks/paging.js';
 import type { Reward } from '../src/perks/schemas.js';
@@ -170,6 +172,58 @@ export async function bareLoop(
     return { ms, rows, walBytes: await walBytesSince(run, wal), writes: writesSince(store.writes) };
   } finally {
     await store.close();
+    await dropSchema(run, schema);
+  }
+}
+
+/**
+ * The floor of a first sync with no feed: each page's items upserted by one plain
+ * `insert … select … from jsonb_array_elements … on conflict` into a copy of `rewards` (its
+ * indexes, no foreign key), on `connections` connections. No events, no pending marks, no
+ * status changes, no consumer row.
+ */
+export async function plainUpsertLoop(
+  run: BenchRun,
+  schema: string,
+  pages: readonly PreparedPage[],
+  connections = 4,
+): Promise<Timed> {
+  await createSchema(run, schema);
+  const table = `${schema}.plain_rewards`;
+  await run.pool.query(`create table ${table} (like ${schema}.rewards including all)`);
+  const pool = new pg.Pool({ connectionString: run.databaseUrl, max: connections });
+  const sql = `insert into ${table} (id, consumer_id, amount, type, status, consumer_status,
+      created_at, transaction_external_id, transaction_executed_at, brand_name, brand_logo, raw,
+      first_seen_at, last_seen_at, observed_at)
+    select (e.raw->>'id')::uuid, $2, w.amount, w.type, w.status, w.consumer_status, w.created_at,
+           w.transaction->>'external_id', (w.transaction->>'executed_at')::timestamptz,
+           w.brand->>'name', w.brand->>'logo', e.raw, $3, $3, $3
+    from jsonb_array_elements($1::jsonb->'items') as e(raw)
+    cross join lateral jsonb_to_record(e.raw) as w(amount numeric, type text, status text,
+      consumer_status text, created_at timestamptz, transaction jsonb, brand jsonb)
+    on conflict (id) do update set amount = excluded.amount, type = excluded.type,
+      status = excluded.status, consumer_status = excluded.consumer_status, raw = excluded.raw,
+      last_seen_at = excluded.last_seen_at, observed_at = excluded.observed_at`;
+  try {
+    await Promise.all(Array.from({ length: connections }, () => pool.query('select 1')));
+    const wal = await walPosition(run);
+    let next = 0;
+    let rows = 0;
+    const started = performance.now();
+    const writer = async () => {
+      for (let i = next++; i < pages.length; i = next++) {
+        const page = pages[i];
+        if (!page) continue;
+        await pool.query(sql, [page.json, page.consumerId, new Date()]);
+        rows += page.rewards.length;
+      }
+    };
+    await Promise.all(Array.from({ length: connections }, writer));
+    const ms = performance.now() - started;
+    const writes = { statements: pages.length, pages: pages.length };
+    return { ms, rows, walBytes: await walBytesSince(run, wal), writes };
+  } finally {
+    await pool.end();
     await dropSchema(run, schema);
   }
 }

@@ -4,7 +4,9 @@
 # prefix of its own (dropped at the end). Needs a build (npm run build), psql and redis-cli.
 # Each consumer a sync job of its own (SYNC_CONCURRENCY at once), or with --reconcile the 200
 # consumers recorded as enrolled and one reconciliation (SYNC_CONCURRENCY x
-# SYNC_CONSUMERS_PER_JOB at once).
+# SYNC_CONSUMERS_PER_JOB at once). Also prints the CPU time the worker, the sandbox and
+# PostgreSQL's server processes spent: on a shared 2-core machine a steadier measure of what a
+# change costs than the rate.
 set -euo pipefail
 mode=${1:-}
 case $mode in '' | --reconcile) ;; *) echo "usage: $0 [--reconcile]" >&2; exit 2 ;; esac
@@ -25,6 +27,16 @@ for _ in $(seq 1 120); do grep -q PERKS_CLIENT_SECRET "$log_dir/sandbox.log" && 
 eval "$(grep -E '^  PERKS_' "$log_dir/sandbox.log" | sed 's/^  /export /')"
 
 node dist/src/index.js migrate >/dev/null
+# CPU seconds (user + system) of processes, from /proc/<pid>/stat.
+cpu_seconds() {
+  local ticks=0 t
+  for pid in "$@"; do
+    t=$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0)
+    ticks=$((ticks + t))
+  done
+  echo "scale=1; $ticks / $(getconf CLK_TCK)" | bc
+}
+postgres_before=$(cpu_seconds $(pgrep -u postgres postgres))
 node dist/src/index.js work >"$log_dir/work.log" 2>&1 &
 worker=$!
 started=$(date +%s.%N)
@@ -48,3 +60,5 @@ done
 seconds=$(echo "$(date +%s.%N) - $started" | bc)
 echo "rewards stored: $rows in ${seconds} s ($(echo "$rows / $seconds" | bc) rewards/s)"
 grep VmHWM "/proc/$worker/status" | sed 's/VmHWM:/worker peak RSS (VmHWM):/'
+postgres=$(echo "$(cpu_seconds $(pgrep -u postgres postgres)) - $postgres_before" | bc)
+echo "CPU seconds: worker $(cpu_seconds $worker), sandbox $(cpu_seconds $sandbox), PostgreSQL $postgres"
