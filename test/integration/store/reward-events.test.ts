@@ -249,6 +249,30 @@ describe('reward events', () => {
     expect(asCreated).toMatchObject({ status: 'VALIDATED', consumer_status: 'VALIDATION' });
   });
 
+  it('reads the feed in index order, by id and by consumer: nothing sorts the rewards', async () => {
+    // Sorting is disabled, so a plan holds a Sort only where no index order can replace it
+    // (a WHERE inside one of the view's branches does that to PostgreSQL 15).
+    const client = await store.pool.connect();
+    try {
+      await client.query('begin');
+      await client.query('set local enable_sort = off');
+      await client.query('set local enable_seqscan = off');
+      for (const query of [
+        'select * from perks.reward_events where id > 5 order by id limit 100',
+        `select * from perks.reward_events where consumer_id = 'ev_held' and id > 5 order by id limit 100`,
+        'select * from perks.reward_events order by id desc limit 10',
+      ]) {
+        const { rows } = await client.query<{ 'QUERY PLAN': string }>(`explain ${query}`);
+        const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
+        expect(plan, query).toContain('Merge Append');
+        expect(plan, query).not.toMatch(/\bSort\b(?! Key)/);
+      }
+    } finally {
+      await client.query('rollback');
+      client.release();
+    }
+  });
+
   it('records no event for an amount change, an unchanged re-sync or a last_seen_at refresh', async () => {
     const r = reward();
     await write('ev_quiet', [r], at('2026-03-01T00:00:00Z'));
