@@ -141,39 +141,50 @@ export async function bareLoop(
     // Open the connections first, as a running worker has them open.
     await Promise.all(Array.from({ length: store.pool.options.max ?? 1 }, () => store.ping()));
     const wal = await walPosition(run);
-    let next = 0;
-    let rows = 0;
-    const started = performance.now();
-    const writer = async () => {
-      for (let i = next++; i < pages.length; i = next++) {
-        const page = pages[i];
-        if (!page) continue;
-        const observedAt = new Date();
-        await store.writeRewardPage({
-          consumerId: page.consumerId,
-          rewards: page.rewards,
-          json: page.json,
-          observedAt,
-          ...(page.seenIds
-            ? {
-                finish: {
-                  missing: { seenIds: page.seenIds, scanStartedAt: observedAt },
-                  at: observedAt,
-                },
-              }
-            : {}),
-        });
-        rows += page.rewards.length;
-      }
-    };
     const concurrency = options.concurrency ?? syncsInFlight();
-    await Promise.all(Array.from({ length: concurrency }, writer));
-    const ms = performance.now() - started;
+    const { ms, rows } = await writeAll(pages, concurrency, async (page) => {
+      const observedAt = new Date();
+      await store.writeRewardPage({
+        consumerId: page.consumerId,
+        rewards: page.rewards,
+        json: page.json,
+        observedAt,
+        ...(page.seenIds
+          ? {
+              finish: {
+                missing: { seenIds: page.seenIds, scanStartedAt: observedAt },
+                at: observedAt,
+              },
+            }
+          : {}),
+      });
+    });
     return { ms, rows, walBytes: await walBytesSince(run, wal), writes: writesSince(store.writes) };
   } finally {
     await store.close();
     await dropSchema(run, schema);
   }
+}
+
+/** Writes every page with `writers` loops taking the next page each; the wall time and rows. */
+async function writeAll(
+  pages: readonly PreparedPage[],
+  writers: number,
+  write: (page: PreparedPage) => Promise<void>,
+): Promise<{ ms: number; rows: number }> {
+  let next = 0;
+  let rows = 0;
+  const started = performance.now();
+  const writer = async () => {
+    for (let i = next++; i < pages.length; i = next++) {
+      const page = pages[i];
+      if (!page) continue;
+      await write(page);
+      rows += page.rewards.length;
+    }
+  };
+  await Promise.all(Array.from({ length: writers }, writer));
+  return { ms: performance.now() - started, rows };
 }
 
 /**
@@ -207,19 +218,9 @@ export async function plainUpsertLoop(
   try {
     await Promise.all(Array.from({ length: connections }, () => pool.query('select 1')));
     const wal = await walPosition(run);
-    let next = 0;
-    let rows = 0;
-    const started = performance.now();
-    const writer = async () => {
-      for (let i = next++; i < pages.length; i = next++) {
-        const page = pages[i];
-        if (!page) continue;
-        await pool.query(sql, [page.json, page.consumerId, new Date()]);
-        rows += page.rewards.length;
-      }
-    };
-    await Promise.all(Array.from({ length: connections }, writer));
-    const ms = performance.now() - started;
+    const { ms, rows } = await writeAll(pages, connections, async (page) => {
+      await pool.query(sql, [page.json, page.consumerId, new Date()]);
+    });
     const writes = { statements: pages.length, pages: pages.length };
     return { ms, rows, walBytes: await walBytesSince(run, wal), writes };
   } finally {
