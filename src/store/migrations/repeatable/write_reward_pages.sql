@@ -135,24 +135,26 @@ begin
       r.brand_logo
   ),
   previous as (
+    -- Each comparison once: `pending`, `written`, `moved`, `changes` and `reported` read them.
     select r.id, r.status, r.consumer_status,
-           (r.consumer_id, r.raw) is distinct from (i.consumer_id, i.raw)
-             or r.missing_since is not null as changed,
+           m.content_changed or r.missing_since is not null as changed,
            r.missing_since is not null as was_missing,
+           (r.status, r.consumer_status)
+             is distinct from (i.raw->>'status', i.raw->>'consumer_status') as status_changed,
            -- A reward.created the row holds, to move to the log with the content it shows.
-           m.moved_event_id, r.consumer_id as moved_consumer_id, r.first_seen_at,
-           case when m.moved_event_id is not null then
+           case when m.content_changed then r.event_id end as moved_event_id,
+           r.consumer_id as moved_consumer_id, r.first_seen_at,
+           case when m.content_changed and r.event_id is not null then
              reward_event_json(r.id, r.amount, r.type, r.status, r.consumer_status, r.created_at,
                r.transaction_external_id, r.transaction_executed_at, r.brand_name, r.brand_logo)
            end as moved_reward
     from rewards r join input i on i.id = r.id
     cross join lateral (
-      select case when (r.consumer_id, r.raw) is distinct from (i.consumer_id, i.raw)
-        then r.event_id end as moved_event_id
+      select (r.consumer_id, r.raw) is distinct from (i.consumer_id, i.raw) as content_changed
     ) m
     where r.id = any(array(select w.id from input w where w.stored_write))
       and r.observed_at < i.observed_at
-      and ((r.consumer_id, r.raw) is distinct from (i.consumer_id, i.raw)
+      and (m.content_changed
            or r.missing_since is not null
            or r.last_seen_at < i.observed_at - interval '1 hour')
     order by r.id
@@ -172,9 +174,7 @@ begin
       union all
       select i.consumer_id from previous p join input i on i.id = p.id
       where p.was_missing and 'reward.restored' = any($4::text[])
-         or (p.status, p.consumer_status)
-              is distinct from (i.raw->>'status', i.raw->>'consumer_status')
-            and 'reward.status_changed' = any($4::text[])
+         or p.status_changed and 'reward.status_changed' = any($4::text[])
       union all
       select x.consumer_id from missing x where 'reward.missing' = any($4::text[])
     ) m
@@ -239,8 +239,7 @@ begin
     select w.id, i.consumer_id, p.status, w.status, p.consumer_status, w.consumer_status,
            i.observed_at
     from written w join previous p on p.id = w.id join input i on i.id = w.id
-    where not w.inserted
-      and (p.status, p.consumer_status) is distinct from (w.status, w.consumer_status)
+    where not w.inserted and p.status_changed
     order by w.id
     returning reward_id
   ),
@@ -261,8 +260,7 @@ begin
              w.consumer_status, w.created_at, w.transaction_external_id,
              w.transaction_executed_at, w.brand_name, w.brand_logo, p.status, p.consumer_status
       from written w join previous p on p.id = w.id
-      where not w.inserted
-        and (p.status, p.consumer_status) is distinct from (w.status, w.consumer_status)
+      where not w.inserted and p.status_changed
       union all
       select 'reward.missing', 4, m.id, m.consumer_id, m.amount, m.type, m.status,
              m.consumer_status, m.created_at, m.transaction_external_id,
