@@ -54,8 +54,8 @@ export const workerVariables = group('worker', {
     doc: 'Enrollment jobs processed at once by one replica.',
   }),
   SYNC_CONCURRENCY: variable('syncConcurrency', wholeNumber(1, 1000), {
-    default: '8',
-    doc: 'Reward sync jobs processed at once by one replica.',
+    default: '16',
+    doc: 'Reward sync jobs processed at once by one replica. By default their syncs (16 × `SYNC_CONSUMERS_PER_JOB`) outnumber the requests `PERKS_CONNECTIONS` lets out (64): while some write their page, others keep the requests in flight.',
   }),
   SYNC_CONSUMERS_PER_JOB: variable('syncConsumersPerJob', wholeNumber(1, maxConsumersPerSyncJob), {
     default: '8',
