@@ -65,9 +65,11 @@ export async function describeMachine(admin: pg.Pool, redis: Redis): Promise<Mac
   };
 }
 
-/** The machine's CPU time so far (Linux /proc/stat, in clock ticks): all of it, and steal. */
+/** The machine's CPU time so far (Linux /proc/stat, in clock ticks): all of it, idle, steal. */
 export interface CpuTimes {
   total: number;
+  /** idle and iowait */
+  idle: number;
   steal: number;
 }
 
@@ -79,7 +81,8 @@ export function cpuTimes(): CpuTimes | undefined {
     // user nice system idle iowait irq softirq steal [guest guest_nice: already in user, nice]
     const steal = ticks[7];
     if (steal === undefined || ticks.slice(0, 8).some((t) => !Number.isFinite(t))) return undefined;
-    return { total: ticks.slice(0, 8).reduce((sum, t) => sum + t, 0), steal };
+    const total = ticks.slice(0, 8).reduce((sum, t) => sum + t, 0);
+    return { total, idle: (ticks[3] ?? 0) + (ticks[4] ?? 0), steal };
   } catch {
     return undefined;
   }
@@ -94,6 +97,21 @@ export function stealSince(before: CpuTimes | undefined): number | undefined {
   const now = cpuTimes();
   if (!before || !now || now.total <= before.total) return undefined;
   return Math.round((1000 * (now.steal - before.steal)) / (now.total - before.total)) / 10;
+}
+
+/**
+ * CPU seconds the machine ran outside this process since `before` (Linux clock ticks are 1/100
+ * s): PostgreSQL's, for a write loop run from here. Undefined where /proc/stat is unreadable.
+ */
+export function cpuElsewhereSince(before: {
+  machine: CpuTimes | undefined;
+  own: NodeJS.CpuUsage;
+}): number | undefined {
+  const now = cpuTimes();
+  if (!before.machine || !now) return undefined;
+  const busy = (t: CpuTimes) => t.total - t.idle - t.steal;
+  const own = process.cpuUsage(before.own);
+  return (busy(now) - busy(before.machine)) / 100 - (own.user + own.system) / 1e6;
 }
 
 function cpuModel(): string {

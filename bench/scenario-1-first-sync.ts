@@ -65,7 +65,16 @@ export interface FirstSyncFigures {
    */
   workerPagesPerStatement: number;
   barePagesPerStatement: number;
+  /** The database's CPU µs per row (least of the rounds), bare loop and plain upsert. */
+  bareDbCpuPerRowUs?: number;
+  plainDbCpuPerRowUs?: number;
 }
+
+/** The least of the rounds' figures, to 0.1; undefined where none was read. */
+const least = (values: ReadonlyArray<number | undefined>) => {
+  const read = values.filter((v): v is number => v !== undefined);
+  return read.length === 0 ? undefined : round(Math.min(...read), 1);
+};
 
 const pagesPerStatement = (t: Timed) =>
   t.writes.statements === 0 ? 0 : round(t.writes.pages / t.writes.statements);
@@ -100,6 +109,7 @@ export async function measureFirstSync(
     let bare: Timed | undefined;
     let plain: Timed | undefined;
     let wal = Number.POSITIVE_INFINITY;
+    const dbCpu = { bare: [] as Array<number | undefined>, plain: [] as Array<number | undefined> };
     for (let r = 1; r <= rounds; r++) {
       const b = await bareLoop(ctx.run, `bench_${name}_bare`, pages);
       ctx.note(`  ${describeSet(set)} bare loop round ${r}: ${perSecond(b.rows, b.ms)} rewards/s`);
@@ -114,6 +124,8 @@ export async function measureFirstSync(
       if (!bare || b.ms < bare.ms) bare = b;
       if (!worker || w.ms < worker.ms) worker = w;
       wal = Math.min(wal, b.walBytes / b.rows, w.walBytes / w.rows);
+      dbCpu.bare.push(b.dbCpuPerRowUs);
+      dbCpu.plain.push(u.dbCpuPerRowUs);
     }
     if (!worker || !bare || !plain) throw new Error('scenario 1 runs at least one round');
     return {
@@ -125,6 +137,8 @@ export async function measureFirstSync(
       walPerNewRow: Math.round(wal),
       workerPagesPerStatement: pagesPerStatement(worker),
       barePagesPerStatement: pagesPerStatement(bare),
+      bareDbCpuPerRowUs: least(dbCpu.bare),
+      plainDbCpuPerRowUs: least(dbCpu.plain),
     };
   } finally {
     await lab.close();
@@ -152,6 +166,10 @@ export const scenario1: Scenario = {
       figures[`${label}: worker ÷ plain upsert`] = f.plainRatio;
       figures[`${label}: worker pages per write statement`] = f.workerPagesPerStatement;
       figures[`${label}: bare loop pages per write statement`] = f.barePagesPerStatement;
+      if (f.bareDbCpuPerRowUs !== undefined && f.plainDbCpuPerRowUs !== undefined) {
+        figures[`${label}: database CPU µs per row, bare loop`] = f.bareDbCpuPerRowUs;
+        figures[`${label}: database CPU µs per row, plain upsert`] = f.plainDbCpuPerRowUs;
+      }
       worst = Math.min(worst, f.ratio);
     }
     return {

@@ -11,6 +11,7 @@ import { parseRewardPage } from '../src/perks/paging.js';
 import type { Reward } from '../src/perks/schemas.js';
 import { enqueueRewardSyncs } from '../src/queues/producer.js';
 import { createStore } from '../src/store/store.js';
+import { cpuElsewhereSince, cpuTimes } from './env.js';
 import {
   type BenchRun,
   createSchema,
@@ -42,6 +43,8 @@ export interface Timed {
   walBytes: number;
   /** Reward write statements run, and the pages they wrote (pages ÷ statements: the batching). */
   writes: { statements: number; pages: number };
+  /** CPU µs per row outside the bench process while a write loop ran: the database's. */
+  dbCpuPerRowUs?: number;
 }
 
 const writesSince = (
@@ -142,7 +145,7 @@ export async function bareLoop(
     await Promise.all(Array.from({ length: store.pool.options.max ?? 1 }, () => store.ping()));
     const wal = await walPosition(run);
     const concurrency = options.concurrency ?? syncsInFlight();
-    const { ms, rows } = await writeAll(pages, concurrency, async (page) => {
+    const loop = await writeAll(pages, concurrency, async (page) => {
       const observedAt = new Date();
       await store.writeRewardPage({
         consumerId: page.consumerId,
@@ -159,7 +162,7 @@ export async function bareLoop(
           : {}),
       });
     });
-    return { ms, rows, walBytes: await walBytesSince(run, wal), writes: writesSince(store.writes) };
+    return { ...loop, walBytes: await walBytesSince(run, wal), writes: writesSince(store.writes) };
   } finally {
     await store.close();
     await dropSchema(run, schema);
@@ -171,9 +174,10 @@ async function writeAll(
   pages: readonly PreparedPage[],
   writers: number,
   write: (page: PreparedPage) => Promise<void>,
-): Promise<{ ms: number; rows: number }> {
+): Promise<{ ms: number; rows: number; dbCpuPerRowUs?: number }> {
   let next = 0;
   let rows = 0;
+  const cpu = { machine: cpuTimes(), own: process.cpuUsage() };
   const started = performance.now();
   const writer = async () => {
     for (let i = next++; i < pages.length; i = next++) {
@@ -184,7 +188,11 @@ async function writeAll(
     }
   };
   await Promise.all(Array.from({ length: writers }, writer));
-  return { ms: performance.now() - started, rows };
+  const ms = performance.now() - started;
+  const elsewhere = cpuElsewhereSince(cpu);
+  return elsewhere === undefined
+    ? { ms, rows }
+    : { ms, rows, dbCpuPerRowUs: (elsewhere * 1e6) / rows };
 }
 
 /**
@@ -218,11 +226,11 @@ export async function plainUpsertLoop(
   try {
     await Promise.all(Array.from({ length: connections }, () => pool.query('select 1')));
     const wal = await walPosition(run);
-    const { ms, rows } = await writeAll(pages, connections, async (page) => {
+    const loop = await writeAll(pages, connections, async (page) => {
       await pool.query(sql, [page.json, page.consumerId, new Date()]);
     });
     const writes = { statements: pages.length, pages: pages.length };
-    return { ms, rows, walBytes: await walBytesSince(run, wal), writes };
+    return { ...loop, walBytes: await walBytesSince(run, wal), writes };
   } finally {
     await pool.end();
     await dropSchema(run, schema);
