@@ -18,6 +18,12 @@ export interface BenchEnvironment {
    * EVENT_TYPES (`none` or a comma list); default all four, as EVENT_TYPES.
    */
   eventTypes: RewardEventType[];
+  /**
+   * BENCH_WORKER_ENV (`NAME=value,NAME=value`): the worker's variables over every lab's own, to
+   * run the same scenarios with other settings (`SYNC_CONCURRENCY=8`). The bare loops keep
+   * the defaults.
+   */
+  workerEnv: Record<string, string>;
 }
 
 export function readBenchEnvironment(env: NodeJS.ProcessEnv = process.env): BenchEnvironment {
@@ -25,7 +31,23 @@ export function readBenchEnvironment(env: NodeJS.ProcessEnv = process.env): Benc
     redisUrl: env.REDIS_URL?.trim() || 'redis://127.0.0.1:6379',
     adminDatabaseUrl: env.DATABASE_URL?.trim() || 'postgres://postgres@127.0.0.1:5432/postgres',
     eventTypes: benchEventTypes(env.BENCH_EVENT_TYPES?.trim() || rewardEventTypes.join(',')),
+    workerEnv: benchWorkerEnv(env.BENCH_WORKER_ENV?.trim() ?? ''),
   };
+}
+
+function benchWorkerEnv(value: string): Record<string, string> {
+  const pairs = value.split(',').filter((item) => item.trim() !== '');
+  return Object.fromEntries(
+    pairs.map((item) => {
+      const [name = '', ...rest] = item.trim().split('=');
+      if (!(name in variables) || rest.length === 0) {
+        throw new Error(
+          `BENCH_WORKER_ENV is invalid: ${JSON.stringify(item)} is not NAME=value with NAME one of the worker's variables`,
+        );
+      }
+      return [name, rest.join('=')];
+    }),
+  );
 }
 
 function benchEventTypes(value: string): RewardEventType[] {

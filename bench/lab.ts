@@ -199,6 +199,7 @@ export async function startLab(run: BenchRun, options: LabOptions): Promise<Lab>
       PORT: '0',
       OPS_HOST: '127.0.0.1',
       ...options.env,
+      ...run.env.workerEnv,
     });
     const app = await startPerksWorker(config, { logger: benchLogger(), skipMigrate: true });
     started.app = app;

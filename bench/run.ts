@@ -6,7 +6,13 @@
  */
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { cpuTimes, describeMachine, readBenchEnvironment, stealSince } from './env.js';
+import {
+  type BenchEnvironment,
+  cpuTimes,
+  describeMachine,
+  readBenchEnvironment,
+  stealSince,
+} from './env.js';
 import { openBenchRun } from './lab.js';
 import {
   formatFailure,
@@ -49,6 +55,9 @@ ${scenarios.map((s) => `                       ${s.id}  ${s.title}`).join('\n')}
                      runs N/10 (up to 32,000: 4,000 jobs of 8; and N/3) to compare
   -h, --help         this help
 
+BENCH_EVENT_TYPES (read as EVENT_TYPES) sets the reward events recorded; BENCH_WORKER_ENV
+(NAME=value,NAME=value) sets the worker's variables over the scenarios' own.
+
 The last line printed is one JSON object: {"scenario1": ratio, ...}.`;
 
 export class BenchUsageError extends Error {
@@ -61,6 +70,12 @@ export interface BenchOptions {
   help: boolean;
   fanout: number | undefined;
 }
+
+/** The worker settings a run changed (BENCH_WORKER_ENV), for its first line. */
+const workerEnvNote = (env: Record<string, string>) => {
+  const set = Object.entries(env).map(([name, value]) => `${name}=${value}`);
+  return set.length === 0 ? '' : `; worker settings: ${set.join(', ')}`;
+};
 
 export function parseBenchArgs(argv: readonly string[]): BenchOptions {
   let parsed: ReturnType<typeof parse>;
@@ -122,9 +137,16 @@ async function main(argv: readonly string[]): Promise<number> {
     process.stdout.write(`${usage}\n`);
     return 0;
   }
+  let env: BenchEnvironment;
+  try {
+    env = readBenchEnvironment();
+  } catch (error) {
+    process.stderr.write(`bench: ${(error as Error).message}\n`);
+    return 2;
+  }
   const clock = performance.now();
   const cpuAtStart = cpuTimes();
-  const run = await openBenchRun(readBenchEnvironment());
+  const run = await openBenchRun(env);
   const results: ScenarioResult[] = [];
   const failures: ScenarioFailure[] = [];
   let interrupted = false;
@@ -138,7 +160,7 @@ async function main(argv: readonly string[]): Promise<number> {
     const machine = await describeMachine(run.admin, run.redis);
     const mode = options.quick ? 'quick' : 'full';
     process.stdout.write(
-      `perks-worker bench (${mode}) on ${machine.cpu}, ${machine.cores} cores, Node ${machine.node}, Redis ${machine.redis}, PostgreSQL ${machine.postgres}; load ${machine.loadAtStart}, ${machine.otherTestProcesses} other vitest processes; reward events: ${run.env.eventTypes.join(',') || 'none'}\n\n`,
+      `perks-worker bench (${mode}) on ${machine.cpu}, ${machine.cores} cores, Node ${machine.node}, Redis ${machine.redis}, PostgreSQL ${machine.postgres}; load ${machine.loadAtStart}, ${machine.otherTestProcesses} other vitest processes; reward events: ${run.env.eventTypes.join(',') || 'none'}${workerEnvNote(run.env.workerEnv)}\n\n`,
     );
     const ctx: BenchContext = {
       run,
