@@ -27,7 +27,8 @@ for _ in $(seq 1 120); do grep -q PERKS_CLIENT_SECRET "$log_dir/sandbox.log" && 
 eval "$(grep -E '^  PERKS_' "$log_dir/sandbox.log" | sed 's/^  /export /')"
 
 node dist/src/index.js migrate >/dev/null
-# CPU seconds (user + system) of processes, from /proc/<pid>/stat.
+# CPU seconds (user + system) of processes, from /proc/<pid>/stat. PostgreSQL's counts the server
+# processes alive at the end: the worker's connections, not the short-lived ones of psql here.
 cpu_seconds() {
   local ticks=0 t
   for pid in "$@"; do
