@@ -2,9 +2,11 @@
  * Scenario 5: reconciliation fan-out. N consumers are inserted with generate_series; the
  * sandbox (autoEnroll) answers each with an empty page. The worker runs as its own process
  * (`node dist/src/index.js work`; default settings in a full run, a smaller queue bound in a
- * quick one) so that its peak RSS (VmHWM) is its own. Sampled every 100 ms: Redis used_memory
- * (the whole server: other users of this Redis count too) and the jobs of our sync queue. Run
- * at N/10 (up to 4,000 jobs of consumers, and N/3) and N: memory must stay flat as N grows.
+ * quick one) so that its peak RSS (VmHWM) is its own. Sampled every 100 ms: its RSS, Redis
+ * used_memory (the whole server: other users of this Redis count too) and the jobs of our sync
+ * queue. Run at N/10 (up to 4,000 jobs of consumers, and N/3) and N: memory must stay flat as N
+ * grows. The mean RSS of each run's second half tells a worker that grows from one whose rare
+ * spikes a run ten times longer is likelier to catch, which the peak alone cannot.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -26,6 +28,8 @@ interface FanOut {
   fanOutMs: number;
   drainMs: number;
   peakRssMiB: number;
+  /** Mean of the RSS samples of the run's second half: what the worker holds once steady. */
+  steadyRssMiB: number;
   redisPeakDeltaMiB: number;
   peakJobs: number;
 }
@@ -150,7 +154,9 @@ async function fanOut(
     let redisPeak = redisBaseline;
     let peakJobs = 0;
     let sampling = false;
+    const rssKiB: { at: number; kib: number }[] = [];
     sampler = setInterval(() => {
+      rssKiB.push({ at: performance.now(), kib: procStatusKiB(pid, 'VmRSS') });
       if (sampling) return;
       sampling = true;
       Promise.all([
@@ -207,14 +213,20 @@ async function fanOut(
       throw new Error(`expected ${consumers} consumers synced, found ${rows[0]?.n}`);
     }
     const peakRssMiB = procStatusKiB(pid, 'VmHWM') / 1024;
+    const secondHalf = rssKiB.filter(
+      (s) => s.at >= started + drainMs / 2 && s.at <= started + drainMs && s.kib > 0,
+    );
+    const steadyRssMiB =
+      secondHalf.reduce((sum, s) => sum + s.kib, 0) / Math.max(1, secondHalf.length) / 1024;
     ctx.note(
-      `  ${consumers} consumers: fan-out ${Math.round(fanOutMs)} ms, all synced ${Math.round(drainMs)} ms, worker peak RSS ${peakRssMiB.toFixed(1)} MiB`,
+      `  ${consumers} consumers: fan-out ${Math.round(fanOutMs)} ms, all synced ${Math.round(drainMs)} ms, worker peak RSS ${peakRssMiB.toFixed(1)} MiB, mean RSS of the second half ${steadyRssMiB.toFixed(1)} MiB`,
     );
     return {
       consumers,
       fanOutMs,
       drainMs,
       peakRssMiB,
+      steadyRssMiB,
       redisPeakDeltaMiB: (redisPeak - redisBaseline) / 1024 ** 2,
       peakJobs,
     };
@@ -249,6 +261,7 @@ export const scenario5: Scenario = {
       figures[`${n}: all synced s`] = round(f.drainMs / 1000, 1);
       figures[`${n}: syncs/s`] = Math.round((f.consumers * 1000) / f.drainMs);
       figures[`${n}: worker peak RSS MiB`] = round(f.peakRssMiB, 1);
+      figures[`${n}: worker mean RSS MiB, second half`] = round(f.steadyRssMiB, 1);
       figures[`${n}: Redis peak used_memory +MiB`] = round(f.redisPeakDeltaMiB, 1);
       figures[`${n}: peak jobs in Redis`] = f.peakJobs;
     }
