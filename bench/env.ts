@@ -40,7 +40,7 @@ function benchWorkerEnv(value: string): Record<string, string> {
   return Object.fromEntries(
     pairs.map((item) => {
       const [name = '', ...rest] = item.trim().split('=');
-      if (!(name in variables) || rest.length === 0) {
+      if (!Object.hasOwn(variables, name) || rest.length === 0) {
         throw new Error(
           `BENCH_WORKER_ENV is invalid: ${JSON.stringify(item)} is not NAME=value with NAME one of the worker's variables`,
         );
