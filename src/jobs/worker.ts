@@ -2,7 +2,7 @@
 import { type Job, type Processor, type Telemetry, Worker, type WorkerOptions } from 'bullmq';
 import type { z } from 'zod';
 import type { WorkerConfig } from '../config.js';
-import { oncePerOutage } from '../ops/outage.js';
+import { outageLogger } from '../ops/outage.js';
 import { within } from '../ops/timeouts.js';
 import { type JobQueueKind, jobNames, queueNames } from '../queues/names.js';
 import { type JobName, jobPayloadSchemas, type PerksJob } from '../queues/payloads.js';
@@ -116,9 +116,7 @@ function watched(worker: Worker, ctx: JobContext): Worker {
     if (final) void countFailedForGood(job, ctx);
   });
   // Never fatal (Redis away, a lock lost); repeated at every reconnect, so one line per outage.
-  const outage = oncePerOutage((error) =>
-    ctx.logger.error({ queue: worker.name, err: { message: error.message } }, 'worker error'),
-  );
+  const outage = outageLogger(ctx.logger, 'worker error', 'error', { queue: worker.name });
   worker.on('error', outage.error);
   worker.on('resumed', outage.recovered);
   worker.on('active', outage.recovered);
