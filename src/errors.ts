@@ -18,3 +18,14 @@ export function errorCode(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'string' ? code : undefined;
 }
+
+/** An error as one short phrase; an AggregateError (IPv4 and IPv6 refused) by its parts. */
+export function describeError(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const parts =
+    error instanceof AggregateError && !error.message ? error.errors.map(describeError) : [];
+  const message = parts.length > 0 ? [...new Set(parts)].join('; ') : error.message;
+  const code = errorCode(error);
+  const text = code && !message.includes(code) ? `${message} (${code})` : message;
+  return text || error.name;
+}

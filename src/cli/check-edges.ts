@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { Connection } from 'rabbitmq-client';
 import { Client } from 'undici';
 import { type PerksConfig, redactUrl } from '../config.js';
-import { errorCode } from '../errors.js';
+import { describeError, errorCode } from '../errors.js';
 import { within, withTimeout } from '../ops/timeouts.js';
 import { PerksClient } from '../perks/client.js';
 import {
@@ -91,7 +91,7 @@ function unreachable(name: string, target: string, variable: string, error: unkn
     const fix = `check the scheme and port in ${variable}: the server may not speak TLS there`;
     return failed('TLS failed', code, fix);
   }
-  const text = error instanceof PerksError ? answer(error) : line.describeError(error);
+  const text = error instanceof PerksError ? answer(error) : describeError(error);
   const fix = ['ENOTFOUND', 'EAI_AGAIN'].includes(code)
     ? `check the host name in ${variable}`
     : `check ${variable}, and that this machine can reach it`;
@@ -107,7 +107,7 @@ function apiFailure(target: string, stage: 'mint' | 'get', error: unknown): Chec
   const mint = stage === 'mint';
   const perks = error instanceof PerksError ? error : mint ? TokenMintError.from(error) : undefined;
   if (mint && perks?.cause instanceof ResponseShapeError) {
-    const detail = `POST /tokens answered, but not with a token (${line.describeError(perks.cause)})`;
+    const detail = `POST /tokens answered, but not with a token (${describeError(perks.cause)})`;
     return failed(detail, baseUrlFix);
   }
   if (perks?.status === undefined) {

@@ -1,6 +1,5 @@
 /** What one line of `perks-worker check` says, and the helpers every check builds it with. */
 import { redactUrl } from '../config.js';
-import { errorCode } from '../errors.js';
 import { redactSecrets } from '../perks/redact.js';
 
 export interface CheckResult {
@@ -31,17 +30,6 @@ export const fail = (name: string, target: string | undefined, detail: string, f
   result(name, target, { ok: false, detail, fix });
 export const skip = (name: string, target: string | undefined, detail: string): CheckResult =>
   result(name, target, { ok: true, skipped: true, detail });
-
-/** An error as one short phrase; an AggregateError (IPv4 and IPv6 refused) by its parts. */
-export function describeError(error: unknown): string {
-  if (!(error instanceof Error)) return String(error);
-  const parts =
-    error instanceof AggregateError && !error.message ? error.errors.map(describeError) : [];
-  const message = parts.length > 0 ? [...new Set(parts)].join('; ') : error.message;
-  const code = errorCode(error);
-  const text = code && !message.includes(code) ? `${message} (${code})` : message;
-  return text || error.name;
-}
 
 const maxText = 240;
 

@@ -1,7 +1,7 @@
 /** `check`'s Redis, PostgreSQL and schema lines. */
 import pg from 'pg';
 import { type DatabaseConfig, type RedisConfig, redactUrl } from '../config.js';
-import { errorCode } from '../errors.js';
+import { describeError, errorCode } from '../errors.js';
 import { within, withTimeout } from '../ops/timeouts.js';
 import { connected, createRedisConnection, pingQueueStore } from '../redis/connection.js';
 import { MigrationChecksumError } from '../store/errors.js';
@@ -36,7 +36,7 @@ export async function checkRedis(config: RedisConfig): Promise<CheckResult> {
     const fix = 'set maxmemory-policy noeviction: with eviction, Redis may drop queued jobs';
     return line.fail('redis', target, detail, fix);
   } catch (error) {
-    const message = line.describeError(error);
+    const message = describeError(error);
     const refused = /NOAUTH|WRONGPASS|NOPERM/.test(message);
     const fix = refused
       ? 'check the user and password in REDIS_URL'
@@ -109,7 +109,7 @@ function databaseFailure(name: string, target: string, variable: string, error: 
     '28000': `check the user and password in ${variable}`,
   };
   const fix = fixes[errorCode(error) ?? ''] ?? `start PostgreSQL, or correct ${variable}`;
-  return line.fail(name, target, `unreachable (${line.describeError(error)})`, fix);
+  return line.fail(name, target, `unreachable (${describeError(error)})`, fix);
 }
 
 async function checkSchema(client: pg.Client, schema: string): Promise<CheckResult> {
@@ -128,7 +128,7 @@ async function checkSchema(client: pg.Client, schema: string): Promise<CheckResu
   } catch (error) {
     // 42P01: no schema_migrations table; 3F000: no such schema. Both: nothing applied.
     if (!['42P01', '3F000'].includes(errorCode(error) ?? '')) {
-      const detail = `unreadable (${line.describeError(error)})`;
+      const detail = `unreadable (${describeError(error)})`;
       return line.fail('schema', schema, detail, 'check DATABASE_SCHEMA');
     }
   }

@@ -14,6 +14,7 @@ import {
   loadConfig,
   variables,
 } from '../config.js';
+import { describeError } from '../errors.js';
 import { consumerIdKeyWarning } from '../queues/consumer-id.js';
 import { checkPerksApi, checkRabbitmq, checkWebhook } from './check-edges.js';
 import type { CheckResult } from './check-result.js';
@@ -81,7 +82,7 @@ function serviceChecks(config: LoadedConfig): Promise<Lines>[] {
     group === undefined
       ? Promise.resolve(names.map((name) => line.skip(name, undefined, notChecked)))
       : run(group).catch((error: unknown) => {
-          const detail = `check failed (${line.describeError(error)})`;
+          const detail = `check failed (${describeError(error)})`;
           return line.fail(names[0] ?? '', undefined, detail, 'report this as a bug');
         });
   return [

@@ -1,4 +1,4 @@
-import { errorCode, OperationalError } from '../errors.js';
+import { describeError, OperationalError } from '../errors.js';
 
 export class DatabaseUnreachableError extends OperationalError {
   override readonly name = 'DatabaseUnreachableError';
@@ -9,7 +9,9 @@ export class DatabaseUnreachableError extends OperationalError {
     override readonly cause: unknown,
   ) {
     // The URL is never echoed: it may carry a password.
-    super(`cannot reach PostgreSQL at ${host}:${port} (database ${database}): ${describe(cause)}`);
+    super(
+      `cannot reach PostgreSQL at ${host}:${port} (database ${database}): ${describeError(cause)}`,
+    );
   }
 }
 
@@ -35,16 +37,4 @@ export class MigrationChecksumError extends OperationalError {
 /** A reward or argument the store refuses before sending anything to the database. */
 export class StoreInputError extends Error {
   override readonly name = 'StoreInputError';
-}
-
-function describe(cause: unknown): string {
-  if (cause instanceof Error) {
-    const code = errorCode(cause);
-    // AggregateError (IPv4 + IPv6 attempts) has an empty message: show its parts.
-    const message =
-      cause.message ||
-      (cause instanceof AggregateError ? cause.errors.map(describe).join('; ') : '');
-    return code && !message.includes(code) ? `${message} (${code})` : message;
-  }
-  return String(cause);
 }
