@@ -3,9 +3,9 @@
  * concurrency C; the bound is C/L enrollments per second. Each enrollment also enqueues a
  * first sync, which runs meanwhile on the same process, as in production.
  *
- * As in scenario 2, C/L is the bound only on a machine that can do that much work a second:
- * the same enrollments at 0 ms measure what this one can do, and the extra ratio divides the
- * rate by the smaller of the two bounds (full runs only, as in scenario 2).
+ * C/L is the bound only on a machine that can do that much work a second: the same enrollments
+ * at 0 ms measure what this one can do, and the ratio divides the rate by the smaller of the
+ * two bounds. It says how much of the API's latency the worker hides, not how fast the host is.
  *
  * A quarter as many enrollments again are made first, outside the clock.
  */
@@ -70,9 +70,9 @@ export const scenario4: Scenario = {
     const count = ctx.quick ? 800 : 2500;
     const concurrency = defaultWorker.enrollConcurrency;
     const ms = await enroll(ctx.run, count, latencyMs);
-    const machineMs = ctx.quick ? undefined : await enroll(ctx.run, count, 0);
+    const machineMs = await enroll(ctx.run, count, 0);
     const rate = (count * 1000) / ms;
-    const machineRate = machineMs === undefined ? undefined : (count * 1000) / machineMs;
+    const machineRate = (count * 1000) / machineMs;
     const bound = (concurrency * 1000) / latencyMs;
     return {
       id: 4,
@@ -87,22 +87,10 @@ export const scenario4: Scenario = {
         'wall ms': Math.round(ms),
         'enrollments/s': Math.round(rate),
         'bound C/L per s': bound,
-        ...(machineRate === undefined
-          ? {}
-          : { 'enrollments/s at 0 ms latency': Math.round(machineRate) }),
+        'enrollments/s at 0 ms latency': Math.round(machineRate),
       },
-      ratio: round(rate / bound),
-      goal: '≥ 0.8 (of the concurrency bound)',
-      ...(machineRate === undefined
-        ? {}
-        : {
-            extraRatios: {
-              Machine: {
-                ratio: round(rate / Math.min(bound, machineRate)),
-                goal: '≥ 0.8 (of the smaller of C/L and the rate at 0 ms)',
-              },
-            },
-          }),
+      ratio: round(rate / Math.min(bound, machineRate)),
+      goal: '≥ 0.8 (of the smaller of C/L and the rate at 0 ms)',
     };
   },
 };
