@@ -131,9 +131,10 @@ async function scanOnce(
     result.markedMissing += markedMissing;
     result.rejected += page.rejected.length;
     const pages = Math.max(1, Math.ceil(page.total / page.perPage));
-    // Progress is for long walks; a one-page sync would only pay a Redis round trip for it.
-    if (pages > 1)
-      await job.updateProgress({ consumerId, page: page.page, pages, total: page.total });
+    // Progress and a line per page are for long walks: a one-page sync would pay a Redis round
+    // trip and a log write for them, and its caller logs the sync ('consumer synced').
+    if (pages === 1) continue;
+    await job.updateProgress({ consumerId, page: page.page, pages, total: page.total });
     const { ids, rejected: refused, total } = page;
     const fields = { page: page.page, pages, items: ids.length, rejected: refused.length, total };
     const end = ends ? { markedMissing, finished: true } : {};
