@@ -132,7 +132,7 @@ async function scanOnce(
     result.rejected += page.rejected.length;
     const pages = Math.max(1, Math.ceil(page.total / page.perPage));
     // Progress and a line per page are for long walks: a one-page sync would pay a Redis round
-    // trip and a log write for them, and its caller logs the sync ('consumer synced').
+    // trip and a log write for them, and its job's or consumer's line says what it wrote.
     if (pages === 1) continue;
     await job.updateProgress({ consumerId, page: page.page, pages, total: page.total });
     const { ids, rejected: refused, total } = page;
