@@ -108,7 +108,8 @@ export async function processRewardSyncBatch(
 // while it is pending, run after it while it runs, clearing a key whose job is gone.
 async function leaveToOwnJobs(batch: Batch, consumerIds: readonly string[]): Promise<string[]> {
   const { queues, tallies } = batch.ctx;
-  // Queue.getDeduplicationJobId's key, read in one MGET for all: not a round trip each.
+  // Queue.getDeduplicationJobId's key, read in one MGET for all (not a round trip each) on the
+  // worker's connection, which the tallies hold: BullMQ's own client type has no MGET.
   const keys = consumerIds.map((id) => `${queues.rewardSync.keys.de}:${id}`);
   const owners = await tallies.redis.mget(keys);
   const left = consumerIds.filter((_, i) => owners[i]);

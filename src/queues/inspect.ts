@@ -108,21 +108,21 @@ const scanLimit = 1000;
 /** How long after a job fails for good its outcome may still be on its way to the tally. */
 const countingMs = 10_000;
 
-/** True when no pending sync job carries the reconciliation (read only for short backlogs). */
+/** True when no sync job carries the reconciliation still (read only for short backlogs). */
 async function nothingLeftOf(queues: Queues, reconciliation: string): Promise<boolean> {
   const states = ['wait', 'prioritized', 'active', 'delayed'] as const;
   const counts = await queues.rewardSync.getJobCounts(...states);
   const pending = Object.values(counts).reduce((sum, n) => sum + n, 0);
   if (pending > scanLimit) return false;
+  const ours = (job: Job) => job.data?.reconciliation === reconciliation;
+  if (pending > 0 && (await queues.rewardSync.getJobs([...states], 0, scanLimit)).some(ours)) {
+    return false;
+  }
   // A job failed for good is counted by the worker's `failed` listener, just after the move:
   // one of it that failed a moment ago may not be counted yet, not uncounted for good.
   const since = Date.now() - countingMs;
   const failed = await queues.rewardSync.getJobs(['failed'], 0, 99);
-  const ours = (job: Job) => job.data?.reconciliation === reconciliation;
-  if (failed.some((job) => (job.finishedOn ?? 0) > since && ours(job))) return false;
-  if (pending === 0) return true;
-  const jobs = await queues.rewardSync.getJobs([...states], 0, scanLimit);
-  return !jobs.some(ours);
+  return !failed.some((job) => (job.finishedOn ?? 0) > since && ours(job));
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
