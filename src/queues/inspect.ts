@@ -75,7 +75,7 @@ export async function reconciliationView(queues: Queues, tallies: TallyStore, jo
   } else if (tally.finishedAt) {
     state = 'finished';
     finishedAt = tally.finishedAt;
-  } else if (jobState === 'completed' && (await nothingLeftOf(queues, jobId))) {
+  } else if (jobState === 'completed' && (await nothingLeftOf(queues, tallies, jobId))) {
     // Every sync of it ended, but an outcome went uncounted (e.g. a job failed by the stalled
     // check, which no listener hears): finished all the same, as of now.
     state = 'finished';
@@ -109,20 +109,20 @@ const scanLimit = 1000;
 const countingMs = 10_000;
 
 /** True when no sync job carries the reconciliation still (read only for short backlogs). */
-async function nothingLeftOf(queues: Queues, reconciliation: string): Promise<boolean> {
+async function nothingLeftOf(queues: Queues, tallies: TallyStore, reconciliation: string) {
+  const queue = queues.rewardSync;
   const states = ['wait', 'prioritized', 'active', 'delayed'] as const;
-  const counts = await queues.rewardSync.getJobCounts(...states);
+  const counts = await queue.getJobCounts(...states);
   const pending = Object.values(counts).reduce((sum, n) => sum + n, 0);
   if (pending > scanLimit) return false;
-  const ours = (job: Job) => job.data?.reconciliation === reconciliation;
-  if (pending > 0 && (await queues.rewardSync.getJobs([...states], 0, scanLimit)).some(ours)) {
-    return false;
-  }
+  const ours = (job: Job | undefined) => job?.data?.reconciliation === reconciliation;
+  if (pending > 0 && (await queue.getJobs([...states], 0, scanLimit)).some(ours)) return false;
   // A job failed for good is counted by the worker's `failed` listener, just after the move:
-  // one of it that failed a moment ago may not be counted yet, not uncounted for good.
+  // one of it that failed a moment ago may not be counted yet, not uncounted for good. The
+  // failed set is scored by finishedOn: only those jobs are read.
   const since = Date.now() - countingMs;
-  const failed = await queues.rewardSync.getJobs(['failed'], 0, 99);
-  return !failed.some((job) => (job.finishedOn ?? 0) > since && ours(job));
+  const failed = await tallies.redis.zrangebyscore(queue.toKey('failed'), since, '+inf');
+  return !(await Promise.all(failed.map((id) => queue.getJob(id)))).some(ours);
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();

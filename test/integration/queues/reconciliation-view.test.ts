@@ -54,12 +54,12 @@ describe('reconciliationView', () => {
     expect(await queues.rewardSync.getJobState(sync.id ?? '')).toBe('failed');
     expect((await reconciliationView(queues, tallies, job)).state).toBe('running');
 
-    // Failed 11 s ago and still not counted: its count is not coming.
-    await connection.hset(
-      `${target.prefix}:${queueNames.rewardSync}:${sync.id}`,
-      'finishedOn',
-      Date.now() - 11_000,
-    );
+    // Failed 11 s ago and still not counted: its count is not coming. The failed set is scored
+    // by finishedOn, as BullMQ writes both.
+    const failedAt = Date.now() - 11_000;
+    const key = `${target.prefix}:${queueNames.rewardSync}`;
+    await connection.hset(`${key}:${sync.id}`, 'finishedOn', failedAt);
+    await connection.zadd(`${key}:failed`, failedAt, sync.id ?? '');
     const view = await reconciliationView(queues, tallies, job);
     expect(view).toMatchObject({
       state: 'finished',
