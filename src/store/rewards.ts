@@ -103,13 +103,18 @@ export async function writeRewardPages(
   const withItems = pages.filter((page) => page.ids.length > 0);
   const itemsJson = `[${withItems.map((page) => page.entryJson).join(',')}]`;
   const marks = (finish?: FinishSync) => Boolean(finish?.missing && !finish.missing.rejected);
-  const marking = pages.some((page) => marks(page.finish));
-  const notMissing = marking ? pages.flatMap((page) => page.ids) : [];
+  // The statement never marks this call's rows missing: $3 holds only the other ids the
+  // finishing scans saw (none for a one-page consumer), each a uuid PostgreSQL parses.
+  const inCall = pages.some((page) => marks(page.finish))
+    ? new Set(pages.flatMap((page) => page.ids))
+    : undefined;
+  const notMissing: string[] = [];
   const pagesJson = JSON.stringify(
     pages.map((page, p) => {
       const { finish } = page;
-      // Not push(...ids): a spread of 10^5 arguments overflows the stack.
-      if (marks(finish)) for (const id of finish?.missing?.seenIds ?? []) notMissing.push(id);
+      if (inCall && marks(finish)) {
+        for (const id of finish?.missing?.seenIds ?? []) if (!inCall.has(id)) notMissing.push(id);
+      }
       return {
         p,
         consumer_id: page.consumerId,

@@ -7,8 +7,8 @@
 --    is stored as `raw`, the columns read from it. $2 jsonb [{ p, consumer_id, observed_at,
 --    finish, mark_missing, scan_started_at, at }], one per page, with rows or not;
 --    scan_started_at when the scan was complete and consistent, mark_missing when it also
---    rejected no item. $3 uuid[]: ids never marked missing (the finishing scans' ids and this
---    call's rows). $4 text[]: the event types to record (EVENT_TYPES).
+--    rejected no item. $3 uuid[]: ids never marked missing besides this call's rows (the
+--    finishing scans' ids of earlier pages). $4 text[]: the event types to record (EVENT_TYPES).
 -- Pages of one call share no consumer and no reward id: the statement cannot touch a row twice.
 --
 -- Stale-write guard: a stored row is only overwritten by a strictly newer observation
@@ -121,8 +121,9 @@ begin
             and c.first_seen_at < f.scan_started_at
             and c.observed_at < f.scan_started_at
             -- Not `<> all($3)`: with a generic plan the array is a parameter, which PostgreSQL
-          -- searches element by element for every row; this subquery is hashed once.
-          and $3 is not null and c.id not in (select n.id from unnest($3::uuid[]) as n(id))
+            -- searches element by element for every row; these subqueries are hashed once.
+            and $3 is not null and c.id not in (select n.id from unnest($3::uuid[]) as n(id))
+            and c.id not in (select i.id from input i)
           offset 0
         ) x
         where f.finish and f.mark_missing))
