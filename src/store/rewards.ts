@@ -112,6 +112,7 @@ export async function writeRewardPages(
   const pagesJson = JSON.stringify(
     pages.map((page, p) => {
       const { finish } = page;
+      // Not push(...ids): a spread of 10^5 arguments overflows the stack.
       if (inCall && marks(finish)) {
         for (const id of finish?.missing?.seenIds ?? []) if (!inCall.has(id)) notMissing.push(id);
       }
