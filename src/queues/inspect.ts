@@ -119,9 +119,18 @@ async function nothingLeftOf(queues: Queues, tallies: TallyStore, reconciliation
   if (pending > 0 && (await queue.getJobs([...states], 0, scanLimit)).some(ours)) return false;
   // A job failed for good is counted by the worker's `failed` listener, just after the move:
   // one of it that failed a moment ago may not be counted yet, not uncounted for good. The
-  // failed set is scored by finishedOn: only those jobs are read.
+  // failed set is scored by finishedOn: only those jobs are read, at most scanLimit (more in
+  // 10 s: not decided until they are older).
   const since = Date.now() - countingMs;
-  const failed = await tallies.redis.zrangebyscore(queue.toKey('failed'), since, '+inf');
+  const failed = await tallies.redis.zrangebyscore(
+    queue.toKey('failed'),
+    since,
+    '+inf',
+    'LIMIT',
+    0,
+    scanLimit + 1,
+  );
+  if (failed.length > scanLimit) return false;
   return !(await Promise.all(failed.map((id) => queue.getJob(id)))).some(ours);
 }
 

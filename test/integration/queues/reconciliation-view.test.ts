@@ -60,6 +60,13 @@ describe('reconciliationView', () => {
     const key = `${target.prefix}:${queueNames.rewardSync}`;
     await connection.hset(`${key}:${sync.id}`, 'finishedOn', failedAt);
     await connection.zadd(`${key}:failed`, failedAt, sync.id ?? '');
+
+    // Over 1,000 others failed in the last 10 s: the view does not read them all, and waits.
+    const others = Array.from({ length: 1001 }, (_, i) => `other-${i}`);
+    await connection.zadd(`${key}:failed`, ...others.flatMap((other) => [Date.now(), other]));
+    expect((await reconciliationView(queues, tallies, job)).state).toBe('running');
+    await connection.zrem(`${key}:failed`, ...others);
+
     const view = await reconciliationView(queues, tallies, job);
     expect(view).toMatchObject({
       state: 'finished',
