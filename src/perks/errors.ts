@@ -195,8 +195,18 @@ function bodySnippet(body: string): string {
   return text.length > SNIPPET_MAX_CHARS ? `${text.slice(0, SNIPPET_MAX_CHARS - 1)}…` : text;
 }
 
-/** Retry-After in delta-seconds or as an HTTP date -> ms: default if unusable, capped. */
-export function parseRetryAfter(value: string | undefined, now: () => number = Date.now): number {
+/**
+ * Retry-After in delta-seconds or as an HTTP date -> ms: default if unusable, capped. Sent more
+ * than once (a gateway and the API each), the longest wait.
+ */
+export function parseRetryAfter(
+  value: string | string[] | undefined,
+  now: () => number = Date.now,
+): number {
+  if (Array.isArray(value)) {
+    const waits = value.map((one) => parseRetryAfter(one, now));
+    return waits.length > 0 ? Math.max(...waits) : DEFAULT_THROTTLE_DELAY_MS;
+  }
   const text = value?.trim() ?? '';
   // Date.parse reads "-5" as a year: an HTTP date always names its day and month.
   const ms = /^\d+(\.\d+)?$/.test(text)

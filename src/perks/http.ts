@@ -2,7 +2,6 @@
  * One exchange, no retries, no tokens: a deadline over headers and body, a bounded read that
  * consumes or destroys the body on every path (no connection left hanging in the pool).
  */
-import type { IncomingHttpHeaders } from 'node:http';
 import { type Dispatcher, request } from 'undici';
 import { linkSignals } from '../signals.js';
 import type { PerksClientOptions } from './client.js';
@@ -28,7 +27,8 @@ export interface RequestSpec {
 
 export interface HttpResponse {
   status: number;
-  headers: IncomingHttpHeaders;
+  /** A header sent more than once is an array. */
+  headers: Dispatcher.ResponseData['headers'];
   body: string;
 }
 

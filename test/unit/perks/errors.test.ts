@@ -160,6 +160,16 @@ describe('gateway answers without the envelope', () => {
     expect(error.message).toContain('Too Many Requests');
   });
 
+  it('429 with Retry-After sent twice (a gateway and the API) -> ThrottledError, longest wait', async () => {
+    const error = await failWith({
+      status: 429,
+      body: 'Too Many Requests',
+      headers: { 'retry-after': ['30', '10'] },
+    });
+    expect(error).toBeInstanceOf(ThrottledError);
+    expect((error as ThrottledError).retryAfterMs).toBe(30_000);
+  });
+
   it('429 with Retry-After as an HTTP date', async () => {
     const date = new Date(Date.now() + 120_000).toUTCString();
     const error = await failWith({
@@ -266,6 +276,9 @@ describe('parseRetryAfter', () => {
     ['soon', 5_000],
     ['-5', 5_000],
     ['99999999', 15 * 60_000],
+    // Sent twice (undici gives an array): the longest wait.
+    [['2', '30'], 30_000],
+    [['Wed, 01 May 2024 10:00:30 GMT', '2'], 30_000],
   ])('%j -> %i ms', (value, ms) => {
     expect(parseRetryAfter(value, now)).toBe(ms);
   });

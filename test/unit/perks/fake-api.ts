@@ -22,7 +22,8 @@ export interface SeenRequest {
 export interface FakeResponse {
   status: number;
   body?: unknown;
-  headers?: Record<string, string>;
+  /** An array: the header sent once per value. */
+  headers?: Record<string, string | string[]>;
   /** Thrown instead of answering: simulates a reset, refused connection, DNS failure. */
   error?: Error;
 }
