@@ -18,6 +18,12 @@ export const defaultJobPolicy: JobPolicy = {
 export type Queues = Record<QueueKind, Queue>;
 
 /**
+ * The stack traces a job keeps: its last attempts'. BullMQ keeps every one by default, and a
+ * webhook delivery job is retried for days; the last is what `failed` reads.
+ */
+export const stackTraceLimit = 3;
+
+/**
  * Every queue on one shared connection (Queue objects do not block), logging the first
  * error of an outage, not every reconnect. With `telemetry`, a job carries its producer's trace.
  */
@@ -37,6 +43,7 @@ export function openQueues(
     backoff: { type: 'exponential', delay: policy.jobBackoffMs, jitter: 0.5 },
     removeOnComplete: { count: policy.keepCompletedJobs },
     removeOnFail: { count: policy.keepFailedJobs },
+    stackTraceLimit,
   };
   const open = (kind: QueueKind) => {
     const options = { connection, prefix, defaultJobOptions, ...(telemetry ? { telemetry } : {}) };
@@ -44,7 +51,7 @@ export function openQueues(
     queue.on('error', outage.error);
     return queue;
   };
-  // Webhook delivery jobs carry options of their own (src/events): these defaults never apply.
+  // Webhook delivery jobs set their own attempts, backoff and retention (src/events).
   const kinds = Object.keys(queueNames) as QueueKind[];
   return Object.fromEntries(kinds.map((kind) => [kind, open(kind)])) as Queues;
 }

@@ -146,6 +146,15 @@ describe('reward events as signed webhooks', () => {
     await sleep(5000);
     expect(receiver.accepted.length).toBe(before);
     expect(receiver.refused).toBeGreaterThanOrEqual(10);
+    // Retried for days if need be: each job keeps only its last attempts' stack traces.
+    const queue = new Queue<DeliveryJobData>(queueNames.webhooks, {
+      connection: harness.runtime.connection,
+      prefix: harness.prefix,
+    });
+    const retrying = await queue.getDelayed();
+    await queue.close();
+    expect(retrying.length).toBeGreaterThan(0);
+    for (const job of retrying) expect(job.opts.stackTraceLimit).toBe(3);
     receiver.refuseWith = undefined;
     await delivered(before + 50);
     const fresh = receiver.accepted.slice(before);
