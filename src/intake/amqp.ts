@@ -55,6 +55,9 @@ export async function startAmqpIntake(options: AmqpIntakeOptions) {
     connectionName: `perks-worker intake ${hostname()} pid ${process.pid}`,
     retryLow: 500,
     retryHigh: 10_000,
+    // RabbitMQ's own default, not the client's 8192: a message's headers travel in one frame,
+    // and a dead letter's are those of its message plus the reason.
+    frameMax: 131_072,
   });
   const brokerOutage = outageLogger(log, 'rabbitmq unreachable; retrying');
   let wasDown = false;
@@ -191,10 +194,15 @@ function deadLetterOf(message: AsyncMessage, deadQueue: string, reason: string):
     ...Object.fromEntries(all.filter(([, value]) => value !== undefined)),
     exchange: '',
     routingKey: deadQueue,
-    headers: { ...message.headers, [errorHeader]: reason },
+    headers: { ...message.headers, [errorHeader]: clipped(reason) },
     durable: true,
   };
 }
+
+/** A reason of hundreds of unknown fields must still fit the dead letter's header frame. */
+const clipped = (reason: string) =>
+  reason.length <= reasonMaxChars ? reason : `${reason.slice(0, reasonMaxChars - 1)}…`;
+const reasonMaxChars = 1000;
 
 /** Waits as long as the outage has lasted so far, 0.25 to 5 s, with jitter; aborts at close. */
 function outagePause(): { wait(signal: AbortSignal): Promise<void>; recovered(): void } {

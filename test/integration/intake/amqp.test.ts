@@ -257,6 +257,22 @@ describe('RabbitMQ intake', () => {
     });
   });
 
+  it('a message with hundreds of unknown fields goes to .dead too, its reason clipped', async () => {
+    const queue = await newQueue();
+    const { counts } = await start(queue);
+    const profile = Object.fromEntries(
+      Array.from({ length: 800 }, (_, i) => [`profile_field_${i}`, i]),
+    );
+    await publish(queue, [{ user_id: 'amqp_profile', ...profile }]);
+    await waitFor('rejected', () => (counts.rejected === 1 ? true : undefined));
+    const message = await broker.basicGet(deadQueueOf(queue));
+    const reason = String(message?.headers?.[errorHeader]);
+    expect(reason).toMatch(/^profile_field_0, profile_field_1, profile_field_2, /);
+    expect(reason).toHaveLength(1000);
+    expect(reason.endsWith('…')).toBe(true);
+    expect(await readyCount(queue)).toBe(0);
+  });
+
   it('while Redis is unreachable, messages stay unacked and are requeued with backoff; all are enrolled once it is back', async () => {
     const queue = await newQueue();
     const proxy = await startTcpProxy(targetOf(h.config.redis.url));
