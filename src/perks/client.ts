@@ -174,7 +174,7 @@ export class PerksClient {
       const query = new URLSearchParams({ page: String(page), per_page: String(perPage), sort });
       for (const type of types) query.append('type', type);
       const response = await this.#call({ operation, method: 'GET', path, query }, opts.signal);
-      const parsed = parseRewardPage(operation, parseJsonBody(operation, response));
+      const parsed = parseRewardPage(operation, parseJsonBody(operation, response), response.body);
       this.#options.logger?.debug(
         { operation, page, items: parsed.ids.length, total: parsed.total },
         'perks: fetched a rewards page',

@@ -5,7 +5,13 @@
  */
 import { z } from 'zod';
 import { ResponseShapeError } from './errors.js';
-import { collectionSchema, type Reward, safeParseReward, uuidSchema } from './schemas.js';
+import {
+  collectionSchema,
+  mayHoldUnstorable,
+  type Reward,
+  safeParseReward,
+  uuidSchema,
+} from './schemas.js';
 
 /** An item the reward schema refused. */
 export interface RejectedItem {
@@ -53,13 +59,15 @@ export function shapeError(operation: string, error: z.ZodError): ResponseShapeE
   return new ResponseShapeError(message, { operation, path });
 }
 
-export function parseRewardPage(operation: string, json: unknown): ParsedPage {
+/** `text`: the body `json` was parsed from, to look for what PostgreSQL cannot store. */
+export function parseRewardPage(operation: string, json: unknown, text?: string): ParsedPage {
   const envelope = collectionSchema.safeParse(json);
   if (!envelope.success) throw shapeError(operation, envelope.error);
   const items: Reward[] = [];
   const rejected: RejectedItem[] = [];
+  const deep = text !== undefined && mayHoldUnstorable(text);
   for (const item of envelope.data.items) {
-    const parsed = safeParseReward(item);
+    const parsed = safeParseReward(item, deep);
     if (parsed.success) items.push(parsed.data);
     else rejected.push(rejectedItem(item, parsed.error));
   }

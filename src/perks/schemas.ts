@@ -67,13 +67,41 @@ const amountPatternSchema = z
 
 export const amountSchema = amountPatternSchema.transform(canonicalDecimal);
 
+/** A NUL or an unpaired surrogate: PostgreSQL stores neither, in text or in jsonb. */
+const UNSTORABLE = /\0|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+export const storable = (text: string) => !UNSTORABLE.test(text);
+export const UNSTORABLE_MESSAGE = 'must not contain a NUL character or an unpaired surrogate';
+
+/** JSON text can only carry either as an escape: a body without one needs no deeper look. */
+const ESCAPED_UNSTORABLE = /\\u(?:0000|d[89a-f])/i;
+export const mayHoldUnstorable = (json: string) => ESCAPED_UNSTORABLE.test(json);
+
+/** The path of the first string of `value` PostgreSQL cannot store; of its object for a key. */
+function unstorablePath(value: unknown, path: PropertyKey[] = []): PropertyKey[] | null {
+  if (typeof value === 'string') return storable(value) ? null : path;
+  if (typeof value !== 'object' || value === null) return null;
+  for (const [key, inner] of Object.entries(value)) {
+    if (!storable(key)) return path;
+    const found = unstorablePath(inner, [...path, Array.isArray(value) ? Number(key) : key]);
+    if (found) return found;
+  }
+  return null;
+}
+
+/** Years 0001 to 9999, offsets within ±15:59: what timestamptz takes. */
+const storableDateTime = (value: string) =>
+  !value.startsWith('0000') && !/[+-](?:1[6-9]|2\d):?\d\d$/.test(value);
+const STORABLE_DATE_TIME = { error: 'must be a date-time from year 0001, offset within ±15:59' };
+
 const CONSUMER_STATUSES = ['VALIDATION', 'POOLED', 'PAID'] as const;
 export type ConsumerStatus = (typeof CONSUMER_STATUSES)[number];
 
 const transactionSchema = z.looseObject({
   external_id: z.string().min(1),
   // The transaction table says only "date-time": an explicit offset is tolerated here.
-  executed_at: z.iso.datetime({ offset: true, error: 'must be an RFC 3339 date-time' }),
+  executed_at: z.iso
+    .datetime({ offset: true, error: 'must be an RFC 3339 date-time' })
+    .refine(storableDateTime, STORABLE_DATE_TIME),
 });
 
 const brandSchema = z.looseObject({
@@ -92,7 +120,9 @@ const wireRewardSchema = z.compile(
     id: uuidSchema,
     amount: amountPatternSchema,
     // RFC 3339 in UTC with the Z suffix, as the spec's conventions require.
-    created_at: z.iso.datetime({ error: 'must be an RFC 3339 date-time in UTC (Z)' }),
+    created_at: z.iso
+      .datetime({ error: 'must be an RFC 3339 date-time in UTC (Z)' })
+      .refine(storableDateTime, STORABLE_DATE_TIME),
     type: z.string().min(1),
     status: z.string().min(1),
     consumer_status: z.enum(CONSUMER_STATUSES),
@@ -121,9 +151,16 @@ export interface Reward {
  */
 export function safeParseReward(
   item: unknown,
+  /** Also look for strings PostgreSQL cannot store (mayHoldUnstorable said there may be one). */
+  deep = false,
 ): { success: true; data: Reward } | { success: false; error: z.ZodError } {
   const parsed = wireRewardSchema.safeParse(item);
   if (!parsed.success) return { success: false, error: parsed.error };
+  const path = deep ? unstorablePath(item) : null;
+  if (path) {
+    const issue = { code: 'custom', path, message: UNSTORABLE_MESSAGE, input: undefined } as const;
+    return { success: false, error: new z.ZodError([issue]) };
+  }
   const wire = parsed.data;
   const { name, logo } = wire.brand;
   const data = {

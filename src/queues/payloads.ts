@@ -5,7 +5,7 @@
 import type { Job } from 'bullmq';
 import { type ZodError, z } from 'zod';
 import { InputError } from '../errors.js';
-import { consentSchema, consumerIdSchema } from '../perks/schemas.js';
+import { consentSchema, consumerIdSchema, storable, UNSTORABLE_MESSAGE } from '../perks/schemas.js';
 import { jobNames, maxConsumersPerSyncJob } from './names.js';
 
 /** One thing wrong with an input: the field as its sender names it (`extra_consents[1]`), and why. */
@@ -35,7 +35,8 @@ export function describeProblems(problems: readonly Problem[]): string {
 export const userIdSchema = z
   .string({ error: (issue) => (issue.input === undefined ? 'is required' : 'must be a string') })
   .min(1, { error: 'must not be empty' })
-  .max(256, { error: 'must be at most 256 characters' });
+  .max(256, { error: 'must be at most 256 characters' })
+  .refine(storable, { error: UNSTORABLE_MESSAGE });
 
 export const consentsSchema = z.array(consentSchema).max(16).optional();
 

@@ -71,7 +71,10 @@ export function preparePage(input: WriteRewardPageInput) {
   };
 }
 
-/** For a body as sent that jsonb refuses (a \u0000 escape, a number out of numeric's range). */
+/**
+ * For a body as sent that jsonb refuses: a number out of numeric's range, or a \u0000 outside
+ * the items (the client's schema refuses an item holding one).
+ */
 export function reserialized(page: PreparedPage): PreparedPage {
   if (page.sent === null) return page;
   return { ...page, entryJson: entryOf(page.consumerId, bodyOf(itemsIn(page.sent))), sent: null };

@@ -1,7 +1,8 @@
 /**
  * The API changing under us: the total growing mid-walk, a reward disappearing mid-walk,
  * unknown type and status values, extra fields, and items that break the contract (a
- * required field missing, amounts with exponents or letters or past numeric, dates without Z):
+ * required field missing, amounts with exponents or letters or past numeric, dates without Z
+ * or past timestamptz, strings PostgreSQL cannot store):
  * each such item is kept in rejected_rewards naming its field, the rest of its page written.
  */
 import { afterEach, describe, expect, it } from 'vitest';
@@ -181,6 +182,15 @@ describe('items that break the contract', () => {
       ],
       [{ type: 7 } as unknown as Partial<RewardJson>, /^type: /],
       [{ brand: { name: 'A', logo: 'logo.png' } }, /^brand\.logo: /],
+      // Valid JSON that PostgreSQL refuses: each would fail its whole page's statement.
+      [{ brand: { name: 'Ac\u0000me', logo: null } }, /^brand\.name: must not contain a NUL/],
+      [{ note: 'x\ud800' } as Partial<RewardJson>, /^note: must not contain a NUL/],
+      [{ 'a\u0000b': 1 } as Partial<RewardJson>, /^\(item\): must not contain a NUL/],
+      [{ created_at: '0000-01-01T00:00:00Z' }, /^created_at: must be a date-time from year 0001/],
+      [
+        { transaction: { external_id: 'tx-2', executed_at: '2024-05-01T10:00:00+23:59' } },
+        /^transaction\.executed_at: must be a date-time from year 0001/,
+      ],
     ];
     const items = h.sandbox.state.addRewardItems(
       'odd_ones',
@@ -190,12 +200,12 @@ describe('items that break the contract', () => {
     h.sandbox.state.addRewardItems('odd_ones', [{ id: 'reward-1' }]);
     const { job, state } = await syncAndWait(h, 'odd_ones');
     expect(state).toBe('completed');
-    expect(job?.returnvalue).toMatchObject({ rejected: 7, markedMissing: 0 });
+    expect(job?.returnvalue).toMatchObject({ rejected: 12, markedMissing: 0 });
     expect(await h.rewardIds('odd_ones')).toHaveLength(5);
     const { rows } = await h.runtime.ctx.store.pool.query<{ reward_id: string; error: string }>(
       'select reward_id, error from perks.rejected_rewards',
     );
-    expect(rows).toHaveLength(7);
+    expect(rows).toHaveLength(12);
     items.forEach((item, i) => {
       expect(rows.find((r) => r.reward_id === item.id)?.error).toMatch(bad[i]?.[1] ?? /-/);
     });

@@ -107,6 +107,17 @@ describe('enroll --file records', () => {
       ok: false,
       problem: 'user_id: must be at most 256 characters',
     });
+    // PostgreSQL stores neither: refused here, not after the consumer is enrolled upstream.
+    for (const user_id of ['abc\u0000def', 'abc\ud800', '\udc00abc']) {
+      expect(check({ user_id })).toEqual({
+        ok: false,
+        problem: 'user_id: must not contain a NUL character or an unpaired surrogate',
+      });
+    }
+    // A pair is a character like any other: refused only as a consumer id with no key to derive.
+    expect(check({ user_id: 'emoji_\ud83d\ude00' })).toMatchObject({
+      problem: expect.stringMatching(/PERKS_CONSUMER_ID_KEY is not set$/),
+    });
   });
 
   it('derives the consumer id of a user id that is not one, or says the key is missing', () => {

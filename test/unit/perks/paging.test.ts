@@ -161,6 +161,27 @@ describe('listRewardPages', () => {
     });
   });
 
+  it('sets aside an item PostgreSQL cannot store; an escaped pair or backslash is no such item', async () => {
+    const extras = [
+      { 'tag\u0000': 1 },
+      { emoji: '\ud83d\ude00' },
+      { path: 'C:\\u0000' },
+      { note: ['ok', { deep: 'lone \udfff' }] },
+    ];
+    api = fakeApi({
+      api: rewardsServer(4, (_page, body) => ({
+        ...body,
+        items: body.items.map((item, i) => ({ ...item, ...extras[i] })),
+      })),
+    });
+    const [page] = await collect(api.client.listRewardPages(CONSUMER, { perPage: 4 }));
+    expect(page?.ids).toHaveLength(2);
+    expect(page?.rejected.map((r) => r.error)).toEqual([
+      '(item): must not contain a NUL character or an unpaired surrogate',
+      'note[1].deep: must not contain a NUL character or an unpaired surrogate',
+    ]);
+  });
+
   it.each([
     ['perPage 0', 'user_42', { perPage: 0 }, 'perPage'],
     ['perPage 1001', 'user_42', { perPage: 1001 }, 'perPage'],
