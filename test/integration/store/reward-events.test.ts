@@ -6,6 +6,11 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
+  advanceCursor,
+  replayFrom,
+  undeliveredEvents,
+} from '../../../src/store/event-deliveries.js';
+import {
   preparePage,
   rewardWriteSql,
   type WriteRewardPageInput,
@@ -557,6 +562,35 @@ describe('reward events', () => {
       await open.end();
       await listener.end();
     }
+  });
+
+  it('a replay under a running delivery: the cursor does not pass the replayed events', async () => {
+    const consumerId = 'replayed_under_delivery';
+    await write(consumerId, [reward(), reward(), reward()].sort(byId), at('2024-05-01T10:00:00Z'));
+    const [e1, e2, e3] = (await eventsOf(consumerId)).map((e) => String(e.id));
+    if (!e1 || !e2 || !e3) throw new Error('three events expected');
+    const cursor = async () => {
+      const { rows } = await store.pool.query<{ through: string }>(
+        'select delivered_through::text as through from perks.reward_event_cursors where consumer_id = $1',
+        [consumerId],
+      );
+      return rows[0]?.through;
+    };
+    // A job read e1..e3 and delivered e1; then the operator replays from e1.
+    await advanceCursor(store.pool, '"perks"', consumerId, e1);
+    await replayFrom(store.pool, '"perks"', e1);
+    expect(await cursor()).toBe(String(Number(e1) - 1));
+    // The job goes on with the batch it read: e1 is not passed over.
+    await advanceCursor(store.pool, '"perks"', consumerId, e2);
+    await advanceCursor(store.pool, '"perks"', consumerId, e3);
+    expect(await cursor()).toBe(String(Number(e1) - 1));
+    const again = await undeliveredEvents(store.pool, '"perks"', consumerId, 10);
+    expect(again.map((e) => String(e.id))).toEqual([e1, e2, e3]);
+    for (const id of [e1, e2, e3]) await advanceCursor(store.pool, '"perks"', consumerId, id);
+    expect(await cursor()).toBe(e3);
+    // Never back.
+    await advanceCursor(store.pool, '"perks"', consumerId, e2);
+    expect(await cursor()).toBe(e3);
   });
 
   it('write_reward_pages has one signature: the three-argument one of earlier builds is dropped', async () => {

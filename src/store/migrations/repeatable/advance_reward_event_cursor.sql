@@ -1,5 +1,8 @@
 -- advance_reward_event_cursor(consumer_id, event_id): the consumer's events through event_id
--- are delivered or given up. Never moves a cursor back (replay_reward_events does that).
+-- are delivered or given up. Never moves a cursor back (replay_reward_events does that), nor
+-- over an event of the consumer it has not passed: a delivery job that read its batch before a
+-- replay rewound the cursor leaves it there, and its next read starts from the replayed events.
+-- Events of one consumer commit in id order, so none is found there but after a replay.
 
 create or replace function advance_reward_event_cursor(consumer_id text, event_id bigint)
 returns void
@@ -9,8 +12,10 @@ as $function$
   insert into reward_event_cursors as c (consumer_id, delivered_through)
   values ($1, $2)
   on conflict (consumer_id) do update
-    set delivered_through = greatest(c.delivered_through, excluded.delivered_through),
-        updated_at = now()
+    set delivered_through = excluded.delivered_through, updated_at = now()
+    where c.delivered_through < excluded.delivered_through
+      and not exists (select from reward_events e
+                      where e.consumer_id = $1 and e.id > c.delivered_through and e.id < $2)
 $function$;
 
 comment on function advance_reward_event_cursor(text, bigint) is
