@@ -21,7 +21,7 @@ export type Queues = Record<QueueKind, Queue>;
  * The stack traces a job keeps: its last attempts'. BullMQ keeps every one by default, and a
  * webhook delivery job is retried for days; the last is what `failed` reads.
  */
-export const stackTraceLimit = 3;
+const stackTraceLimit = 3;
 
 /**
  * Every queue on one shared connection (Queue objects do not block), logging the first
