@@ -3,7 +3,9 @@
  * (recorded in schema_migrations), then those of ./migrations/repeatable/ in name order
  * (`create or replace`), each again when its checksum changed, as Flyway's repeatable
  * migrations. Change a function's signature under a new name: in a rolling deploy the last
- * build to migrate wins. Each file runs with `search_path` set to the schema. Every transaction
+ * build to migrate wins, but a build older than the schema (it finds numbered migrations it does
+ * not know) leaves the functions as the newer one wrote them: its own may need the schema it
+ * knew (write_reward_pages before 000008 inserts into what is now a view). Each file runs with `search_path` set to the schema. Every transaction
  * takes an advisory lock keyed by the schema (transaction-scoped: PgBouncer pools transactions)
  * before reading what is applied, so replicas starting together are safe.
  *
@@ -77,7 +79,8 @@ export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
     const run: Run = { client, schema, q: quoteIdentifier(schema), logger: options.logger };
     const recorded = await prepareSchema(run);
     const applied = await applyNumbered(run, files, recorded.numbered);
-    await applyRepeatables(run, repeatables, recorded.repeatable);
+    const latest = files.at(-1)?.version ?? '';
+    await applyRepeatables(run, repeatables, recorded.repeatable, latest);
     const { rows } = await client.query<{ version: string | null }>(
       `select max(version) as version from ${run.q}.schema_migrations`,
     );
@@ -175,7 +178,7 @@ async function applyNumbered(
   const unknown = [...recorded.keys()].filter((version) => !known.has(version));
   if (unknown.length > 0) {
     // A newer release migrated it: migrations only add, so this build still works.
-    const message = 'schema has migrations this build does not know';
+    const message = 'schema has migrations this build does not know; its SQL functions are kept';
     run.logger?.warn({ schema: run.schema, versions: unknown }, message);
   }
   const applied: string[] = [];
@@ -201,14 +204,22 @@ async function applyNumbered(
   return applied;
 }
 
+/** `latest`: this build's last numbered migration; a schema past it keeps its functions. */
 async function applyRepeatables(
   run: Run,
   files: readonly SqlFile[],
   recorded: ReadonlyMap<string, string>,
+  latest: string,
 ): Promise<void> {
   for (const file of files) {
     if (recorded.get(file.file) === file.checksum) continue;
     await applyLocked(run, `repeatable/${file.file}`, file.sql, async () => {
+      // Under the lock: a newer build may have migrated since this one read the schema.
+      const newer = await run.client.query(
+        `select from ${run.q}.schema_migrations where version > $1 limit 1`,
+        [latest],
+      );
+      if (newer.rows.length > 0) return false;
       const { rows } = await run.client.query(
         `insert into ${run.q}.schema_repeatable_migrations (file, checksum) values ($1, $2)
          on conflict (file) do update set checksum = excluded.checksum, applied_at = now()

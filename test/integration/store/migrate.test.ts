@@ -1,12 +1,16 @@
 /** The migration runner and the `migrate` command against the real PostgreSQL server. */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
+import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, afterEach, describe, expect, inject, it, vi } from 'vitest';
 import { run } from '../../../src/cli/migrate.js';
 import { runCli } from '../../../src/cli/program.js';
+import type { Logger } from '../../../src/ops/logger.js';
 import { DatabaseUnreachableError, MigrationChecksumError } from '../../../src/store/errors.js';
 import { loadMigrationFiles, migrate } from '../../../src/store/migrate.js';
 import { createTestDatabase } from '../../support/database.js';
@@ -224,6 +228,39 @@ describe('migrate', () => {
     const [first] = await query<{ oid: string }>(old.url, oid);
     await migrate({ databaseUrl: old.url, schema: 'perks' });
     expect(await query<{ oid: string }>(old.url, oid)).toEqual([first]);
+  });
+
+  it('an older build (it does not know the last migration) leaves the functions as they are', async () => {
+    const db = await createTestDatabase();
+    const older = await mkdtemp(join(tmpdir(), 'perks-older-build-'));
+    try {
+      // This build without its last migration, and a write_reward_pages of its own.
+      const ours = fileURLToPath(new URL('../../../src/store/migrations/', import.meta.url));
+      await cp(ours, older, { recursive: true });
+      const files = await loadMigrationFiles();
+      await rm(join(older, files.at(-1)?.file ?? 'none'));
+      const writer = join(older, 'repeatable', 'write_reward_pages.sql');
+      const edition = (await readFile(writer, 'utf8')).replace('Writes pages', 'Once wrote pages');
+      await writeFile(writer, edition);
+      const before = await functionsOf(db.url);
+      const warn = vi.fn();
+      const logger = { info: vi.fn(), warn } as unknown as Logger;
+      const result = await migrate({
+        databaseUrl: db.url,
+        schema: 'perks',
+        migrations: pathToFileURL(`${older}/`),
+        logger,
+      });
+      expect(result.applied).toEqual([]);
+      expect(await functionsOf(db.url)).toEqual(before);
+      expect(warn).toHaveBeenCalledWith(
+        { schema: 'perks', versions: [files.at(-1)?.version] },
+        expect.stringMatching(/its SQL functions are kept$/),
+      );
+    } finally {
+      await rm(older, { recursive: true, force: true });
+      await db.drop();
+    }
   });
 
   it('still refuses any other checksum of 000002', async () => {
