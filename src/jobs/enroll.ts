@@ -4,7 +4,12 @@
  * out after the API applied it) enrolled this consumer: success, recorded as 'already_enrolled'.
  */
 import { AuthError, ValidationError } from '../perks/errors.js';
-import { enrollmentPayloadSchema, type PerksJob, parsePayload } from '../queues/payloads.js';
+import {
+  enrollmentPayloadSchema,
+  InvalidPayloadError,
+  type PerksJob,
+  parsePayload,
+} from '../queues/payloads.js';
 import { enqueueRewardSync } from '../queues/producer.js';
 import type { JobContext } from './context.js';
 import { isPermanent, steerFailure } from './failures.js';
@@ -19,6 +24,13 @@ export async function processEnrollment(
   try {
     const payload = parsePayload(enrollmentPayloadSchema, job.data, 'enrollment');
     ({ userId, consumerId } = payload);
+    // One consumer a user: refused before the API creates a consumer no row could record.
+    const recorded = userId === undefined ? undefined : await ctx.store.consumerOfUser(userId);
+    if (recorded !== undefined && recorded !== consumerId) {
+      throw new InvalidPayloadError(
+        `invalid enrollment payload: userId ${JSON.stringify(userId)} is already the user of consumer ${recorded}, not ${consumerId} (did the producer's consumerId or PERKS_CONSUMER_ID_KEY change?)`,
+      );
+    }
     const { extraConsents = [], removedConsents = [] } = payload;
     const consents = { extraConsents, removedConsents };
     const enrollment = { id: consumerId, ...consents };

@@ -48,6 +48,15 @@ export const consumerQueries = (pool: pg.Pool, s: string) => ({
     await pool.query(`select ${s}.mark_not_enrolled($1, $2)`, [input.consumerId, input.at]);
   },
 
+  /** The consumer a user id is recorded for (consumers.user_id is unique), if any. */
+  async consumerOfUser(userId: string): Promise<string | undefined> {
+    const { rows } = await pool.query<{ consumer_id: string }>(
+      `select consumer_id from ${s}.consumers where user_id = $1`,
+      [userId],
+    );
+    return rows[0]?.consumer_id;
+  },
+
   async getConsumer(consumerId: string): Promise<ConsumerRow | undefined> {
     const { rows } = await pool.query<ConsumerRow>(
       `select consumer_id as "consumerId", user_id as "userId", enrolled_at as "enrolledAt",

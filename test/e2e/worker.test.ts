@@ -139,6 +139,29 @@ describe('enrollment', () => {
     expect(failedLong?.failedReason?.length).toBeLessThan(300);
     expect((await h.runtime.ctx.store.getConsumer('good_one'))?.enrollmentOutcome).toBe('created');
   });
+
+  it('refuses a user id already recorded for another consumer, before any POST, without retries', async () => {
+    harness = await startHarness();
+    const h = harness;
+    h.sandbox.state.addConsumer('c_alice', { enrolled: false });
+    h.sandbox.state.addConsumer('alice', { enrolled: false });
+    await enqueueEnrollment(
+      h.runtime.ctx.queues,
+      { consumerId: 'c_alice', userId: 'alice' },
+      undefined,
+    );
+    await h.idle();
+    // The same user, its consumer id now derived another way (as is: a valid consumer id).
+    const again = await enqueueEnrollment(h.runtime.ctx.queues, { userId: 'alice' }, undefined);
+    await h.idle();
+    const failed = await h.runtime.ctx.queues.enrollment.getJob(again.jobId);
+    expect(failed?.failedReason).toBe(
+      'invalid enrollment payload: userId "alice" is already the user of consumer c_alice, not alice (did the producer\'s consumerId or PERKS_CONSUMER_ID_KEY change?)',
+    );
+    expect(failed?.attemptsMade).toBe(1);
+    expect(h.sandbox.state.isEnrolled('alice')).toBe(false);
+    expect((await h.runtime.ctx.store.getConsumer('c_alice'))?.userId).toBe('alice');
+  });
 });
 
 describe('reward sync', () => {
