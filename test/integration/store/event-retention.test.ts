@@ -3,10 +3,14 @@
  * statement, with their failures; recent ones kept; with webhooks on, none past its consumer's
  * cursor (not yet delivered nor given up); EVENT_RETENTION_DAYS=off deletes nothing.
  */
+
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
 import { pino } from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { processPruneEvents } from '../../../src/jobs/prune-events.js';
 import { oldestEvent, pruneRewardEventBatch } from '../../../src/store/event-deliveries.js';
+import { rewardWriteSql } from '../../../src/store/rewards.js';
 import { createStore, type Store } from '../../../src/store/store.js';
 import { createTestDatabase, type TestDatabase } from '../../support/database.js';
 
@@ -148,6 +152,79 @@ describe('reward event retention', () => {
     );
     // The rewards stay; only their events go.
     expect(rows).toEqual([{ rewards: 3030, failures: 0 }]);
+  });
+
+  it('locks the rewards it clears in reward id order, as the page statement does: no deadlock', async () => {
+    // A low reward id holding the later event, a high one the earlier: both 40 days old, so a
+    // page refreshes them (last_seen_at over an hour old) as the prune clears their events.
+    const low = '00000000-0000-4000-8000-000000000001';
+    const high = 'ffffffff-ffff-4fff-bfff-ffffffffffff';
+    const raw = (id: string) => ({
+      id,
+      amount: '1.00',
+      type: 'CASHBACK',
+      status: 'VALIDATED',
+      consumer_status: 'VALIDATION',
+      created_at: '2026-01-01T00:00:00.000Z',
+    });
+    await store.pool.query(
+      `insert into perks.consumers (consumer_id) values ('c_low'), ('c_high')`,
+    );
+    for (const [id, consumerId] of [
+      [high, 'c_high'],
+      [low, 'c_low'],
+    ] as const) {
+      await store.pool.query(
+        `insert into perks.rewards (id, consumer_id, amount, type, status, consumer_status,
+           created_at, raw, first_seen_at, last_seen_at, observed_at, event_id)
+         select $1, $2, 1, 'CASHBACK', 'VALIDATED', 'VALIDATION', '2026-01-01', $3, t, t, t,
+                nextval('perks.reward_event_ids')
+           from (select now() - interval '40 days' as t) n`,
+        [id, consumerId, JSON.stringify(raw(id))],
+      );
+    }
+    // A third session holds the low reward: the page waits on it with the high one locked;
+    // the prune, locking in event id order, would then take the high one's... and wait.
+    const holder = new pg.Client(db.url);
+    const writer = new pg.Client(db.url);
+    const pruner = new pg.Client(db.url);
+    try {
+      for (const client of [holder, writer, pruner]) await client.connect();
+      await holder.query('begin');
+      await holder.query('select from perks.rewards where id = $1 for update', [low]);
+      const now = new Date().toISOString();
+      const page = (p: number, consumerId: string) => ({
+        p,
+        consumer_id: consumerId,
+        observed_at: now,
+        finish: false,
+        mark_missing: false,
+        scan_started_at: null,
+        at: now,
+      });
+      const written = writer.query(rewardWriteSql('"perks"'), [
+        JSON.stringify([
+          { consumer_id: 'c_low', body: { items: [raw(low)] } },
+          { consumer_id: 'c_high', body: { items: [raw(high)] } },
+        ]),
+        JSON.stringify([page(0, 'c_low'), page(1, 'c_high')]),
+        '{}',
+        ['reward.created'],
+      ]);
+      await sleep(300);
+      const pruned = pruner.query(
+        `select * from perks.prune_reward_events(now() - interval '30 days', false, 0, 5000)`,
+      );
+      await sleep(300);
+      await holder.query('commit');
+      const outcomes = await Promise.allSettled([written, pruned]);
+      expect(outcomes.map((o) => (o.status === 'rejected' ? String(o.reason) : 'ok'))).toEqual([
+        'ok',
+        'ok',
+      ]);
+    } finally {
+      for (const client of [holder, writer, pruner]) await client.end();
+    }
   });
 
   it('deletes nothing with EVENT_RETENTION_DAYS=off', async () => {

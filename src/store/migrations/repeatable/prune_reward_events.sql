@@ -33,12 +33,20 @@ as $function$
     delete from reward_event_log e using expired x where e.id = x.id
     returning e.id
   ),
+  held as materialized (
+    -- Locked in reward id order, the order the page statement locks in: in event id order a
+    -- prune and a page refreshing the same old rewards could deadlock. By the array, an index
+    -- lookup; a row whose event moved meanwhile is re-checked and left out.
+    select r.id, r.event_id from rewards r
+     where r.event_id = any(array(select e.id from expired e))
+     order by r.id
+       for update
+  ),
   cleared as (
-    -- By the array, an index lookup; joined to `expired` so that RETURNING has the old id.
     update rewards r set event_id = null
-      from expired x
-     where r.event_id = any(array(select e.id from expired e)) and r.event_id = x.id
-    returning x.id
+      from held h
+     where r.id = h.id
+    returning h.event_id as id
   ),
   forgotten as (
     delete from reward_event_failures f
