@@ -12,6 +12,7 @@ import type { Store } from '../../src/store/store.js';
 import {
   expectConsistent,
   type ProcessRig,
+  sleep,
   startProcessRig,
   startWorkerProcess,
   storedRewards,
@@ -93,6 +94,24 @@ describe('perks-worker work', () => {
       second.child.kill('SIGTERM');
       await second.exited;
     }
+  }, 60_000);
+
+  it('on SIGTERM with Redis never reachable, still stops and exits 0', async () => {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const { port } = closed.address() as AddressInfo;
+    await new Promise((resolve) => closed.close(resolve));
+    const worker = startWorkerProcess(
+      rig.workerEnv({ REDIS_URL: `redis://127.0.0.1:${port}`, SHUTDOWN_TIMEOUT_MS: '1000' }),
+    );
+    await waitFor('Redis refusals in its log', () =>
+      worker.output().includes('ECONNREFUSED') ? true : undefined,
+    );
+    await sleep(2000);
+    worker.child.kill('SIGTERM');
+    // Each step of the close is bounded: 1 s for the jobs, then 5 s at most for each store.
+    expect(await worker.exited, worker.output()).toBe(0);
+    expect(worker.output()).toContain('"msg":"worker stopped"');
   }, 60_000);
 
   it.each([
