@@ -147,9 +147,13 @@ export function insecureHttpWarning(perks: PerksConfig): string | undefined {
   return `PERKS_BASE_URL is plain http to ${new URL(perks.baseUrl).host} (PERKS_INSECURE_HTTP=allow): the client secret and tokens travel in clear`;
 }
 
-/** A value as it may be shown: the password of a URL (`//user:password@`) never is. */
+/**
+ * A value as it may be shown: the password of a URL (`//user:password@`) never is, up to the
+ * last `@` of the word (a raw `@` or `/` in a password is taken as the password's). A port
+ * followed by an `@` later in the URL is masked with it: more shown would risk a password.
+ */
 export function redactUrl(value: string): string {
-  return value.replace(/(\/\/[^/@\s]*?):[^/@\s]*@/g, '$1:***@');
+  return value.replace(/(\/\/[^/?#@\s:]*):(?:[^\s@]*@)+/g, '$1:***@');
 }
 
 const credentialVariables = {

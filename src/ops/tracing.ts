@@ -5,6 +5,7 @@
  */
 import { createRequire } from 'node:module';
 import type { Telemetry } from 'bullmq';
+import { redactUrl } from '../config.js';
 import type { Logger } from './logger.js';
 
 interface TracingOptions {
@@ -38,7 +39,8 @@ export async function startTracing(options: TracingOptions) {
   // bullmq-otel and the instrumentations find the tracer, context and propagator globally.
   provider.register();
   const uninstrument = await instrumentClients();
-  options.logger?.info({ endpoint: options.endpoint, serviceName }, 'tracing to OTLP endpoint');
+  const endpoint = redactUrl(options.endpoint);
+  options.logger?.info({ endpoint, serviceName }, 'tracing to OTLP endpoint');
   const continueTrace: ContinueTrace = (headers, fn) =>
     api.context.with(api.propagation.extract(api.context.active(), headers), fn);
   return {

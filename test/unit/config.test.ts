@@ -7,6 +7,7 @@ import {
   configTable,
   insecureHttpWarning,
   loadConfig,
+  redactUrl,
   rereadCredentials,
   variables,
 } from '../../src/config.js';
@@ -158,6 +159,22 @@ describe('loadConfig', () => {
     expect(problems).toContain(
       'REDIS_URL: is invalid: must be a redis:// or rediss:// URL, got "http://:***@redis:6379"',
     );
+  });
+
+  it.each([
+    [
+      'postgres://postgres:Abc@TopSecret99@127.0.0.1:5999/db',
+      'postgres://postgres:***@127.0.0.1:5999/db',
+    ],
+    ['redis://u:pa/ss@127.0.0.1:6379', 'redis://u:***@127.0.0.1:6379'],
+    [
+      'amqp://guest:guest@127.0.0.1:5672 and https://t:s3@otlp:4318',
+      'amqp://guest:***@127.0.0.1:5672 and https://t:***@otlp:4318',
+    ],
+    ['postgres://postgres@127.0.0.1:5432/postgres', 'postgres://postgres@127.0.0.1:5432/postgres'],
+    ['redis://127.0.0.1:6379/0', 'redis://127.0.0.1:6379/0'],
+  ])('redactUrl(%j) shows %j', (value, shown) => {
+    expect(redactUrl(value)).toBe(shown);
   });
 
   it('reads the client secret from PERKS_CLIENT_SECRET_FILE', () => {
