@@ -72,6 +72,10 @@ export const commaList = (value: string) =>
 /** A string matching `pattern`; `error` is the message when it does not. */
 export const matches = (pattern: RegExp, error: string) => z.string().regex(pattern, { error });
 
+export const listenAddress = z.union([z.ipv4(), z.ipv6(), z.literal('localhost')], {
+  error: 'must be an IP address to listen on (0.0.0.0, 127.0.0.1, ::) or localhost',
+});
+
 export const httpUrl = z
   .url({ protocol: /^https?$/, error: 'must be an absolute http(s) URL' })
   .transform((url) => url.replace(/\/+$/, ''));

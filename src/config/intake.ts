@@ -1,6 +1,6 @@
 /** How signups reach `work` besides the Node producer: HTTP, the outbox table, RabbitMQ. */
 import { z } from 'zod';
-import { group, matches, variable, wholeNumber } from './define.js';
+import { group, listenAddress, matches, variable, wholeNumber } from './define.js';
 
 const token = z.string().min(24, { error: 'must be at least 24 characters' });
 const onOff = z.enum(['on', 'off'], { error: 'must be on or off' }).transform((v) => v === 'on');
@@ -17,7 +17,7 @@ export const intakeVariables = group('intake', {
     default: '9465',
     doc: 'Port of the HTTP intake, a server of its own, apart from the ops port.',
   }),
-  INTAKE_HOST: variable('host', z.string().min(1), {
+  INTAKE_HOST: variable('host', listenAddress, {
     default: '0.0.0.0',
     doc: 'Address the HTTP intake listens on.',
   }),

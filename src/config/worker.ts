@@ -2,16 +2,23 @@
  * What every job carries, whoever enqueues it (so `enroll` and the other producers read it too);
  * how `work` runs the jobs and serves its operations endpoints; and logging (see define.ts).
  */
+import { CronExpressionParser } from 'cron-parser';
 import { z } from 'zod';
 import { maxConsumersPerSyncJob } from '../queues/names.js';
-import { group, httpUrl, matches, variable, wholeNumber } from './define.js';
+import { group, httpUrl, listenAddress, matches, variable, wholeNumber } from './define.js';
 
+/** Read by BullMQ's own parser, in UTC: a value out of range is refused here, not at `work`. */
 const cron = matches(
   /^(off|(\S+\s+){4,5}\S+)$/,
   'must be a cron expression of 5 or 6 fields, or off',
-);
-const listenAddress = z.union([z.ipv4(), z.ipv6(), z.literal('localhost')], {
-  error: 'must be an IP address to listen on (0.0.0.0, 127.0.0.1, ::) or localhost',
+).superRefine((value, ctx) => {
+  if (value === 'off') return;
+  try {
+    CronExpressionParser.parse(value, { tz: 'UTC' });
+  } catch (error) {
+    const message = `must be a cron expression of 5 or 6 fields, or off: ${(error as Error).message}`;
+    ctx.addIssue({ code: 'custom', message });
+  }
 });
 const userName = matches(/^[^:\s]{1,64}$/, 'must be 1 to 64 characters, no colon or space');
 const password = z

@@ -352,5 +352,28 @@ describe('loadConfig', () => {
     expect(() => loadConfig(['worker'], { PERKS_RECONCILE_CRON: 'never' })).toThrow(
       /PERKS_RECONCILE_CRON is invalid: must be a cron expression of 5 or 6 fields, or off/,
     );
+    // Five fields, one out of range: refused here, not when `work` registers the schedule.
+    expect(
+      problemsOf(() => loadConfig(['worker'], { PERKS_RECONCILE_CRON: '99 * * * *' })),
+    ).toEqual([
+      'PERKS_RECONCILE_CRON: is invalid: must be a cron expression of 5 or 6 fields, or off: Constraint error, got value 99 expected range 0-59, got "99 * * * *"',
+    ]);
+    expect(
+      loadConfig(['worker'], { PERKS_RECONCILE_CRON: '*/15 * * * *' }).worker.reconcileCron,
+    ).toBe('*/15 * * * *');
+  });
+
+  it('refuses an INTAKE_HOST that is not an address, and a REDIS_URL whose database is not a number', () => {
+    expect(problemsOf(() => loadConfig(['intake'], { INTAKE_HOST: 'bogus.invalid' }))).toEqual([
+      'INTAKE_HOST: is invalid: must be an IP address to listen on (0.0.0.0, 127.0.0.1, ::) or localhost, got "bogus.invalid"',
+    ]);
+    expect(
+      problemsOf(() => loadConfig(['redis'], { REDIS_URL: 'redis://127.0.0.1:6379/abc' })),
+    ).toEqual([
+      'REDIS_URL: is invalid: must name its database by number (redis://host:6379/0), if at all, got "redis://127.0.0.1:6379/abc"',
+    ]);
+    expect(loadConfig(['redis'], { REDIS_URL: 'redis://127.0.0.1:6379/2' }).redis.url).toBe(
+      'redis://127.0.0.1:6379/2',
+    );
   });
 });
