@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { startPerksWorker } from '../app.js';
 import { configGroups, loadConfig, redactUrl as redact } from '../config.js';
+import { describeError, OperationalError } from '../errors.js';
 import type { JobContext } from '../jobs/context.js';
 import { createLogger } from '../ops/logger.js';
 import { deriveConsumerId } from '../queues/consumer-id.js';
@@ -41,6 +42,10 @@ export async function run(options: {
   const redis = createRedisConnection(base.redis, 'producer', logger);
   await connected(redis)
     .then(() => deletePrefix(redis, prefix))
+    .catch((error: unknown) => {
+      const reason = `cannot reach Redis at ${redact(base.redis.url)}: ${describeError(error)}`;
+      throw new OperationalError(reason, { cause: error });
+    })
     .finally(() => redis.disconnect());
   const databaseUrl = base.database.directUrl ?? base.database.url;
   const migrated = await migrate({ databaseUrl, schema, logger });

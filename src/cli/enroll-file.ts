@@ -151,13 +151,15 @@ async function enqueueRecords(
 /** The input, and its number of lines when a regular file (a pipe can be read only once). */
 async function openInput(file: string): Promise<{ input: Readable; lines: number | undefined }> {
   if (file === '-') return { input: process.stdin, lines: undefined };
+  const cannotRead = (why: string) => new UsageError(`enroll: cannot read --file ${file}: ${why}`);
   try {
-    const lines = (await stat(file)).isFile()
-      ? await countLines(createReadStream(file))
-      : undefined;
+    const stats = await stat(file);
+    // A pipe (`<(zcat signups.csv.gz)`) is read as it comes, without a line count.
+    if (stats.isDirectory()) throw cannotRead('it is a directory');
+    const lines = stats.isFile() ? await countLines(createReadStream(file)) : undefined;
     return { input: createReadStream(file), lines };
   } catch (error) {
-    throw new UsageError(`enroll: cannot read --file ${file}: ${(error as Error).message}`);
+    throw error instanceof UsageError ? error : cannotRead((error as Error).message);
   }
 }
 

@@ -1,14 +1,28 @@
-import { loadConfig } from '../config.js';
+import { type DatabaseConfig, loadConfig, redactUrl } from '../config.js';
+import { DatastoreUnavailableError, datastoreProblem } from '../store/errors.js';
 import { deliveryLag, listDeliveries, oldestEvent, replayFrom } from '../store/event-deliveries.js';
 import { quoteIdentifier } from '../store/identifier.js';
-import { createStore } from '../store/store.js';
+import { createStore, type Store } from '../store/store.js';
 import { clip, lagLine, renderTable, say } from './report.js';
+
+/** The datastore's errors as one line: a server down or a schema not migrated is no bug. */
+async function withStore<T>(database: DatabaseConfig, work: (store: Store) => Promise<T>) {
+  const store = createStore(database);
+  try {
+    return await work(store);
+  } catch (error) {
+    const why = datastoreProblem(error, database.schema);
+    const message = `datastore ${redactUrl(database.url)}: unavailable (${why})`;
+    throw new DatastoreUnavailableError(message, { cause: error });
+  } finally {
+    await store.close();
+  }
+}
 
 export async function run({ failed = false, limit }: { failed?: boolean; limit: number }) {
   const { database, events } = loadConfig(['database', 'events']);
   const webhooks = events.webhookUrl !== undefined;
-  const store = createStore(database);
-  try {
+  return withStore(database, async (store) => {
     const schema = quoteIdentifier(database.schema);
     const rows = await listDeliveries(store.pool, schema, { failed, limit });
     const lag = await deliveryLag(store.pool, schema);
@@ -32,9 +46,7 @@ export async function run({ failed = false, limit }: { failed?: boolean; limit: 
     const kept = oldest ? `${oldest.createdAt.toISOString()} (evt_${oldest.id})` : 'none';
     say(list, '', lagLine(lag, webhooks), `retention: ${retention}, oldest event kept: ${kept}`);
     return 0;
-  } finally {
-    await store.close();
-  }
+  });
 }
 
 /** `from`: an event id, digits only. */
@@ -46,14 +58,11 @@ export async function replay({ from }: { from: string }): Promise<number> {
     );
     return 1;
   }
-  const store = createStore(database);
-  try {
+  return withStore(database, async (store) => {
     const consumers = await replayFrom(store.pool, quoteIdentifier(database.schema), from);
     say(
       `replaying from evt_${from}: the events of ${consumers} consumer(s) will be delivered again, in order`,
     );
     return 0;
-  } finally {
-    await store.close();
-  }
+  });
 }

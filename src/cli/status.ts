@@ -1,8 +1,8 @@
 import { type Config, loadConfig, redactUrl } from '../config.js';
-import { errorCode } from '../errors.js';
 import { readMintFailures } from '../jobs/mint-outage.js';
 import { failedJobs, lastReconciliation, queueCounts, retryingJobs } from '../queues/inspect.js';
 import type { Producer } from '../queues/producer.js';
+import { datastoreProblem } from '../store/errors.js';
 import { deliveryLag } from '../store/event-deliveries.js';
 import { quoteIdentifier } from '../store/identifier.js';
 import { createStore } from '../store/store.js';
@@ -56,11 +56,7 @@ async function gather(producer: Producer, config: StatusConfig) {
     ]);
     return { ...status, datastore: { summary, consumerFailures: consumers, lag } };
   } catch (error) {
-    // 42P01: no such table, 3F000: no such schema, 42883: no such function.
-    const datastoreError = ['42P01', '3F000', '42883'].includes(errorCode(error) ?? '')
-      ? `schema ${schema} is not migrated: run perks-worker migrate`
-      : (error as Error).message;
-    return { ...status, datastore: undefined, datastoreError };
+    return { ...status, datastore: undefined, datastoreError: datastoreProblem(error, schema) };
   } finally {
     await store.close();
   }

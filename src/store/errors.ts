@@ -1,4 +1,4 @@
-import { describeError, OperationalError } from '../errors.js';
+import { describeError, errorCode, OperationalError } from '../errors.js';
 
 export class DatabaseUnreachableError extends OperationalError {
   override readonly name = 'DatabaseUnreachableError';
@@ -13,6 +13,20 @@ export class DatabaseUnreachableError extends OperationalError {
       `cannot reach PostgreSQL at ${host}:${port} (database ${database}): ${describeError(cause)}`,
     );
   }
+}
+
+/** 42P01: no such table, 3F000: no such schema, 42883: no such function. */
+const notMigrated = ['42P01', '3F000', '42883'];
+
+/** Why the datastore could not be read, as a command says it. */
+export const datastoreProblem = (error: unknown, schema: string): string =>
+  notMigrated.includes(errorCode(error) ?? '')
+    ? `schema ${schema} is not migrated: run perks-worker migrate`
+    : describeError(error);
+
+/** A command could not read or write the datastore: one line, exit 1. */
+export class DatastoreUnavailableError extends OperationalError {
+  override readonly name = 'DatastoreUnavailableError';
 }
 
 /** A migration file on disk is malformed (bad name, duplicate version). */

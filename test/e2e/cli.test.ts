@@ -160,6 +160,43 @@ describe('perks-worker CLI', () => {
     expect(postgres.status).toBe(1);
   });
 
+  it('events, demo and enroll --file say in one line what they cannot reach or read', () => {
+    const down = 'postgres://postgres:hunter2@127.0.0.1:1/perks';
+    for (const args of [['events'], ['events', 'replay', '--from', '1']]) {
+      const events = run(args, {
+        DATABASE_URL: down,
+        WEBHOOK_URL: 'https://hooks.example/perks',
+        WEBHOOK_SECRET: `whsec_${Buffer.from('a-secret-of-32-bytes-for-tests!!').toString('base64')}`,
+      });
+      expect(events.stderr).toBe(
+        'perks-worker: datastore postgres://postgres:***@127.0.0.1:1/perks: unavailable (connect ECONNREFUSED 127.0.0.1:1)\n',
+      );
+      expect(events.status).toBe(1);
+    }
+    const unmigrated = run(['events'], {
+      DATABASE_URL: inject('adminDatabaseUrl'),
+      DATABASE_SCHEMA: 'never_migrated',
+    });
+    expect(unmigrated.stderr).toMatch(
+      /: unavailable \(schema never_migrated is not migrated: run perks-worker migrate\)\n$/,
+    );
+    const demo = run(['demo'], {
+      REDIS_URL: 'redis://127.0.0.1:1',
+      DATABASE_URL: inject('adminDatabaseUrl'),
+    });
+    expect(demo.stderr).toMatch(
+      /^perks-worker: cannot reach Redis at redis:\/\/127\.0\.0\.1:1: connect ECONNREFUSED 127\.0\.0\.1:1\n$/m,
+    );
+    expect(demo.status).toBe(1);
+    const directory = run(['enroll', '--file', fileURLToPath(new URL('.', import.meta.url))], {
+      REDIS_URL: inject('redisUrl'),
+    });
+    expect(directory.stderr).toMatch(
+      /^perks-worker: enroll: cannot read --file .*: it is a directory\n$/,
+    );
+    expect(directory.status).toBe(2);
+  });
+
   it('answers --help on every command', () => {
     for (const name of commandNames) {
       const { status, stdout } = run([name, '--help']);
