@@ -106,10 +106,10 @@ export async function startPerksWorker(
     await intake.close();
     await webhooks?.close();
     const stopped = await worker.close(settings.shutdownTimeoutMs);
-    await closeServer(server);
-    await runtime.close();
     // Done in milliseconds at the start, unless Redis was away since: then it never settles.
     await within(1000, scheduled);
+    await closeServer(server);
+    await runtime.close();
     await stopTracing(tracing);
     return stopped;
   };

@@ -148,12 +148,11 @@ export function insecureHttpWarning(perks: PerksConfig): string | undefined {
 }
 
 /**
- * A value as it may be shown: the password of a URL (`//user:password@`) never is, up to the
- * last `@` of the word (a raw `@` or `/` in a password is taken as the password's). A port
- * followed by an `@` later in the URL is masked with it: more shown would risk a password.
+ * A value as it may be shown: the password of a URL (`//user:password@`) never is, a raw `@`
+ * or `/` in it included. A port followed by an `@` in the path is masked with it.
  */
 export function redactUrl(value: string): string {
-  return value.replace(/(\/\/[^/?#@\s:]*):(?:[^\s@]*@)+/g, '$1:***@');
+  return value.replace(/(\/\/[^/?#@\s:]*):[^\s@]*@(?:[^\s@/?#]*@)*/g, '$1:***@');
 }
 
 const credentialVariables = {

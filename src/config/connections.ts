@@ -5,7 +5,8 @@ import { commaList, group, matches, variable, wholeNumber } from './define.js';
 const postgresUrl = z.url({ protocol: /^postgres(ql)?$/, error: 'must be a postgres:// URL' });
 const redisUrl = z
   .url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' })
-  .refine((url) => /^\/?\d*$/.test(new URL(url).pathname), {
+  // Run after a failed url check too (zod 4): a value that is no URL is that check's to name.
+  .refine((url) => !URL.canParse(url) || /^\/?\d*$/.test(new URL(url).pathname), {
     error: 'must name its database by number (redis://host:6379/0), if at all',
   });
 const prefix = matches(/^[{}A-Za-z0-9_.-]{1,64}$/, 'must be 1 to 64 of A-Z a-z 0-9 _ . - { }');

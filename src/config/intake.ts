@@ -19,7 +19,7 @@ export const intakeVariables = group('intake', {
   }),
   INTAKE_HOST: variable('host', listenAddress, {
     default: '0.0.0.0',
-    doc: 'Address the HTTP intake listens on.',
+    doc: 'IP address (or `localhost`) the HTTP intake listens on.',
   }),
   OUTBOX: variable('outbox', onOff, {
     default: 'on',

@@ -55,9 +55,6 @@ export async function startAmqpIntake(options: AmqpIntakeOptions) {
     connectionName: `perks-worker intake ${hostname()} pid ${process.pid}`,
     retryLow: 500,
     retryHigh: 10_000,
-    // RabbitMQ's own default, not the client's 8192: a message's headers travel in one frame,
-    // and a dead letter's are those of its message plus the reason.
-    frameMax: 131_072,
   });
   const brokerOutage = outageLogger(log, 'rabbitmq unreachable; retrying');
   let wasDown = false;
@@ -199,7 +196,7 @@ function deadLetterOf(message: AsyncMessage, deadQueue: string, reason: string):
   };
 }
 
-/** A reason of hundreds of unknown fields must still fit the dead letter's header frame. */
+/** A reason of hundreds of unknown fields must still fit the header frame (frameMax 8192). */
 const clipped = (reason: string) =>
   reason.length <= reasonMaxChars ? reason : `${reason.slice(0, reasonMaxChars - 1)}…`;
 const reasonMaxChars = 1000;

@@ -5,9 +5,10 @@
  * migrations. Change a function's signature under a new name: in a rolling deploy the last
  * build to migrate wins, but a build older than the schema (it finds numbered migrations it does
  * not know) leaves the functions as the newer one wrote them: its own may need the schema it
- * knew (write_reward_pages before 000008 inserts into what is now a view). Each file runs with `search_path` set to the schema. Every transaction
- * takes an advisory lock keyed by the schema (transaction-scoped: PgBouncer pools transactions)
- * before reading what is applied, so replicas starting together are safe.
+ * knew (write_reward_pages before 000008 inserts into what is now a view). Each file runs with
+ * `search_path` set to the schema. Every transaction takes an advisory lock keyed by the schema
+ * (transaction-scoped: PgBouncer pools transactions) before reading what is applied, so replicas
+ * starting together are safe.
  *
  * 000002, 000003 and 000005 once held copies of write_reward_pages, now in its repeatable file;
  * their earlier checksums are accepted (supersededChecksums, checked by migrate.test.ts).

@@ -173,6 +173,7 @@ describe('loadConfig', () => {
     ],
     ['postgres://postgres@127.0.0.1:5432/postgres', 'postgres://postgres@127.0.0.1:5432/postgres'],
     ['redis://127.0.0.1:6379/0', 'redis://127.0.0.1:6379/0'],
+    ['postgres://u:p@h/db?application_name=a@b', 'postgres://u:***@h/db?application_name=a@b'],
   ])('redactUrl(%j) shows %j', (value, shown) => {
     expect(redactUrl(value)).toBe(shown);
   });
@@ -371,6 +372,9 @@ describe('loadConfig', () => {
       problemsOf(() => loadConfig(['redis'], { REDIS_URL: 'redis://127.0.0.1:6379/abc' })),
     ).toEqual([
       'REDIS_URL: is invalid: must name its database by number (redis://host:6379/0), if at all, got "redis://127.0.0.1:6379/abc"',
+    ]);
+    expect(problemsOf(() => loadConfig(['redis'], { REDIS_URL: 'localhost:6379' }))).toEqual([
+      'REDIS_URL: is invalid: must be a redis:// or rediss:// URL, got "localhost:6379"',
     ]);
     expect(loadConfig(['redis'], { REDIS_URL: 'redis://127.0.0.1:6379/2' }).redis.url).toBe(
       'redis://127.0.0.1:6379/2',

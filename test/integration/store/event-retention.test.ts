@@ -183,8 +183,9 @@ describe('reward event retention', () => {
         [id, consumerId, JSON.stringify(raw(id))],
       );
     }
-    // A third session holds the low reward: the page waits on it with the high one locked;
-    // the prune, locking in event id order, would then take the high one's... and wait.
+    // A third session holds the low reward: the page waits on it, holding nothing yet; the
+    // prune, in event id order, would take the high one, then wait on the low: once the
+    // holder lets go, the page takes the low one and waits on the high one: a deadlock.
     const holder = new pg.Client(db.url);
     const writer = new pg.Client(db.url);
     const pruner = new pg.Client(db.url);

@@ -20,7 +20,7 @@ comment on column schema_migrations.version is 'Six-digit version, the prefix of
 comment on column schema_migrations.name is 'Name part of the file (init for 000001_init.sql).';
 comment on column schema_migrations.applied_at is 'When the migration was applied.';
 comment on column schema_migrations.checksum is 'sha256 of the file; the statements of an applied file must never change.';
-comment on table schema_repeatable_migrations is 'Repeatable migrations (functions, migrations/repeatable/) as last applied; each is applied again when its file changes.';
+comment on table schema_repeatable_migrations is 'Repeatable migrations (functions, migrations/repeatable/) as last applied; each is applied again when its file changes, but not by a build older than the schema.';
 comment on column schema_repeatable_migrations.file is 'File name (write_reward_pages.sql).';
 comment on column schema_repeatable_migrations.applied_at is 'When this checksum was applied.';
 comment on column schema_repeatable_migrations.checksum is 'sha256 of the file as last applied.';
