@@ -3,7 +3,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { startPerksWorker } from '../app.js';
 import { configGroups, loadConfig, redactUrl as redact } from '../config.js';
-import { describeError, OperationalError } from '../errors.js';
 import type { JobContext } from '../jobs/context.js';
 import { createLogger } from '../ops/logger.js';
 import { deriveConsumerId } from '../queues/consumer-id.js';
@@ -14,6 +13,7 @@ import { type Sandbox, sandboxApiEnv, startSandbox } from '../sandbox/index.js';
 import { migrate } from '../store/migrate.js';
 import { consumerFailures, readSummary } from '../store/summary.js';
 import { demoUserIds, differences, moveStatuses, seedUpstream } from './demo-upstream.js';
+import { redisUnreachable } from './producer-session.js';
 import { datastoreBlock, failuresBlock, reconciliationBlock, say } from './report.js';
 
 /** A demo-only HMAC key: the demo's consumers live in the demo's own sandbox and schema. */
@@ -43,8 +43,7 @@ export async function run(options: {
   await connected(redis)
     .then(() => deletePrefix(redis, prefix))
     .catch((error: unknown) => {
-      const reason = `cannot reach Redis at ${redact(base.redis.url)}: ${describeError(error)}`;
-      throw new OperationalError(reason, { cause: error });
+      throw redisUnreachable(base.redis.url, error);
     })
     .finally(() => redis.disconnect());
   const databaseUrl = base.database.directUrl ?? base.database.url;

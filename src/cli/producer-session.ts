@@ -1,10 +1,16 @@
 import { loadConfig, redactUrl } from '../config.js';
-import { OperationalError } from '../errors.js';
+import { describeError, OperationalError } from '../errors.js';
 import { createLogger } from '../ops/logger.js';
 import { createProducer, type Producer } from '../queues/producer.js';
 import { producerGroups } from './program.js';
 
 export type ProducerConfig = ReturnType<typeof loadConfig<(typeof producerGroups)[number]>>;
+
+/** A command's Redis is not there: one line, exit 1, the URL's password masked. */
+export const redisUnreachable = (url: string, error: unknown) =>
+  new OperationalError(`cannot reach Redis at ${redactUrl(url)}: ${describeError(error)}`, {
+    cause: error,
+  });
 
 /** Runs `fn` with a fail-fast producer on the configured Redis, and closes it. */
 export async function withProducer<T>(
@@ -19,8 +25,7 @@ export async function withProducer<T>(
     jobPolicy: config.jobs,
     logger: createLogger(config.log),
   }).catch((error: unknown) => {
-    const reason = `cannot reach Redis at ${redactUrl(config.redis.url)}: ${(error as Error).message}`;
-    throw new OperationalError(reason, { cause: error });
+    throw redisUnreachable(config.redis.url, error);
   });
   try {
     return await fn(producer, config);
