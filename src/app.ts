@@ -29,8 +29,19 @@ export interface StartOptions {
   logger: Logger;
   /** Do not apply the migrations (a deploy step runs `migrate`). */
   skipMigrate?: boolean;
-  /** Resolves on SIGTERM/SIGINT: the start-up mint, which waits for Redis, is not waited for then. */
+  /**
+   * Resolves on SIGTERM/SIGINT: the start-up mint, which waits for Redis, is not waited for
+   * then, and the migration's retries end with StoppedBeforeStartError.
+   */
   stopping?: Promise<unknown>;
+}
+
+/** A stop signal came while the start was still waiting for PostgreSQL: nothing was started. */
+export class StoppedBeforeStartError extends Error {
+  constructor() {
+    super('stopped before the worker started: PostgreSQL could not be migrated yet');
+    this.name = 'StoppedBeforeStartError';
+  }
 }
 
 export interface PerksWorker {
@@ -59,7 +70,7 @@ export async function startPerksWorker(
     if (warning) logger.warn(warning);
   }
   // Safe from every replica at once: migrate() holds an advisory lock and is idempotent.
-  if (!skipMigrate) await migrateWithRetry(config.database, logger);
+  if (!skipMigrate) await migrateWithRetry(config.database, logger, stopping);
   // Before the runtime and the intake, whose queues get the telemetry.
   const { otlpEndpoint: endpoint, otelServiceName: serviceName } = settings;
   const tracing = endpoint ? await startTracing({ endpoint, serviceName, logger }) : undefined;
@@ -158,8 +169,16 @@ async function listen(
   }
 }
 
-/** Postgres may still be starting (compose, k8s): the migration is tried again for a minute. */
-async function migrateWithRetry(database: Config['database'], logger: Logger): Promise<void> {
+/**
+ * Postgres may still be starting (compose, k8s): the migration is tried again for a minute,
+ * or until a stop signal.
+ */
+async function migrateWithRetry(
+  database: Config['database'],
+  logger: Logger,
+  stopping: Promise<unknown> = new Promise(() => {}),
+): Promise<void> {
+  const stopped = stopping.then(() => true);
   const deadline = Date.now() + 60_000;
   const databaseUrl = database.directUrl ?? database.url;
   for (let attempt = 1; ; attempt++) {
@@ -173,7 +192,8 @@ async function migrateWithRetry(database: Config['database'], logger: Logger): P
       if (permanent || Date.now() > deadline) throw error;
       const err = { message: (error as Error).message };
       logger.warn({ attempt, err }, 'cannot migrate yet; retrying');
-      await sleep(Math.min(1000 * attempt, 5000));
+      const pause = sleep(Math.min(1000 * attempt, 5000), false);
+      if (await Promise.race([pause, stopped])) throw new StoppedBeforeStartError();
     }
   }
 }

@@ -1,4 +1,4 @@
-import { startPerksWorker } from '../app.js';
+import { StoppedBeforeStartError, startPerksWorker } from '../app.js';
 import { configGroups, loadConfig } from '../config.js';
 import { createLogger } from '../ops/logger.js';
 import { shutdownSignal } from '../ops/shutdown.js';
@@ -8,7 +8,13 @@ export async function run({ skipMigrate }: { skipMigrate?: boolean }): Promise<n
   const config = loadConfig(configGroups);
   const logger = createLogger(config.log, { pid: process.pid });
   const stopping = shutdownSignal();
-  const app = await startPerksWorker(config, { logger, stopping, skipMigrate });
+  const app = await startPerksWorker(config, { logger, stopping, skipMigrate }).catch(
+    async (error) => {
+      if (!(error instanceof StoppedBeforeStartError)) throw error;
+      logger.info({ signal: await stopping }, error.message);
+    },
+  );
+  if (!app) return 0;
   // Not a hang-up: the credentials' files were rewritten (a rotation), read them again.
   process.on('SIGHUP', () => void app.runtime.rereadCredentials());
   const signal = await stopping;

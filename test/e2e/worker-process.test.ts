@@ -114,6 +114,23 @@ describe('perks-worker work', () => {
     expect(worker.output()).toContain('"msg":"worker stopped"');
   }, 60_000);
 
+  it('on SIGTERM while PostgreSQL cannot be migrated yet, exits 0 without waiting out the retries', async () => {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const { port } = closed.address() as AddressInfo;
+    await new Promise((resolve) => closed.close(resolve));
+    const worker = startWorkerProcess(
+      rig.workerEnv({ DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/postgres` }),
+    );
+    await waitFor('a migration retry in its log', () =>
+      worker.output().includes('cannot migrate yet') ? true : undefined,
+    );
+    worker.child.kill('SIGTERM');
+    // The retries go on for a minute; the stop must not wait for them.
+    expect(await worker.exited, worker.output()).toBe(0);
+    expect(worker.output()).toContain('stopped before the worker started');
+  }, 30_000);
+
   it.each([
     ['PORT', {}],
     ['INTAKE_PORT', { INTAKE_TOKEN: 'a-token-of-at-least-24-characters' }],
