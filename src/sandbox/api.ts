@@ -63,6 +63,7 @@ async function issueToken(ctx: SandboxContext, body: ParsedBody, reply: Reply): 
       headers: { 'www-authenticate': 'Basic realm="perks"' },
     });
   }
+  if (!versionAccepted(reply)) return;
   if (body.kind === 'malformed') return reply.error(400, 'ERR-400-00', { errors: [] });
   const grantType = field(body, 'grant_type');
   if (grantType !== undefined && grantType !== 'client_credentials') {
@@ -91,13 +92,21 @@ async function authorize(ctx: SandboxContext, reply: Reply): Promise<boolean> {
   const grant = await ctx.tokens.check(reply.req.headers.authorization);
   const scopes = grant?.scope.split(' ') ?? [];
   const scoped = scopes.includes('PERKS') || scopes.includes('ALL');
-  const version = reply.req.headers['x-api-version'];
-  const loc = ['header', 'x-api-version'];
   if (!grant) {
     reply.error(401, 'ERR-401-00');
   } else if (!scoped || grant.program !== ctx.tokens.program || grant.environment !== 'sandbox') {
     reply.error(403, 'ERR-403-00');
-  } else if (version === undefined || version === '') {
+  } else {
+    return versionAccepted(reply);
+  }
+  return false;
+}
+
+/** The x-api-version header, mandatory on every call (POST /tokens too); false once refused. */
+function versionAccepted(reply: Reply): boolean {
+  const version = reply.req.headers['x-api-version'];
+  const loc = ['header', 'x-api-version'];
+  if (version === undefined || version === '') {
     const errors = [{ loc, msg: 'Field required', type: 'missing' }];
     reply.error(400, 'ERR-400-01', { title: 'Missing API Version', errors });
   } else if (typeof version !== 'string' || !supportedApiVersions.includes(version.trim())) {

@@ -41,7 +41,10 @@ describe('perks-worker sandbox', () => {
     );
     const token = await call(`${baseUrl}/tokens`, {
       method: 'POST',
-      headers: { authorization: basicAuth('sandbox-client', 'sk_sandbox_demo_secret') },
+      headers: {
+        authorization: basicAuth('sandbox-client', 'sk_sandbox_demo_secret'),
+        'x-api-version': '2.0.0',
+      },
     });
     expect(token.json()).toMatchObject({ expires_in: 60 });
     // A consumer enrolled through the API has a few rewards, so a newcomer's own enrollments

@@ -22,7 +22,10 @@ afterAll(async () => {
 function token() {
   return call(`${sandbox.baseUrl}/tokens`, {
     method: 'POST',
-    headers: { authorization: basicAuth(sandbox.clientId, sandbox.clientSecret) },
+    headers: {
+      authorization: basicAuth(sandbox.clientId, sandbox.clientSecret),
+      'x-api-version': '2.0.0',
+    },
   });
 }
 

@@ -44,6 +44,7 @@ export async function fetchToken(sandbox: Sandbox): Promise<string> {
     method: 'POST',
     headers: {
       authorization: basicAuth(sandbox.clientId, sandbox.clientSecret),
+      'x-api-version': '2.0.0',
       'content-type': 'application/json',
     },
     body: '{"grant_type":"client_credentials"}',

@@ -14,7 +14,11 @@ afterAll(async () => {
 });
 
 function tokenRequest(headers: Record<string, string>, body?: string) {
-  return call(`${sandbox.baseUrl}/tokens`, { method: 'POST', headers, body });
+  return call(`${sandbox.baseUrl}/tokens`, {
+    method: 'POST',
+    headers: { 'x-api-version': '2.0.0', ...headers },
+    body,
+  });
 }
 
 describe('POST /tokens', () => {
@@ -82,7 +86,10 @@ describe('bearer checks on API calls', () => {
       const url = `${short.baseUrl}${rewardsPath}`;
       const answer = await call(`${short.baseUrl}/tokens`, {
         method: 'POST',
-        headers: { authorization: basicAuth(short.clientId, short.clientSecret) },
+        headers: {
+          authorization: basicAuth(short.clientId, short.clientSecret),
+          'x-api-version': '2.0.0',
+        },
       });
       const { access_token: token, expires_in } = answer.json() as Record<string, string>;
       expect(expires_in).toBe(1);
@@ -197,6 +204,16 @@ describe('x-api-version', () => {
       code: 'ERR-400-02',
       title: 'Unsupported API Version',
     });
+  });
+
+  it('is mandatory on POST /tokens too: no token without it', async () => {
+    const before = sandbox.state.counters().tokensMinted;
+    const auth = basicAuth(sandbox.clientId, sandbox.clientSecret);
+    const missing = await tokenRequest({ authorization: auth, 'x-api-version': '' });
+    expect(envelopeOf(missing)).toMatchObject({ status: 400, code: 'ERR-400-01' });
+    const unknown = await tokenRequest({ authorization: auth, 'x-api-version': '9.9.9' });
+    expect(envelopeOf(unknown)).toMatchObject({ status: 400, code: 'ERR-400-02' });
+    expect(sandbox.state.counters().tokensMinted).toBe(before);
   });
 });
 
