@@ -42,7 +42,7 @@ export const eventsVariables = group('events', {
   }),
   WEBHOOK_MAX_AGE_HOURS: variable('webhookMaxAgeHours', wholeNumber(1, 24 * 365), {
     default: '72',
-    doc: 'An event still refused this long after it was recorded is marked failed (`perks-worker events --failed`), and the next one is delivered.',
+    doc: 'An event still refused this long after it was recorded, or after the refusals began if later (a replay, a long stop), is marked failed (`perks-worker events --failed`), and the next one is delivered.',
   }),
   WEBHOOK_CONCURRENCY: variable('webhookConcurrency', wholeNumber(1, 1000), {
     default: '16',

@@ -3,7 +3,8 @@
  * queue `webhooks`: each replica's dispatcher adds a `deliver-events` job per pending consumer,
  * deduplicated by consumer so its events never go in parallel or out of order. The job POSTs
  * them in feed order, moving the cursor past each 2xx; a refusal fails the attempt (retried)
- * while other consumers go on, until WEBHOOK_MAX_AGE_HOURS marks the event failed. At least
+ * while other consumers go on, until WEBHOOK_MAX_AGE_HOURS of refusals mark the event failed
+ * (counted from its recording or, if later, the first refusal of the job's streak). At least
  * once: a crash between a POST and its cursor move resends (receivers dedupe on `webhook-id`).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -30,7 +31,11 @@ import { WebhookSender } from './webhook.js';
 
 export const deliverJobName = 'deliver-events';
 
-export type DeliveryJobData = { consumerId: string };
+export type DeliveryJobData = {
+  consumerId: string;
+  /** When the receiver began refusing this job's events (ISO), cleared by a delivery. */
+  refusedSince?: string;
+};
 
 export type Webhooks = { close(): Promise<void> };
 
@@ -123,11 +128,16 @@ async function deliverConsumerEvents(
       try {
         await ctx.sender.send(event, signal);
       } catch (error) {
-        if (Date.now() - event.created_at.getTime() < ctx.maxAgeMs) {
+        // The age counts from the later of the event's recording and the start of the refusals:
+        // an old event (a replay, a long stop) is tried for the whole age too, not just once.
+        const refusedSince = job.data.refusedSince ?? new Date().toISOString();
+        const from = Math.max(event.created_at.getTime(), Date.parse(refusedSince));
+        if (Date.now() - from < ctx.maxAgeMs) {
+          if (!job.data.refusedSince) await job.updateData({ consumerId, refusedSince });
           ctx.metrics.webhookDelivery('retried');
           throw error;
         }
-        // Refused WEBHOOK_MAX_AGE_HOURS after it was recorded: given up, so the next events go.
+        // Refused for WEBHOOK_MAX_AGE_HOURS: given up, so the next events go.
         const { message } = error as Error;
         const attempts = job.attemptsMade + 1;
         await recordFailure(ctx.pool, ctx.schema, event, { attempts, lastError: message });
@@ -140,6 +150,7 @@ async function deliverConsumerEvents(
         continue;
       }
       await advanceCursor(ctx.pool, ctx.schema, consumerId, event.id);
+      if (job.data.refusedSince) await job.updateData({ consumerId });
       ctx.metrics.webhookDelivery('delivered');
       delivered += 1;
     }

@@ -202,54 +202,76 @@ describe('reward events as signed webhooks', () => {
     expect(again.every((id) => id >= Number(from))).toBe(true);
   }, 60_000);
 
-  it('gives an event up once refused for longer than the max age, and lists it as failed', async () => {
-    await webhooks?.close();
-    webhooks = undefined;
-    const queue = new Queue<DeliveryJobData>(queueNames.webhooks, {
-      connection: harness.runtime.connection,
-      prefix: harness.prefix,
-    });
-    const delivery = startWebhookDelivery({
-      pool: harness.runtime.ctx.store.pool,
-      schema: '"perks"',
-      sender: new WebhookSender({
-        url: receiver.url,
-        secret: receiver.secret,
-        timeoutMs: 1000,
-        connections: 2,
-      }),
-      maxAgeMs: 1500,
-      logger,
-      metrics: harness.runtime.metrics,
-      connection: harness.runtime.connection,
-      prefix: harness.prefix,
-      queue,
-      concurrency: 2,
-      lockMs: 30_000,
-    });
-    try {
-      receiver.refuseWith = 503;
-      harness.sandbox.state.addConsumer('wh_gone', { rewards: 2 });
-      await syncAll(['wh_gone']);
-      const pool = harness.runtime.ctx.store.pool;
-      const failed = await waitFor(
-        'two events given up',
-        async () => {
-          const rows = await listDeliveries(pool, '"perks"', { failed: true, limit: 10 });
-          return rows.length === 2 ? rows : undefined;
-        },
-        30_000,
-        200,
-      );
-      expect(failed.map((r) => r.consumer_id)).toEqual(['wh_gone', 'wh_gone']);
-      expect(failed[0]?.last_error).toMatch(/answered 503/);
-      expect(await harness.runtime.metrics.scrape()).toMatch(
-        /perks_worker_webhook_deliveries_total\{outcome="failed"\} 2/,
-      );
-    } finally {
-      receiver.refuseWith = undefined;
-      await delivery.close();
-      await queue.close();
-    }
-  }, 60_000);
+  it.each([
+    ['gives an event up once refused for longer than the max age, and lists it as failed', false],
+    ['retries replayed events older than the max age for the whole age, losing none', true],
+  ])(
+    '%s',
+    async (_, replay) => {
+      await webhooks?.close();
+      webhooks = undefined;
+      const queue = new Queue<DeliveryJobData>(queueNames.webhooks, {
+        connection: harness.runtime.connection,
+        prefix: harness.prefix,
+      });
+      const delivery = startWebhookDelivery({
+        pool: harness.runtime.ctx.store.pool,
+        schema: '"perks"',
+        sender: new WebhookSender({
+          url: receiver.url,
+          secret: receiver.secret,
+          timeoutMs: 1000,
+          connections: 2,
+        }),
+        maxAgeMs: 1500,
+        logger,
+        metrics: harness.runtime.metrics,
+        connection: harness.runtime.connection,
+        prefix: harness.prefix,
+        queue,
+        concurrency: 2,
+        lockMs: 30_000,
+      });
+      try {
+        const pool = harness.runtime.ctx.store.pool;
+        if (replay) {
+          // wh_gone's two events, given up by the case before, are older than the max age now.
+          const failed = await listDeliveries(pool, '"perks"', { failed: true, limit: 10 });
+          const gone = failed.map((row) => row.id).sort((a, b) => Number(a) - Number(b));
+          const before = receiver.accepted.length;
+          receiver.refuseWith = 503;
+          expect(await replayFrom(pool, '"perks"', gone[0] ?? '0')).toBe(1);
+          await sleep(1000); // refused, for less than the max age
+          receiver.refuseWith = undefined;
+          await delivered(before + 2);
+          const again = receiver.accepted.slice(before).map((d) => d.id);
+          expect(again).toEqual(gone.map((id) => `evt_${id}`));
+          expect(await listDeliveries(pool, '"perks"', { failed: true, limit: 10 })).toEqual([]);
+          return;
+        }
+        receiver.refuseWith = 503;
+        harness.sandbox.state.addConsumer('wh_gone', { rewards: 2 });
+        await syncAll(['wh_gone']);
+        const failed = await waitFor(
+          'two events given up',
+          async () => {
+            const rows = await listDeliveries(pool, '"perks"', { failed: true, limit: 10 });
+            return rows.length === 2 ? rows : undefined;
+          },
+          30_000,
+          200,
+        );
+        expect(failed.map((r) => r.consumer_id)).toEqual(['wh_gone', 'wh_gone']);
+        expect(failed[0]?.last_error).toMatch(/answered 503/);
+        expect(await harness.runtime.metrics.scrape()).toMatch(
+          /perks_worker_webhook_deliveries_total\{outcome="failed"\} 2/,
+        );
+      } finally {
+        receiver.refuseWith = undefined;
+        await delivery.close();
+        await queue.close();
+      }
+    },
+    60_000,
+  );
 });
