@@ -16,6 +16,7 @@ import type { Metrics, WebhookMetrics } from '../ops/metrics.js';
 import { outageLogger } from '../ops/outage.js';
 import { within } from '../ops/timeouts.js';
 import { queueNames } from '../queues/names.js';
+import { maxStalledCount } from '../queues/queues.js';
 import type { RedisClient } from '../redis/connection.js';
 import {
   advanceCursor,
@@ -171,6 +172,7 @@ export function startWebhookDelivery(options: WebhookDeliveryOptions): Webhooks 
       concurrency: options.concurrency,
       lockDuration: options.lockMs,
       stalledInterval: options.lockMs,
+      maxStalledCount,
       settings: { backoffStrategy: deliveryBackoff },
     },
   );

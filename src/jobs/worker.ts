@@ -6,6 +6,7 @@ import { outageLogger } from '../ops/outage.js';
 import { within } from '../ops/timeouts.js';
 import { type JobQueueKind, jobNames, queueNames } from '../queues/names.js';
 import { type JobName, jobPayloadSchemas, type PerksJob } from '../queues/payloads.js';
+import { maxStalledCount } from '../queues/queues.js';
 import { processReconciliation } from '../reconciliation/fan-out.js';
 import { countFailedForGood, processReconcileTick } from '../reconciliation/index.js';
 import type { RedisClient } from '../redis/connection.js';
@@ -37,6 +38,7 @@ export function startWorker(
     // A dead replica's jobs return to the queue after about one lock duration.
     lockDuration: config.jobLockMs,
     stalledInterval: config.jobLockMs,
+    maxStalledCount,
     ...(options.telemetry ? { telemetry: options.telemetry } : {}),
   };
   // The one place a job's name picks its processor and its payload type.

@@ -24,6 +24,14 @@ export type Queues = Record<QueueKind, Queue>;
 const stackTraceLimit = 3;
 
 /**
+ * Times a job may return to wait from a dead replica (SIGKILL, OOM, a lost node) before BullMQ
+ * fails it for good: a worker option of every queue's workers. BullMQ's default, 1, failed a
+ * long sync or a reconciliation killed under two replicas in turn; a job that itself kills
+ * every replica still ends after this many.
+ */
+export const maxStalledCount = 10;
+
+/**
  * Every queue on one shared connection (Queue objects do not block), logging the first
  * error of an outage, not every reconnect. With `telemetry`, a job carries its producer's trace.
  */

@@ -114,6 +114,32 @@ describe('SIGKILL', () => {
     expect(Number(rows[0]?.n)).toBe(0);
   }, 90_000);
 
+  it('one job whose replica is killed twice, each time mid-sync, still completes', async () => {
+    const consumerId = 'killed_twice';
+    sandbox.state.addConsumer(consumerId, { rewards: 8000 });
+    const stored = async () => {
+      const sql = 'select count(*) as n from perks.rewards where consumer_id = $1';
+      const { rows } = await store.pool.query<{ n: string }>(sql, [consumerId]);
+      return Number(rows[0]?.n);
+    };
+    const { jobId } = await producer.enqueueRewardSync({ consumerId });
+    for (let kill = 0; kill < 2; kill++) {
+      const current = worker();
+      const before = await stored();
+      // This replica holds the job: it writes a page of it.
+      await waitFor('a page written by this replica', async () =>
+        (await stored()) > before ? true : undefined,
+      );
+      current.child.kill('SIGKILL');
+      await current.exited;
+    }
+    worker();
+    await settled('rewardSync');
+    // BullMQ's default fails a job stalled twice for good, whatever its attempts.
+    expect(await producer.queues.rewardSync.getJobState(jobId)).toBe('completed');
+    await expectConsistent(store.pool, sandbox, [consumerId]);
+  }, 90_000);
+
   it('killed while enrollment POSTs were applied but unanswered: each consumer enrolled once upstream', async () => {
     const ids = Array.from({ length: 4 }, (_, i) => `kill_enroll_${i}`);
     for (const id of ids) sandbox.state.addConsumer(id, { enrolled: false, rewards: 5 });
