@@ -4,6 +4,8 @@
  * - a 429, or the token endpoint failing (whatever its status: not this consumer's fault): both
  *   API queues (one token's budget) pause, for Retry-After or the mint's backoff, and the job
  *   goes back to wait without spending an attempt (BackToWait);
+ * - a job cancelled by its replica's shutdown (SHUTDOWN_TIMEOUT_MS) goes back to wait too: a
+ *   rolling deploy must not use up a long job's attempts;
  * - anything else (5xx after the client's retries, timeouts, Redis or Postgres away): retried.
  */
 import { RateLimitError, UnrecoverableError } from 'bullmq';
@@ -22,7 +24,9 @@ import type { JobContext } from './context.js';
 
 /** Back to wait, no attempt spent, the queues paused already; `why` is for the log. */
 export class BackToWait extends RateLimitError {
-  constructor(readonly why: 'throttled by the API' | 'token mint failing') {
+  constructor(
+    readonly why: 'throttled by the API' | 'token mint failing' | 'worker shutting down',
+  ) {
     super();
   }
 }

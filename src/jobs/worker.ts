@@ -19,6 +19,9 @@ import { processRewardSyncBatch } from './sync-rewards-batch.js';
 
 export type RunningWorker = ReturnType<typeof startWorker>;
 
+/** The cancellation reason of the jobs still active when the shutdown's grace period ends. */
+const shuttingDown = 'worker shutting down';
+
 // queue.rateLimit (on 429s) needs a limiter: without PERKS_RATE_LIMIT_PER_SECOND, one too high
 // to ever bind.
 const unboundedRate = 1_000_000;
@@ -84,9 +87,12 @@ function steered(ctx: JobContext, processor: Processor): Processor {
       return result;
     } catch (thrown) {
       // An aborted job rejects with the abort reason, a string: keep failedReason readable.
-      const error = await steerFailure(thrown, ctx).catch((steered: unknown) =>
-        steered instanceof Error ? steered : new Error(String(steered)),
-      );
+      const error =
+        signal?.reason === shuttingDown
+          ? new BackToWait(shuttingDown)
+          : await steerFailure(thrown, ctx).catch((steered: unknown) =>
+              steered instanceof Error ? steered : new Error(String(steered)),
+            );
       const reason = failureReason(error);
       ctx.metrics.jobAttempt(job.queueName, reason, seconds());
       if (reason === 'rate_limited') {
@@ -131,8 +137,8 @@ async function closeWorkers(all: Worker[], timeoutMs: number): Promise<{ timedOu
     await closing; // a close that failed still throws
     return { timedOut: false };
   }
-  // Those jobs fail this attempt and are retried (by another replica once their lock expires).
-  for (const w of all) w.cancelAllJobs('worker shutting down');
+  // Those jobs go back to wait (steered), for another replica, with no attempt spent.
+  for (const w of all) w.cancelAllJobs(shuttingDown);
   const closed = await within(5000, closing);
   if (!closed) await within(5000, Promise.all(all.map((w) => w.close(true))));
   return { timedOut: true };

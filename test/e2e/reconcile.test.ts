@@ -1,10 +1,15 @@
 /** Reconciliation end to end: every enrolled consumer re-synced, with a bounded backlog. */
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
+import { startPerksWorker } from '../../src/app.js';
+import { queueNames } from '../../src/queues/names.js';
 import type { PerksJob } from '../../src/queues/payloads.js';
 import { enqueueRewardSyncs, rewardSyncJob } from '../../src/queues/producer.js';
 import { processReconcileTick, startReconciliation } from '../../src/reconciliation/index.js';
 import { readTally, type Tally } from '../../src/reconciliation/tally.js';
-import { waitFor } from '../support/processes.js';
+import { sleep, waitFor } from '../support/processes.js';
 import { type Harness, startHarness } from '../support/worker-harness.js';
 
 let harness: Harness | undefined;
@@ -160,6 +165,40 @@ describe('reconciliation', () => {
     expect(completed.every((j) => consumersOf(j).length === 1)).toBe(true);
     expect(completed.flatMap(consumersOf).sort()).toEqual(ids);
   });
+
+  it('a reconciliation cut short by three shutdowns in a row spends no attempt', async () => {
+    harness = await startHarness({
+      env: { RECONCILE_MAX_PENDING: '1', SHUTDOWN_TIMEOUT_MS: '300' },
+    });
+    const h = harness;
+    await seedConsumers(h, 3);
+    // A backlog over RECONCILE_MAX_PENDING (delayed syncs, as after a 429) keeps the fan-out
+    // waiting for room, as a long one does, until the shutdown's grace period cancels it.
+    const { rewardSync } = h.runtime.ctx.queues;
+    for (const consumerId of ['rc_backlog_1', 'rc_backlog_2'])
+      await rewardSync.add('sync-rewards', { consumerId }, { delay: 3_600_000 });
+    const { jobId } = await startReconciliation(h.runtime.ctx.queues);
+    // Its own connection: each shutdown closes the app's.
+    const connection = new Redis(h.config.redis.url, { maxRetriesPerRequest: null });
+    const reconciliation = new Queue(queueNames.reconciliation, { connection, prefix: h.prefix });
+    const logger = pino({ level: 'silent' });
+    try {
+      for (let deploy = 1; deploy <= 3; deploy++) {
+        await waitFor('the reconciliation to run', async () =>
+          (await reconciliation.getJobState(jobId)) === 'active' ? true : undefined,
+        );
+        await sleep(200);
+        await h.app.close();
+        h.app = await startPerksWorker(h.config, { logger });
+      }
+      const job = await reconciliation.getJob(jobId);
+      expect(await job?.getState()).not.toBe('failed');
+      expect(job?.attemptsMade).toBe(0);
+    } finally {
+      await reconciliation.close();
+      connection.disconnect();
+    }
+  }, 60_000);
 
   it('resumes after the cursor saved in the job', async () => {
     harness = await startHarness({ env: { RECONCILE_BATCH_SIZE: '10' } });

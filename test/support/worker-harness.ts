@@ -75,7 +75,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const app = await startPerksWorker(config, { logger });
   const { runtime } = app;
 
-  return {
+  const harness: Harness = {
     sandbox,
     app,
     runtime,
@@ -111,12 +111,13 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       return rows.map((r) => r.id);
     },
     async close() {
-      await app.close();
+      await harness.app.close(); // the app a test may have restarted
       await sandbox.close();
       await queues.cleanup();
       await db.drop();
     },
   };
+  return harness;
 }
 
 /** The reward ids the sandbox holds for a consumer, sorted like `rewardIds`. */
