@@ -10,6 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { outageLogger } from '../ops/outage.js';
 import { withTimeout } from '../ops/timeouts.js';
+import { ConsumerIdKeyMissingError } from '../queues/consumer-id.js';
 import { describeProblems, type EnrollmentPayload } from '../queues/payloads.js';
 import { enqueueEnrollments } from '../queues/producer.js';
 import { assertSchemaName, quoteIdentifier } from '../store/identifier.js';
@@ -134,6 +135,10 @@ async function drainBatch(d: Drainer): Promise<number> {
     for (const { id, ...signup } of rows) {
       const checked = checkSignup(signup, d.consumerIdKey);
       if (checked.ok) valid.push({ id, payload: checked.value });
+      // This replica's configuration, not the row, is at fault: the batch rolls back, its rows
+      // wait for a replica that has the key (or for this one, once given it).
+      else if (checked.problems.some((p) => p.message === ConsumerIdKeyMissingError.problem))
+        throw new ConsumerIdKeyMissingError(`outbox row ${id} user_id`);
       else refused.push({ id, error: describeProblems(checked.problems) });
     }
     const payloads = valid.map((v) => v.payload);

@@ -261,6 +261,20 @@ describe('signup outbox', () => {
     expect(messages(rig, 'outbox rows refused; see their error')).toHaveLength(1);
   });
 
+  it('leaves a row that needs PERKS_CONSUMER_ID_KEY waiting on a replica without it', async () => {
+    const keyless = await startRig({ consumerIdKey: undefined });
+    const id = await signup('someone@example.com');
+    await expect(keyless.drain.drainNow()).rejects.toThrow(
+      `outbox row ${id} user_id: this user id is not a valid consumer id`,
+    );
+    await keyless.drain.close();
+    expect(await waitingRows()).toBe(1);
+    const keyed = await startRig();
+    expect(await keyed.drain.drainNow()).toBe(0); // its first pass took it
+    const row = (await outboxRows()).find((r) => r.id === id);
+    expect(row).toMatchObject({ error: null, job_id: expect.stringMatching(/^enroll-/) });
+  });
+
   it('enqueues a committed row within 2 s through NOTIFY, with polling once a minute', async () => {
     await startRig({ listen: true, pollMs: 60_000 });
     await listening(1);
