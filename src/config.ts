@@ -111,7 +111,9 @@ function combinationProblems(
   }
   if (typeof events?.webhookUrl === 'string' && insecure(events.webhookUrl)) {
     const reason = 'must be https:// unless its host is loopback (events would travel in clear)';
-    problems.push(problemOf('WEBHOOK_URL', invalid(reason, events.webhookUrl)));
+    // Its query may carry the receiver's token.
+    const shown = events.webhookUrl.replace(/\?.*$/, '?…');
+    problems.push(problemOf('WEBHOOK_URL', invalid(reason, shown)));
   }
   const prefix = redis?.queuePrefix;
   if (redis?.clusterNodes && typeof prefix === 'string' && !/^\{[^{}]+\}/.test(prefix)) {

@@ -169,8 +169,9 @@ export async function checkRabbitmq(url: string | undefined): Promise<CheckResul
 }
 
 /**
- * A HEAD request: no event is delivered. Any HTTP answer, even 405, proves the receiver is
- * reachable over a trusted connection; only a failure to get one is a ✗.
+ * A HEAD request: no event is delivered. Any HTTP answer but a redirect, even 405, proves the
+ * receiver is reachable over a trusted connection; a redirect (a path's trailing slash, say) or
+ * no answer is a ✗.
  */
 export async function checkWebhook(url: string | undefined): Promise<CheckResult> {
   if (url === undefined)
@@ -192,7 +193,12 @@ export async function checkWebhook(url: string | undefined): Promise<CheckResult
     });
     const response = await withTimeout(request, timeoutMs);
     await response.body.dump();
-    return line.pass('webhook', target, `reachable (HEAD answered ${response.statusCode})`);
+    const status = response.statusCode;
+    if (status >= 300 && status < 400) {
+      const why = `HEAD answered ${status}, a redirect: deliveries do not follow redirects`;
+      return line.fail('webhook', target, why, 'set WEBHOOK_URL to the address it redirects to');
+    }
+    return line.pass('webhook', target, `reachable (HEAD answered ${status})`);
   } catch (error) {
     return unreachable('webhook', target, 'WEBHOOK_URL', error);
   } finally {

@@ -76,6 +76,11 @@ export const listenAddress = z.union([z.ipv4(), z.ipv6(), z.literal('localhost')
   error: 'must be an IP address to listen on (0.0.0.0, 127.0.0.1, ::) or localhost',
 });
 
-export const httpUrl = z
-  .url({ protocol: /^https?$/, error: 'must be an absolute http(s) URL' })
-  .transform((url) => url.replace(/\/+$/, ''));
+/** An absolute http(s) URL, as given: a receiver's path may end in a slash it routes on. */
+export const httpUrlAsIs = z.url({
+  protocol: /^https?$/,
+  error: 'must be an absolute http(s) URL',
+});
+
+/** A base URL, paths appended to it: without its trailing slashes. */
+export const httpUrl = httpUrlAsIs.transform((url) => url.replace(/\/+$/, ''));

@@ -1,7 +1,7 @@
 /** Which reward changes are recorded in the feed, and where they are delivered as webhooks. */
 import { z } from 'zod';
 import { rewardEventTypes } from '../store/types.js';
-import { commaList, group, httpUrl, matches, variable, wholeNumber } from './define.js';
+import { commaList, group, httpUrlAsIs, matches, variable, wholeNumber } from './define.js';
 
 const eventType = z.enum(rewardEventTypes, {
   error: `must be \`none\` or a comma list of ${rewardEventTypes.join(', ')}`,
@@ -15,7 +15,17 @@ const eventTypes = z
 const retentionDays = z.union([z.literal('off').transform(() => undefined), wholeNumber(1, 3650)], {
   error: 'must be a whole number of days from 1 to 3650, or off',
 });
-const whsec = matches(/^whsec_[A-Za-z0-9+/]{16,}={0,2}$/, 'must be whsec_ followed by base64');
+// Canonical base64 (padded, whole): Python's and Go's decoders refuse what Node's would accept.
+const whsec = matches(
+  /^whsec_[A-Za-z0-9+/]{16,}={0,2}$/,
+  'must be whsec_ followed by base64',
+).refine(
+  (value) => {
+    const body = value.slice('whsec_'.length);
+    return Buffer.from(body, 'base64').toString('base64') === body;
+  },
+  { error: 'must be whsec_ followed by padded base64 (a multiple of 4 characters)' },
+);
 
 export const eventsVariables = group('events', {
   EVENT_TYPES: variable('types', eventTypes, {
@@ -27,9 +37,9 @@ export const eventsVariables = group('events', {
     default: '30',
     doc: 'Events recorded longer ago than this are deleted (`work` prunes within a minute of its start, then hourly, once for all replicas), with their delivery failures; with webhooks on, never one not yet delivered or given up. `off`: kept for ever.',
   }),
-  WEBHOOK_URL: variable('webhookUrl', httpUrl.optional(), {
+  WEBHOOK_URL: variable('webhookUrl', httpUrlAsIs.optional(), {
     example: 'https://hooks.example.com/perks',
-    doc: 'Where each reward event is POSTed, signed per Standard Webhooks (https, unless loopback). Needs `WEBHOOK_SECRET`. Unset: no delivery.',
+    doc: 'Where each reward event is POSTed, as given (a trailing slash is kept), signed per Standard Webhooks (https, unless loopback); `user:password@` in it is sent as HTTP Basic. Needs `WEBHOOK_SECRET`. Unset: no delivery.',
   }),
   WEBHOOK_SECRET: variable('webhookSecret', whsec.optional(), {
     example: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',

@@ -26,9 +26,16 @@ export class WebhookSender {
   readonly #url: URL;
   readonly #signer: Webhook;
   readonly #pool: Pool;
+  readonly #authorization: { authorization: string } | undefined;
 
   constructor(private readonly options: WebhookSenderOptions) {
     this.#url = new URL(options.url);
+    const { username, password } = this.#url;
+    const basic = `${decodeURIComponent(username)}:${decodeURIComponent(password)}`;
+    this.#authorization =
+      username || password
+        ? { authorization: `Basic ${Buffer.from(basic).toString('base64')}` }
+        : undefined;
     this.#signer = new Webhook(options.secret);
     this.#pool = new Pool(this.#url.origin, { connections: options.connections });
   }
@@ -48,6 +55,7 @@ export class WebhookSender {
       'webhook-id': id,
       'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
       'webhook-signature': this.#signer.sign(id, now, payload),
+      ...this.#authorization,
     };
     const response = await this.#pool
       .request({

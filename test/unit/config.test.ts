@@ -322,6 +322,25 @@ describe('loadConfig', () => {
     );
   });
 
+  it('keeps WEBHOOK_URL as given, hides its query in errors, and wants canonical base64', () => {
+    const secret = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+    const url = 'https://hooks.example.com/hooks/perks/';
+    expect(
+      loadConfig(['events'], { WEBHOOK_URL: url, WEBHOOK_SECRET: secret }).events,
+    ).toMatchObject({ webhookUrl: url });
+    const token = 'http://hooks.example/x?token=abcd1234';
+    const [problem] = problemsOf(() =>
+      loadConfig(['events'], { WEBHOOK_URL: token, WEBHOOK_SECRET: secret }),
+    );
+    expect(problem).toContain('got "http://hooks.example/x?…"');
+    // 33 base64 characters: Node decodes them, Python's standardwebhooks refuses them.
+    expect(
+      problemsOf(() => loadConfig(['events'], { WEBHOOK_SECRET: `${secret.slice(0, -1)}ab` })),
+    ).toEqual([
+      'WEBHOOK_SECRET: is invalid: must be whsec_ followed by padded base64 (a multiple of 4 characters)',
+    ]);
+  });
+
   it('reads REDIS_CLUSTER_NODES, and then refuses a QUEUE_PREFIX without a hash tag, saying why', () => {
     const REDIS_CLUSTER_NODES = '10.0.0.1:6379, redis-2.internal:7000';
     expect(loadConfig(['redis'], { REDIS_CLUSTER_NODES, QUEUE_PREFIX: '{perks}' }).redis).toEqual({
