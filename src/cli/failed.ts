@@ -13,9 +13,13 @@ export async function run(options: { retry?: boolean; limit: number; json?: bool
       permanent: failedPermanently(f.job.stacktrace),
     }));
     // A fresh set of attempts, with their backoff: one more try would rarely be enough. A job
-    // that failed permanently would only fail again: it is skipped.
+    // that failed permanently would only fail again: it is skipped. So is a webhook delivery:
+    // the dispatcher sends its consumer's events again by itself, and a retried job, outside
+    // the deduplication, could run beside that one, out of order.
     const reset = { resetAttemptsMade: true, resetAttemptsStarted: true };
-    const retryable = retry ? failed.filter((_, i) => !jobs[i]?.permanent) : [];
+    const retryable = retry
+      ? failed.filter((f, i) => !jobs[i]?.permanent && f.queue !== 'webhooks')
+      : [];
     for (const { job } of retryable) await job.retry('failed', reset);
     const retried = retryable.length;
     const skipped = retry ? failed.length - retried : 0;
@@ -34,7 +38,7 @@ export async function run(options: { retry?: boolean; limit: number; json?: bool
       ]);
       const skips =
         skipped > 0
-          ? `; skipped ${skipped} that failed permanently (retrying cannot help: fix the cause and enqueue them again)`
+          ? `; skipped ${skipped} that failed permanently (retrying cannot help: fix the cause and enqueue them again) or deliver webhooks (their events are sent again by the dispatcher)`
           : '';
       say(renderTable(header, rows), ...(retry ? [`retried ${retried} job(s)${skips}`] : []));
     }

@@ -2,8 +2,10 @@
  * `perks-worker failed` with the built bin: a job that failed permanently (its payload) is marked
  * so and skipped by --retry, which retries one that failed for a passing cause (a 503).
  */
+import { Worker } from 'bullmq';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { enrollmentJobId, jobNames } from '../../src/queues/names.js';
+import { enrollmentJobId, jobNames, queueNames } from '../../src/queues/names.js';
 import {
   type ProcessRig,
   runCli,
@@ -65,14 +67,33 @@ describe('perks-worker failed', () => {
       /^enrollment +enroll-fr_flaky-\S+ +fr_flaky +1 +\S+ +retryable +enrollConsumer: HTTP 503 /m,
     );
 
+    // A webhook delivery that failed: its consumer's events are the dispatcher's to send again.
+    const { webhooks } = rig.producer.queues;
+    const hook = await webhooks.add('deliver-events', { consumerId: 'fr_hook' }, { attempts: 1 });
+    const connection = new Redis(env.REDIS_URL ?? '', { maxRetriesPerRequest: null });
+    const failing = new Worker(
+      queueNames.webhooks,
+      async () => {
+        throw new Error('receiver away');
+      },
+      { connection, prefix: env.QUEUE_PREFIX ?? '' },
+    );
+    await waitFor('the delivery failed', async () =>
+      (await hook.getState()) === 'failed' ? true : undefined,
+    );
+    await failing.close();
+    connection.disconnect();
+
     rig.sandbox.faults.clear();
     const retry = await runCli(['failed', '--retry', '--json'], env);
     const json = JSON.parse(retry.stdout) as FailedJson;
-    expect(json).toMatchObject({ retried: 1, skipped: 1 });
+    expect(json).toMatchObject({ retried: 1, skipped: 2 });
     expect(json.jobs.map((j) => [j.consumer, j.permanent]).sort()).toEqual([
       ['fr_bad', true],
       ['fr_flaky', false],
+      ['fr_hook', false],
     ]);
+    expect(await hook.getState()).toBe('failed');
     // The 503s are over: the retried job enrolls; the other is still failed, not run again.
     await waitFor('fr_flaky enrolled', () =>
       rig.sandbox.state.isEnrolled('fr_flaky') ? true : undefined,
@@ -82,7 +103,7 @@ describe('perks-worker failed', () => {
 
     const again = await runCli(['failed', '--retry'], env);
     expect(again.stdout).toMatch(
-      /\nretried 0 job\(s\); skipped 1 that failed permanently \(retrying cannot help: fix the cause and enqueue them again\)\n$/,
+      /\nretried 0 job\(s\); skipped 2 that failed permanently \(retrying cannot help: fix the cause and enqueue them again\) or deliver webhooks \(their events are sent again by the dispatcher\)\n$/,
     );
   }, 60_000);
 });
