@@ -96,8 +96,9 @@ const STORABLE_DATE_TIME = { error: 'must be a date-time from year 0001, offset 
 const CONSUMER_STATUSES = ['VALIDATION', 'POOLED', 'PAID'] as const;
 export type ConsumerStatus = (typeof CONSUMER_STATUSES)[number];
 
+// Strings the spec gives no length: an empty one is stored as sent, not refused.
 const transactionSchema = z.looseObject({
-  external_id: z.string().min(1),
+  external_id: z.string(),
   // The transaction table says only "date-time": an explicit offset is tolerated here.
   executed_at: z.iso
     .datetime({ offset: true, error: 'must be an RFC 3339 date-time' })
@@ -123,8 +124,8 @@ const wireRewardSchema = z.compile(
     created_at: z.iso
       .datetime({ error: 'must be an RFC 3339 date-time in UTC (Z)' })
       .refine(storableDateTime, STORABLE_DATE_TIME),
-    type: z.string().min(1),
-    status: z.string().min(1),
+    type: z.string(),
+    status: z.string(),
     consumer_status: z.enum(CONSUMER_STATUSES),
     transaction: transactionSchema.nullable(),
     brand: brandSchema,

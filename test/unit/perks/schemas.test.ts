@@ -150,6 +150,12 @@ describe('safeParseReward', () => {
     expect(reward.status).toBe('CANCELLED');
   });
 
+  it('accepts empty strings where the spec gives no length: type, status, external_id', () => {
+    const transaction = { external_id: '', executed_at: '2024-05-01T10:00:00Z' };
+    const reward = parseReward(wireReward({ type: '', status: '', transaction }));
+    expect(reward).toMatchObject({ type: '', status: '', transaction: { externalId: '' } });
+  });
+
   it.each([
     ['created_at without Z', { created_at: '2024-05-01T10:00:00' }, 'created_at'],
     ['created_at with an offset', { created_at: '2024-05-01T10:00:00+02:00' }, 'created_at'],
