@@ -37,6 +37,8 @@ export function refreshMarginMs(lifetimeMs: number): number {
 
 /** A token about to expire is not handed out: the request could arrive after its expiry. */
 const MIN_REMAINING_MS = 1_000;
+/** After a failed refresh, the held token serves this long before the next try. */
+const REFRESH_RETRY_MS = 5_000;
 /** A mint lock is held at most this long; a replica waiting on another's mint polls this often. */
 const LOCK_TTL_MS = 15_000;
 const LOCK_POLL_MS = 50;
@@ -51,6 +53,7 @@ export class TokenProvider {
   async accessToken(signal: AbortSignal): Promise<string> {
     if (this.#isFresh(this.#memo)) return this.#memo.accessToken;
     this.#inflight ??= this.#findOrMint()
+      .catch((error: unknown) => this.#keepHeld(error))
       .then((token) => {
         this.#memo = token;
         return token;
@@ -71,6 +74,23 @@ export class TokenProvider {
   async invalidate(accessToken: string): Promise<void> {
     if (this.#memo?.accessToken === accessToken) this.#memo = undefined;
     await this.#cacheOp('invalidate', async () => this.options.tokenCache?.invalidate(accessToken));
+  }
+
+  /**
+   * A refresh ahead of expiry failed (the token endpoint down, a client being rotated): the held
+   * token still works, so calls go on with it, and the refresh is tried again a few seconds
+   * later, not at every call. Past the token's expiry the failure is the caller's.
+   */
+  #keepHeld(error: unknown): CachedToken {
+    const held = this.#memo;
+    if (!this.#isUsable(held)) throw error;
+    const retryAt = this.options.now() + REFRESH_RETRY_MS;
+    const message = error instanceof Error ? error.message : String(error);
+    this.options.logger?.warn(
+      { err: { message }, expiresInMs: held.expiresAt - this.options.now() },
+      'perks: token refresh failed; the current token is used until it expires',
+    );
+    return { ...held, refreshAt: Math.min(retryAt, held.expiresAt - MIN_REMAINING_MS) };
   }
 
   #isFresh(token: CachedToken | undefined): token is CachedToken {

@@ -174,6 +174,33 @@ describe('token lifetime', () => {
     expect(bearers[2]).not.toBe(bearers[1]);
   });
 
+  it('goes on with the held token when a refresh ahead of expiry fails, trying again later', async () => {
+    let now = Date.parse('2024-05-01T10:00:00Z');
+    const answers = sequence(
+      { status: 200, body: { access_token: fakeToken(1), expires_in: 100 } },
+      { status: 503, body: '' },
+      { status: 503, body: '' },
+      { status: 200, body: { access_token: fakeToken(2), expires_in: 100 } },
+    );
+    api = fakeApi({
+      tokens: answers,
+      api: okReward,
+      client: { now: () => now, retry: { attempts: 1, minDelayMs: 1 } },
+    });
+    await api.client.getReward(CONSUMER, REWARD_ID);
+    now += 92_000; // inside the 10 s margin: the refresh fails, the held token serves
+    await api.client.getReward(CONSUMER, REWARD_ID);
+    await api.client.getReward(CONSUMER, REWARD_ID); // no second mint at once
+    expect(api.tokenRequests()).toHaveLength(2);
+    now += 6_000; // 98 s: tried again, failing again; still valid
+    await api.client.getReward(CONSUMER, REWARD_ID);
+    now += 1_500; // 99.5 s: within the last second the token is not used; the mint works
+    await api.client.getReward(CONSUMER, REWARD_ID);
+    const bearers = api.apiRequests().map((r) => r.headers.authorization);
+    expect(new Set(bearers.slice(0, 4)).size).toBe(1);
+    expect(bearers[4]).not.toBe(bearers[0]);
+  });
+
   it('100 concurrent calls share one mint', async () => {
     api = fakeApi({ api: okReward });
     const client = api.client;
