@@ -8,7 +8,7 @@ import type { MintOutage } from './mint-outage.js';
 
 /** What every processor works with. Built once per process by `createRuntime`. */
 export interface JobContext {
-  client: Pick<PerksClient, 'enrollConsumer' | 'listRewardPages'>;
+  client: Pick<PerksClient, 'enrollConsumer' | 'listRewardPages' | 'getReward'>;
   store: Store;
   queues: Queues;
   /** Where each reconciliation counts what became of its consumers. */

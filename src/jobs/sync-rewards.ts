@@ -4,11 +4,12 @@
  * is harmless). ERR-404-02 (not enrolled) is recorded: an outcome, not a failure. If `total`
  * moved during the walk, rows may have shifted between pages: it scans once more. Only a
  * complete, consistent scan may mark rewards missing, and not one that refused an item (kept in
- * rejected_rewards, the rest of its page written): the item may be a stored reward.
+ * rejected_rewards, the rest of its page written): the item may be a stored reward. After a
+ * walk of several pages each one to mark is first asked for by id (stillThere).
  */
 import type { Job } from 'bullmq';
 import type { RewardPage } from '../perks/client.js';
-import { ConsumerNotEnrolledError } from '../perks/errors.js';
+import { ConsumerNotEnrolledError, NotFoundError, ResponseShapeError } from '../perks/errors.js';
 import { type PerksJob, parsePayload, rewardSyncPayloadSchema } from '../queues/payloads.js';
 import { countSyncs } from '../reconciliation/index.js';
 import type { RewardPageWrite } from '../store/store.js';
@@ -111,10 +112,14 @@ async function scanOnce(
     // Stamped before the request: a slow answer must not overwrite a newer observation.
     const at = page.requestedAt;
     if (page.rejected.length > 0) await recordRejected(ctx, log, consumerId, page);
+    const ends = page.lastPage && (consistent || result.scans >= maxScans);
+    // A walk of several pages may skip a reward with the total unchanged (one gone from a page
+    // read, one come after it): each it would mark missing is asked for by id first.
+    if (ends && consistent && rejected === 0 && page.page > 1)
+      seenIds.push(...(await stillThere(ctx, consumerId, seenIds, startedAt, signal)));
     const missing = consistent
       ? { seenIds, scanStartedAt: startedAt, rejected: rejected > 0 }
       : null;
-    const ends = page.lastPage && (consistent || result.scans >= maxScans);
     const started = performance.now();
     const rewards =
       page.json === undefined ? { rewards: page.items } : { json: page.json, ids: page.ids };
@@ -142,6 +147,38 @@ async function scanOnce(
     log.info({ ...fields, ...written, ...end, writeMs }, 'reward page written');
   }
   return consistent;
+}
+
+/** Most rewards asked for by id at the end of a walk; past it, the walk alone is trusted. */
+const maxConfirmations = 50;
+
+/** The stored rewards the walk did not see that the API still answers for (a 404: gone). */
+async function stillThere(
+  ctx: JobContext,
+  consumerId: string,
+  seenIds: readonly string[],
+  scanStartedAt: Date,
+  signal: AbortSignal | undefined,
+): Promise<string[]> {
+  const unseen = await ctx.store.unseenRewards(
+    consumerId,
+    seenIds,
+    scanStartedAt,
+    maxConfirmations + 1,
+  );
+  if (unseen.length > maxConfirmations) return [];
+  const present: string[] = [];
+  for (const rewardId of unseen) {
+    try {
+      await ctx.client.getReward(consumerId, rewardId, signal ? { signal } : {});
+      present.push(rewardId);
+    } catch (error) {
+      // There, though in a shape refused: still not missing.
+      if (error instanceof ResponseShapeError) present.push(rewardId);
+      else if (!(error instanceof NotFoundError)) throw error;
+    }
+  }
+  return present;
 }
 
 // Logged without the item's text, which may be huge: rejected_rewards.raw holds it.

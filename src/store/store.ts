@@ -5,7 +5,12 @@ import type { Logger } from '../ops/logger.js';
 import { consumerQueries } from './consumers.js';
 import { assertSchemaName, quoteIdentifier } from './identifier.js';
 import { defaultWriterLimits, RewardWriter } from './reward-writer.js';
-import type { FinishSync, RewardPageResult, WriteRewardPageInput } from './rewards.js';
+import {
+  type FinishSync,
+  type RewardPageResult,
+  uuidArrayParameter,
+  type WriteRewardPageInput,
+} from './rewards.js';
 import { type RejectedRewardRecord, type RewardEventType, rewardEventTypes } from './types.js';
 
 export type { RewardPageWrite, RewardRecord } from './types.js';
@@ -47,6 +52,26 @@ export function createStore(
     /** One API page, its events and, given `finish`, the end of its sync, in one statement. */
     writeRewardPage: (input: WriteRewardPageInput): Promise<RewardPageResult> =>
       writer.write(input),
+    /**
+     * Up to `limit` stored rewards the end of a scan begun at `scanStartedAt` would mark missing:
+     * not missing yet, stored before it began, not among `seenIds`.
+     */
+    unseenRewards: async (
+      consumerId: string,
+      seenIds: readonly string[],
+      scanStartedAt: Date,
+      limit: number,
+    ): Promise<string[]> => {
+      const { rows } = await pool.query<{ id: string }>(
+        `select id from ${s}.rewards
+          where consumer_id = $1 and missing_since is null
+            and first_seen_at < $3 and observed_at < $3
+            and id not in (select unnest($2::uuid[]))
+          limit $4`,
+        [consumerId, uuidArrayParameter(seenIds), scanStartedAt, limit],
+      );
+      return rows.map((row) => row.id);
+    },
     /** A page's refused items, read at `at`; the page's write or a later one removes them. */
     recordRejectedRewards: async (
       consumerId: string,

@@ -77,6 +77,30 @@ describe('the API changing mid-walk', () => {
     expect(again.rows.map((r) => r.id)).toEqual([gone]);
   }, 60_000);
 
+  it('a shift with the total unchanged (one gone from page 1, one added at the end): no reward wrongly missing', async () => {
+    harness = await startHarness({ sandbox: { seed: 54, latencyMs: 300 } });
+    const h = harness;
+    h.sandbox.state.addConsumer('shifted', { rewards: 2500 });
+    expect((await syncAndWait(h, 'shifted')).state).toBe('completed');
+    const job = await enqueueRewardSync(h.runtime.ctx.queues, { consumerId: 'shifted' });
+    await pageReached(h, job.id ?? '', 1);
+    // The newest (page 1) goes: every later reward moves up one place, and page 2's first one
+    // onto page 1, read already. The one added sorts last, so the total stays 2,500.
+    const executedAt = (r: RewardJson) => r.transaction?.executed_at ?? '';
+    const rewards = h.sandbox.state.rewardsOf('shifted') as RewardJson[];
+    const newest = rewards.reduce((a, b) => (executedAt(b) > executedAt(a) ? b : a));
+    h.sandbox.state.removeReward('shifted', newest.id);
+    h.sandbox.state.addRewardItems('shifted', [{ id: lastId, transaction: null }]);
+    await h.idle(60_000);
+
+    const done = await h.runtime.ctx.queues.rewardSync.getJob(job.id ?? '');
+    expect(done?.returnvalue).toMatchObject({ consistent: true, scans: 1 });
+    const { rows } = await h.runtime.ctx.store.pool.query<{ id: string }>(
+      "select id from perks.rewards where consumer_id = 'shifted' and missing_since is not null",
+    );
+    expect(rows.map((r) => r.id)).toEqual([]);
+  }, 60_000);
+
   it('stores unknown type and status values and keeps extra fields in raw', async () => {
     harness = await startHarness({ sandbox: { seed: 53 } });
     const h = harness;
