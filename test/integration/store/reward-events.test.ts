@@ -525,6 +525,53 @@ describe('reward events', () => {
     }
   });
 
+  it('two first writes of one reward at once: the later one leaves it for the next sync, which records the change', async () => {
+    const r = reward();
+    const paid = withStatus(r, 'PAID_IN', 'POOLED');
+    const first = new pg.Client(db.url);
+    await first.connect();
+    try {
+      // The first write inserts the reward and holds its locks; the second, whose snapshot
+      // does not see it, waits for them, then meets the row at its insert.
+      await first.query('begin');
+      await writeOn(first, {
+        consumerId: 'ev_race',
+        rewards: [r],
+        observedAt: at('2026-08-02T00:00:00Z'),
+      });
+      const second = write('ev_race', [paid], at('2026-08-02T00:00:05Z'));
+      await vi.waitFor(
+        async () => {
+          const { rows } = await store.pool.query<{ n: number }>(
+            `select count(*)::int as n from pg_stat_activity
+             where datname = current_database() and wait_event_type = 'Lock'`,
+          );
+          expect(rows[0]?.n).toBe(1);
+        },
+        { timeout: 5000, interval: 20 },
+      );
+      await first.query('commit');
+      await second;
+    } finally {
+      await first.end();
+    }
+    const stored = async () =>
+      (await store.pool.query('select status from perks.rewards where id = $1', [r.id])).rows[0];
+    expect(await stored()).toEqual({ status: r.status });
+    await write('ev_race', [paid], at('2026-08-02T00:01:00Z'));
+    expect(await stored()).toEqual({ status: 'PAID_IN' });
+    const feed = await eventsOf('ev_race');
+    expect(feed.map((e) => [e.type, e.data.reward.status])).toEqual([
+      ['reward.created', r.status],
+      ['reward.status_changed', 'PAID_IN'],
+    ]);
+    const { rows } = await store.pool.query(
+      'select old_status, new_status from perks.reward_status_changes where reward_id = $1',
+      [r.id],
+    );
+    expect(rows).toEqual([{ old_status: r.status, new_status: 'PAID_IN' }]);
+  });
+
   it('notifies perks_reward_events with the highest id at commit, and not for a write without events', async () => {
     const listener = new pg.Client(db.url);
     await listener.connect();

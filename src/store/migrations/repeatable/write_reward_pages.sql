@@ -12,7 +12,8 @@
 -- Pages of one call share no consumer and no reward id: the statement cannot touch a row twice.
 --
 -- Stale-write guard: a stored row is only overwritten by a strictly newer observation
--- (rewards.observed_at < excluded.observed_at), so concurrent syncs converge on the newest.
+-- (rewards.observed_at < excluded.observed_at), so concurrent syncs converge on the newest (a
+-- reward another sync inserted after this statement began: at the next sync, with its events).
 -- A stored reward is rewritten only when its content changed, it comes back from missing or
 -- its last_seen_at is over an hour old; others are not even locked and write no WAL. Only a
 -- complete scan whose total did not move and that rejected no item (it may be a stored
@@ -193,7 +194,7 @@ begin
     select i.id, i.consumer_id, w.amount, w.type, w.status, w.consumer_status, w.created_at,
            w.transaction->>'external_id', (w.transaction->>'executed_at')::timestamptz,
            w.brand->>'name', w.brand->>'logo', i.raw,
-           i.observed_at, i.observed_at, i.observed_at,
+           coalesce(p.first_seen_at, i.observed_at), i.observed_at, i.observed_at,
            case when i.stored_write is null and q.consumer_id is not null
                      and 'reward.created' = any($4::text[]) then nextval('reward_event_ids')
                 when p.moved_event_id is not null then 0 end
@@ -214,7 +215,11 @@ begin
       brand_name = excluded.brand_name, brand_logo = excluded.brand_logo, raw = excluded.raw,
       last_seen_at = excluded.observed_at, observed_at = excluded.observed_at, missing_since = null,
       event_id = case when excluded.event_id = 0 then null else rewards.event_id end
-    where rewards.observed_at < excluded.observed_at
+    -- Only rows `previous` locked (the insert carries their own first_seen_at): one another
+    -- sync inserted since this statement's snapshot is left to the next sync, which sees it
+    -- stored and records its change, status change and events.
+    where excluded.first_seen_at = rewards.first_seen_at
+      and rewards.observed_at < excluded.observed_at
       and ((rewards.consumer_id, rewards.raw) is distinct from (excluded.consumer_id, excluded.raw)
            or rewards.missing_since is not null
            or rewards.last_seen_at < excluded.observed_at - interval '1 hour')
