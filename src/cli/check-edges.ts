@@ -5,7 +5,7 @@ import { Client } from 'undici';
 import { type PerksConfig, redactUrl } from '../config.js';
 import { describeError, errorCode } from '../errors.js';
 import { within, withTimeout } from '../ops/timeouts.js';
-import { PerksClient } from '../perks/client.js';
+import { PerksClient, probeIds } from '../perks/client.js';
 import {
   AuthError,
   ConsumerNotEnrolledError,
@@ -21,8 +21,6 @@ import * as line from './check-result.js';
 const timeoutMs = line.checkTimeoutMs;
 
 /** A consumer and reward no program holds: the GET reads nothing and changes nothing. */
-const probeConsumer = 'perks-worker-check';
-const probeReward = '00000000-0000-4000-8000-000000000000';
 
 /**
  * Mints a token, then makes one GET with it, through the worker's own client (its TLS and
@@ -46,7 +44,7 @@ export async function checkPerksApi(config: PerksConfig): Promise<CheckResult> {
   try {
     await withTimeout(client.checkCredentials(), budget);
     stage = 'get';
-    await withTimeout(client.getReward(probeConsumer, probeReward), budget);
+    await withTimeout(client.getReward(probeIds.consumerId, probeIds.rewardId), budget);
     return line.pass('perks api', target, 'token minted; a GET of a made-up consumer answered 200');
   } catch (error) {
     if (

@@ -3,7 +3,7 @@
  * producer), then a first reward sync. A 409 means an earlier attempt (perhaps one that timed
  * out after the API applied it) enrolled this consumer: success, recorded as 'already_enrolled'.
  */
-import { AuthError, ValidationError } from '../perks/errors.js';
+import { ValidationError } from '../perks/errors.js';
 import {
   enrollmentPayloadSchema,
   InvalidPayloadError,
@@ -12,7 +12,7 @@ import {
 } from '../queues/payloads.js';
 import { enqueueRewardSync } from '../queues/producer.js';
 import type { JobContext } from './context.js';
-import { isPermanent, steerFailure } from './failures.js';
+import { steerFailure } from './failures.js';
 
 export async function processEnrollment(
   job: PerksJob<'enroll'>,
@@ -41,8 +41,7 @@ export async function processEnrollment(
     return { consumerId, outcome };
   } catch (error) {
     // Refused for good: say why where support will look for it.
-    const refused = error instanceof ValidationError || error instanceof AuthError;
-    if (consumerId && refused && isPermanent(error)) {
+    if (consumerId && error instanceof ValidationError) {
       const at = new Date();
       await ctx.store.recordConsumerError({ consumerId, userId, message: error.message, at });
     }

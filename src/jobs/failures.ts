@@ -1,9 +1,10 @@
 /**
  * What an error thrown in a processor makes BullMQ do (`steerFailure`, applied by the worker):
- * - our payload or request is wrong, or the API refuses us for good (400, 403): failed at once;
- * - a 429, or the token endpoint failing (whatever its status: not this consumer's fault): both
- *   API queues (one token's budget) pause, for Retry-After or the mint's backoff, and the job
- *   goes back to wait without spending an attempt (BackToWait);
+ * - our payload or request is wrong (400): failed at once;
+ * - a 429, the token endpoint failing (whatever its status), or a token refused for its scope
+ *   or program (403): not this consumer's fault. The API queues pause (a 429: both, for
+ *   Retry-After; the credentials: as mint-outage.ts says), and the job goes back to wait
+ *   without spending an attempt (BackToWait);
  * - a job cancelled by its replica's shutdown (SHUTDOWN_TIMEOUT_MS) goes back to wait too: a
  *   rolling deploy must not use up a long job's attempts;
  * - anything else (5xx after the client's retries, timeouts, Redis or Postgres away): retried.
@@ -25,7 +26,11 @@ import type { JobContext } from './context.js';
 /** Back to wait, no attempt spent, the queues paused already; `why` is for the log. */
 export class BackToWait extends RateLimitError {
   constructor(
-    readonly why: 'throttled by the API' | 'token mint failing' | 'worker shutting down',
+    readonly why:
+      | 'throttled by the API'
+      | 'token mint failing'
+      | 'credentials refused (403)'
+      | 'worker shutting down',
   ) {
     super();
   }
@@ -38,8 +43,7 @@ export function isPermanent(error: unknown): boolean {
     error instanceof InvalidPayloadError ||
     error instanceof ConsumerIdKeyMissingError ||
     error instanceof InvalidInputError ||
-    error instanceof ValidationError ||
-    (error instanceof AuthError && error.status === 403)
+    error instanceof ValidationError
   );
 }
 
@@ -81,6 +85,12 @@ export async function pauseFor(
   if (error instanceof TokenMintError) {
     await ctx.mintOutage.failed(error);
     return 'token mint failing';
+  }
+  // A token the API refuses for its scope or program: the credentials' outage, as a refused
+  // mint is (this replica's API workers pause; the probe mints and tries the scope again).
+  if (error instanceof AuthError && error.status === 403) {
+    await ctx.mintOutage.failed(TokenMintError.from(error));
+    return 'credentials refused (403)';
   }
   return undefined;
 }

@@ -52,7 +52,7 @@ interface MintOutageOptions {
   prefix: string;
   queues: Pick<Queues, 'enrollment' | 'rewardSync'>;
   logger: Logger;
-  /** Mints a new token (PerksClient.checkCredentials). */
+  /** Mints a new token and tries its scope (PerksClient.checkCredentialsInUse). */
   mint: () => Promise<void>;
   /** The credentials minting now; their `credentialsName` keys the record. */
   credentials: Pick<CredentialSource, 'current'>;
@@ -139,8 +139,9 @@ export class MintOutage {
   async check(): Promise<void> {
     const { redis, prefix, name } = this.options;
     const [failure] = await readMintFailures(redis, prefix, name());
-    const state = failure?.refused ? 'refused' : 'failing';
-    if (failure) throw new NotReadyError(`token mint ${state} (${failure.reason})`);
+    // Refused: at the mint (401, 403) or by the API for the token's scope (403).
+    const state = failure?.refused ? 'credentials refused' : 'token mint failing';
+    if (failure) throw new NotReadyError(`${state} (${failure.reason})`);
   }
 
   /** Stops probing; its record goes (a replica with the same credentials renews it). */

@@ -46,7 +46,7 @@ export function createRuntime(
     hooks: metrics.apiHooks,
   });
   metrics.watchApiConcurrency(async () => client.concurrency.limit);
-  const mint = () => client.checkCredentials();
+  const mint = () => client.checkCredentialsInUse();
   const outage = { redis: connection, prefix, queues, logger, mint, credentials, name };
   const mintOutage = new MintOutage(outage);
   const ctx: JobContext = {

@@ -39,6 +39,12 @@ import {
 } from './schemas.js';
 import { type TokenCache, TokenProvider } from './tokens.js';
 
+/** A consumer and a reward no program holds: asked for to probe credentials (`check`, outages). */
+export const probeIds = {
+  consumerId: 'perks-worker-check',
+  rewardId: '00000000-0000-4000-8000-000000000000',
+} as const;
+
 export type { RewardPage } from './paging.js';
 
 export interface PerksClientOptions {
@@ -188,6 +194,18 @@ export class PerksClient {
   /** Mints a token now and shares it: proves the credentials work. Throws TokenMintError. */
   async checkCredentials(): Promise<void> {
     await this.#tokens.mint().catch((error: unknown) => Promise.reject(TokenMintError.from(error)));
+  }
+
+  /**
+   * checkCredentials, then a GET of a made-up consumer's reward: a 404 (or 200) proves the
+   * token's scope and program too; a 403 throws as a refused mint does. Other answers are the
+   * API's health, not the credentials': they pass.
+   */
+  async checkCredentialsInUse(): Promise<void> {
+    await this.checkCredentials();
+    await this.getReward(probeIds.consumerId, probeIds.rewardId).catch((error: unknown) => {
+      if (error instanceof AuthError && error.status === 403) throw TokenMintError.from(error);
+    });
   }
 
   /** Stops token refreshes and closes the client's own pool (an injected dispatcher is left open). */

@@ -73,8 +73,8 @@ describe('a token mint that fails', () => {
     const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
     expect(ready.status).toBe(503);
     expect(await ready.json()).toEqual({
-      status: 'not ready: perks api: token mint refused (401 ERR-401-00)',
-      checks: { redis: 'ok', postgres: 'ok', 'perks api': 'token mint refused (401 ERR-401-00)' },
+      status: 'not ready: perks api: credentials refused (401 ERR-401-00)',
+      checks: { redis: 'ok', postgres: 'ok', 'perks api': 'credentials refused (401 ERR-401-00)' },
     });
     const shown = await status();
     const [first] = shown.split('\n');
@@ -169,7 +169,7 @@ describe('a token mint that fails', () => {
     expect(await readyz(rightPort)).toEqual({ status: 200, perksApi: 'ok' });
     expect(await readyz(wrongPort)).toEqual({
       status: 503,
-      perksApi: 'token mint refused (401 ERR-401-00)',
+      perksApi: 'credentials refused (401 ERR-401-00)',
     });
     const lines = (await status()).split('\n');
     expect(lines[0]).toMatch(/^perks api: TOKEN MINT REFUSED for client sandbox-client since /);

@@ -111,7 +111,7 @@ describe('rotating the API client', () => {
       const answer = await fetch(`${h.opsUrl}/readyz`);
       return answer.status === 503 ? ((await answer.json()) as { status: string }) : undefined;
     });
-    expect(ready.status).toBe('not ready: perks api: token mint refused (401 ERR-401-00)');
+    expect(ready.status).toBe('not ready: perks api: credentials refused (401 ERR-401-00)');
     const [failure] = await readMintFailures(h.runtime.connection, h.prefix);
     expect(failure).toMatchObject({ clientId: clientA.client_id, refused: true });
     expect(await completedEnrollments(h)).toBeLessThan(ids.length);

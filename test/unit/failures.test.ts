@@ -1,6 +1,6 @@
 import { RateLimitError, UnrecoverableError } from 'bullmq';
 import { describe, expect, it } from 'vitest';
-import { BackToWait, isPermanent, steerFailure } from '../../src/jobs/failures.js';
+import { BackToWait, isPermanent, pauseFor, steerFailure } from '../../src/jobs/failures.js';
 import {
   AuthError,
   TokenMintError,
@@ -11,13 +11,14 @@ import { InvalidPayloadError } from '../../src/queues/payloads.js';
 import type { Queues } from '../../src/queues/queues.js';
 
 describe('which failures are permanent', () => {
-  it('our own bad input and the API refusing this consumer are permanent', () => {
+  it('our own bad input and the API refusing this consumer are permanent; a 403 is not', () => {
     expect(isPermanent(new InvalidPayloadError('bad'))).toBe(true);
     expect(
       isPermanent(new ValidationError('400', { operation: 'enrollConsumer', status: 400 })),
     ).toBe(true);
+    // The token's scope or program: the credentials' outage (pauseFor), not this consumer's.
     expect(isPermanent(new AuthError('403', { operation: 'enrollConsumer', status: 403 }))).toBe(
-      true,
+      false,
     );
   });
 
@@ -62,5 +63,24 @@ describe('which failures are permanent', () => {
     // BullMQ recognises a manual rate limit by this message alone.
     expect((thrown as Error).message).toBe(new RateLimitError().message);
     expect(seen.map((e) => e.code)).toEqual(['ERR-401-00']);
+  });
+});
+
+describe('failures that pause the API jobs', () => {
+  it('a 403 on an API call is the credentials outage: the mint outage records it, refused', async () => {
+    const failed: unknown[] = [];
+    const ctx = {
+      queues: {} as never,
+      mintOutage: { failed: async (error: unknown) => void failed.push(error) } as never,
+    };
+    const refused = new AuthError('listRewardPages: HTTP 403 ERR-403-00 Forbidden', {
+      operation: 'listRewardPages',
+      status: 403,
+      code: 'ERR-403-00',
+    });
+    expect(await pauseFor(refused, ctx)).toBe('credentials refused (403)');
+    expect(failed).toHaveLength(1);
+    expect(failed[0]).toBeInstanceOf(TokenMintError);
+    expect(failed[0]).toMatchObject({ status: 403, code: 'ERR-403-00' });
   });
 });
