@@ -73,7 +73,7 @@ function declare(program: Command, version: string, lazy: Lazy): Command {
   command(
     'migrate',
     'create the database if needed and apply migrations',
-    'Create the database named in DATABASE_URL if it does not exist, then apply the migrations to DATABASE_SCHEMA. Idempotent, and safe when several replicas run it at once.',
+    'Create the database named in DATABASE_DIRECT_URL (else DATABASE_URL) if it does not exist, then apply the migrations to DATABASE_SCHEMA. Idempotent, and safe when several replicas run it at once.',
     ['database', 'log'],
   );
 
