@@ -49,6 +49,15 @@ function pagesWritten(jobId: string, pages: number) {
   });
 }
 
+/** A port nothing listens on: connections to it are refused. */
+async function closedPort(): Promise<number> {
+  const closed = createServer();
+  await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+  const { port } = closed.address() as AddressInfo;
+  await new Promise((resolve) => closed.close(resolve));
+  return port;
+}
+
 describe('perks-worker work', () => {
   it('on SIGTERM finishes the active job, closes everything and exits 0', async () => {
     sandbox.state.addConsumer('term_1', { rewards: 6000 });
@@ -97,10 +106,7 @@ describe('perks-worker work', () => {
   }, 60_000);
 
   it('on SIGTERM with Redis never reachable, still stops and exits 0', async () => {
-    const closed = createServer();
-    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
-    const { port } = closed.address() as AddressInfo;
-    await new Promise((resolve) => closed.close(resolve));
+    const port = await closedPort();
     const worker = startWorkerProcess(
       rig.workerEnv({ REDIS_URL: `redis://127.0.0.1:${port}`, SHUTDOWN_TIMEOUT_MS: '1000' }),
     );
@@ -115,10 +121,7 @@ describe('perks-worker work', () => {
   }, 60_000);
 
   it('on SIGTERM while PostgreSQL cannot be migrated yet, exits 0 without waiting out the retries', async () => {
-    const closed = createServer();
-    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
-    const { port } = closed.address() as AddressInfo;
-    await new Promise((resolve) => closed.close(resolve));
+    const port = await closedPort();
     const worker = startWorkerProcess(
       rig.workerEnv({ DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/postgres` }),
     );

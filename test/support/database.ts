@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { inject } from 'vitest';
+import { expect, inject, vi } from 'vitest';
 
 const prefix = 'perks_test_';
 
@@ -88,4 +88,18 @@ export async function createTestDatabase(): Promise<TestDatabase> {
         await client.query(`drop database if exists ${name} with (force)`);
       }),
   };
+}
+
+/** Resolves once exactly one session of the pool's database waits on a lock. */
+export async function oneSessionWaitingOnALock(pool: pg.Pool): Promise<void> {
+  await vi.waitFor(
+    async () => {
+      const { rows } = await pool.query<{ n: number }>(
+        `select count(*)::int as n from pg_stat_activity
+         where datname = current_database() and wait_event_type = 'Lock'`,
+      );
+      expect(rows[0]?.n).toBe(1);
+    },
+    { timeout: 5000, interval: 20 },
+  );
 }

@@ -18,7 +18,11 @@ import {
 } from '../../../src/store/rewards.js';
 import { createStore, type RewardRecord, type Store } from '../../../src/store/store.js';
 import { type RewardEventType, rewardEventTypes } from '../../../src/store/types.js';
-import { createTestDatabase, type TestDatabase } from '../../support/database.js';
+import {
+  createTestDatabase,
+  oneSessionWaitingOnALock,
+  type TestDatabase,
+} from '../../support/database.js';
 import { at, reward, withStatus } from './fixtures.js';
 
 let db: TestDatabase;
@@ -505,16 +509,7 @@ describe('reward events', () => {
         [withStatus(r, 'PAID_IN', 'POOLED'), reward()],
         new Date(),
       );
-      await vi.waitFor(
-        async () => {
-          const { rows } = await store.pool.query<{ n: number }>(
-            `select count(*)::int as n from pg_stat_activity
-             where datname = current_database() and wait_event_type = 'Lock'`,
-          );
-          expect(rows[0]?.n).toBe(1);
-        },
-        { timeout: 5000, interval: 20 },
-      );
+      await oneSessionWaitingOnALock(store.pool);
       expect(await sequence()).toBe(taken);
       await holder.query('commit');
       await writing;
@@ -540,16 +535,7 @@ describe('reward events', () => {
         observedAt: at('2026-08-02T00:00:00Z'),
       });
       const second = write('ev_race', [paid], at('2026-08-02T00:00:05Z'));
-      await vi.waitFor(
-        async () => {
-          const { rows } = await store.pool.query<{ n: number }>(
-            `select count(*)::int as n from pg_stat_activity
-             where datname = current_database() and wait_event_type = 'Lock'`,
-          );
-          expect(rows[0]?.n).toBe(1);
-        },
-        { timeout: 5000, interval: 20 },
-      );
+      await oneSessionWaitingOnALock(store.pool);
       await first.query('commit');
       await second;
     } finally {

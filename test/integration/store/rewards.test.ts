@@ -5,7 +5,11 @@ import { parseRewardPage } from '../../../src/perks/paging.js';
 import { SeededRandom } from '../../../src/sandbox/random.js';
 import { generateReward } from '../../../src/sandbox/rewards.js';
 import { createStore, type RewardRecord, type Store } from '../../../src/store/store.js';
-import { createTestDatabase, type TestDatabase } from '../../support/database.js';
+import {
+  createTestDatabase,
+  oneSessionWaitingOnALock,
+  type TestDatabase,
+} from '../../support/database.js';
 import { at, reward, withStatus } from './fixtures.js';
 
 let db: TestDatabase;
@@ -397,16 +401,7 @@ describe('writeRewardPage', () => {
         rewards: [withStatus(r, 'PAID_IN', 'POOLED')],
         observedAt: at('2026-07-01T02:00:00Z'),
       });
-      await vi.waitFor(
-        async () => {
-          const { rows } = await store.pool.query<{ n: number }>(
-            `select count(*)::int as n from pg_stat_activity
-             where datname = current_database() and wait_event_type = 'Lock'`,
-          );
-          expect(rows[0]?.n).toBe(1);
-        },
-        { timeout: 5000, interval: 20 },
-      );
+      await oneSessionWaitingOnALock(store.pool);
       await other.query('commit');
       expect(await write).toEqual({
         inserted: 0,
