@@ -5,6 +5,7 @@
  * inside the client, then job retries, and the datastore ends equal to the sandbox.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { probeIds } from '../../src/perks/client.js';
 import { enqueueEnrollment, enqueueRewardSync } from '../../src/queues/producer.js';
 import { expectConsistent } from '../support/processes.js';
 import { type Harness, startHarness } from '../support/worker-harness.js';
@@ -19,7 +20,7 @@ function statusesSeen(h: Harness, route: RegExp): Set<number> {
   return new Set(
     h.sandbox.state
       .requestLog()
-      .filter((e) => route.test(e.path))
+      .filter((e) => route.test(e.path) && e.consumerId !== probeIds.consumerId)
       .map((e) => e.status),
   );
 }
