@@ -8,6 +8,15 @@ export async function run({ skipMigrate }: { skipMigrate?: boolean }): Promise<n
   const config = loadConfig(configGroups);
   const logger = createLogger(config.log, { pid: process.pid });
   const stopping = shutdownSignal();
+  // Not a hang-up: the credentials' files were rewritten (a rotation), read them again. Taken
+  // from the start (a SIGHUP with no listener ends the process); one during the start is read
+  // once the runtime is up.
+  let hungUp = false;
+  let reread: (() => void) | undefined;
+  process.on('SIGHUP', () => {
+    if (reread) reread();
+    else hungUp = true;
+  });
   const app = await startPerksWorker(config, { logger, stopping, skipMigrate }).catch(
     async (error) => {
       if (!(error instanceof StoppedBeforeStartError)) throw error;
@@ -15,8 +24,8 @@ export async function run({ skipMigrate }: { skipMigrate?: boolean }): Promise<n
     },
   );
   if (!app) return 0;
-  // Not a hang-up: the credentials' files were rewritten (a rotation), read them again.
-  process.on('SIGHUP', () => void app.runtime.rereadCredentials());
+  reread = () => void app.runtime.rereadCredentials();
+  if (hungUp) reread();
   const signal = await stopping;
   const timeoutMs = config.worker.shutdownTimeoutMs;
   logger.info({ signal, timeoutMs }, 'shutting down: finishing active jobs');

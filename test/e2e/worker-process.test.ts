@@ -120,7 +120,7 @@ describe('perks-worker work', () => {
     expect(worker.output()).toContain('"msg":"worker stopped"');
   }, 60_000);
 
-  it('on SIGTERM while PostgreSQL cannot be migrated yet, exits 0 without waiting out the retries', async () => {
+  it('on SIGTERM while PostgreSQL cannot be migrated yet, exits 0 without waiting out the retries; a SIGHUP meanwhile ends nothing', async () => {
     const port = await closedPort();
     const worker = startWorkerProcess(
       rig.workerEnv({ DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/postgres` }),
@@ -128,6 +128,10 @@ describe('perks-worker work', () => {
     await waitFor('a migration retry in its log', () =>
       worker.output().includes('cannot migrate yet') ? true : undefined,
     );
+    // A rotation's SIGHUP during the start is no hang-up (with no listener it ends a process).
+    worker.child.kill('SIGHUP');
+    await sleep(500);
+    expect(worker.alive(), worker.output()).toBe(true);
     worker.child.kill('SIGTERM');
     // The retries go on for a minute; the stop must not wait for them.
     expect(await worker.exited, worker.output()).toBe(0);
