@@ -68,6 +68,13 @@ function sqlStateClass(error: unknown): string | undefined {
   return code && /^[0-9A-Z]{5}$/.test(code) ? code.slice(0, 2) : undefined;
 }
 
+/** write_reward_pages inserts what its snapshot does not hold (its file says why). */
+const insertedMeanwhile = (error: unknown) =>
+  errorCode(error) === '23505' && (error as { constraint?: unknown }).constraint === 'rewards_pkey';
+
+/** Each race needs another write of the same reward committing in between: rare, and bounded. */
+const maxInsertRaces = 5;
+
 /** 22 data exception, 23 integrity constraint, 40 transaction rollback (deadlock). */
 const perPageRefusal = (error: unknown) => ['22', '23', '40'].includes(sqlStateClass(error) ?? '');
 
@@ -154,16 +161,22 @@ export class RewardWriter {
     return batch;
   }
 
-  /** Refused for a value in a body as sent: once more `reserialized`. */
+  /**
+   * Refused for a value in a body as sent: once more `reserialized`. Met a reward another
+   * write inserted since its snapshot: again, when the new snapshot sees it stored.
+   */
   async #statement(pages: readonly PreparedPage[]): Promise<RewardPageResult[]> {
-    this.totals.statements += 1;
     this.totals.pages += pages.length;
-    try {
-      return await writeRewardPages(this.#pool, this.#sql, pages, this.#eventTypes);
-    } catch (error) {
-      if (sqlStateClass(error) !== '22' || !pages.some((page) => page.sent !== null)) throw error;
+    let sent = pages;
+    for (let attempt = 1; ; attempt++) {
       this.totals.statements += 1;
-      return writeRewardPages(this.#pool, this.#sql, pages.map(reserialized), this.#eventTypes);
+      try {
+        return await writeRewardPages(this.#pool, this.#sql, sent, this.#eventTypes);
+      } catch (error) {
+        if (attempt < maxInsertRaces && insertedMeanwhile(error)) continue;
+        if (sqlStateClass(error) !== '22' || !sent.some((page) => page.sent !== null)) throw error;
+        sent = sent.map(reserialized);
+      }
     }
   }
 

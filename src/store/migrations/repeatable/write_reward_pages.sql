@@ -12,8 +12,9 @@
 -- Pages of one call share no consumer and no reward id: the statement cannot touch a row twice.
 --
 -- Stale-write guard: a stored row is only overwritten by a strictly newer observation
--- (rewards.observed_at < excluded.observed_at), so concurrent syncs converge on the newest (a
--- reward another sync inserted after this statement began: at the next sync, with its events).
+-- (rewards.observed_at < new observed_at), so concurrent syncs converge on the newest. A
+-- reward another sync inserted after this statement began fails it (a unique violation on
+-- rewards_pkey): the writer runs it again, and the new snapshot sees the row stored.
 -- A stored reward is rewritten only when its content changed, it comes back from missing or
 -- its last_seen_at is over an hour old; others are not even locked and write no WAL. Only a
 -- complete scan whose total did not move and that rejected no item (it may be a stored
@@ -34,9 +35,9 @@
 -- reward_event_json.
 -- It sends NOTIFY perks_reward_events with the highest id added (delivered at commit).
 --
--- Locks: the rows to update are read `for update` in id order, the order the insert takes,
--- so two writers cannot deadlock; the lock returns a concurrently committed version, so a
--- status change records the status it really replaces.
+-- Locks: the rows to update are read `for update` in id order before any insert, and new
+-- rows are inserted in id order, so two writers cannot deadlock; the lock returns a
+-- concurrently committed version, so a status change records the status it really replaces.
 --
 -- A function, with SET clauses: it plans once per session (planning every call was most of a
 -- small page's database time) and its settings hold through PgBouncer transaction pooling.
@@ -64,8 +65,8 @@ begin
     -- stored_write: null when the reward is not stored, else whether the stored version needs
     -- this write (the statement's snapshot; `previous` checks again under the row lock). One
     -- index probe per row: lateral with offset 0, never flattened into a join the planner may
-    -- turn into a scan of the whole table. The other columns are read from raw in `written`,
-    -- for the rows it writes only: an unchanged reward costs its probe and nothing else.
+    -- turn into a scan of the whole table. The other columns are read from raw in `inserted`
+    -- and `updated`, for the rows they write only: an unchanged reward costs its probe alone.
     select f.p, f.observed_at, r.*, s.write as stored_write
     from jsonb_to_recordset($1::jsonb) as b(consumer_id text, body jsonb)
     cross join lateral jsonb_array_elements(b.body->'items') as e(raw)
@@ -137,7 +138,7 @@ begin
       r.brand_logo
   ),
   previous as (
-    -- Each comparison once: `pending`, `written`, `moved`, `changes` and `reported` read them.
+    -- Each comparison once: `pending`, `updated`, `moved`, `changes` and `reported` read them.
     select r.id, r.status, r.consumer_status,
            m.content_changed or r.missing_since is not null as changed,
            r.missing_since is not null as was_missing,
@@ -166,9 +167,9 @@ begin
     -- The consumers this statement records an event for, known before any row is written: a
     -- new reward (reward.created), a locked one `previous` finds missing (reward.restored) or
     -- with another status (reward.status_changed), one `missing` marks. One upsert, in
-    -- consumer order. Event ids are taken only once their consumer's mark is (`written` and
+    -- consumer order. Event ids are taken only once their consumer's mark is (`inserted` and
     -- `events` join this): its row lock, held to commit, makes a concurrent write of that
-    -- consumer take its ids after. A new reward found stored meanwhile marks it for nothing.
+    -- consumer take its ids after.
     insert into reward_event_pending as q (consumer_id)
     select distinct m.consumer_id from (
       select i.consumer_id from input i
@@ -184,50 +185,55 @@ begin
     on conflict (consumer_id) do update set dispatched_at = null
     returning q.consumer_id
   ),
-  written as (
-    insert into rewards as rewards (
+  inserted as (
+    -- The rewards the snapshot does not hold, by a plain insert: ON CONFLICT's speculative
+    -- insertion cost a first sync about a sixth of its database time. A reward another sync
+    -- inserted since this statement's snapshot fails it with a unique violation on
+    -- rewards_pkey (the writer runs it again, and then sees the row stored). event_id: a new
+    -- id for a new reward whose consumer `pending` marked.
+    insert into rewards (
       id, consumer_id, amount, type, status, consumer_status, created_at,
       transaction_external_id, transaction_executed_at, brand_name, brand_logo, raw,
       first_seen_at, last_seen_at, observed_at, event_id)
-    -- event_id: a new id for a new reward whose consumer `pending` marked; 0 for a stored one
-    -- whose event `moved` takes (ids start at 1), which the update reads as "clear it".
     select i.id, i.consumer_id, w.amount, w.type, w.status, w.consumer_status, w.created_at,
            w.transaction->>'external_id', (w.transaction->>'executed_at')::timestamptz,
-           w.brand->>'name', w.brand->>'logo', i.raw,
-           coalesce(p.first_seen_at, i.observed_at), i.observed_at, i.observed_at,
-           case when i.stored_write is null and q.consumer_id is not null
-                     and 'reward.created' = any($4::text[]) then nextval('reward_event_ids')
-                when p.moved_event_id is not null then 0 end
-    from input i left join previous p on p.id = i.id
+           w.brand->>'name', w.brand->>'logo', i.raw, i.observed_at, i.observed_at, i.observed_at,
+           case when q.consumer_id is not null and 'reward.created' = any($4::text[])
+                then nextval('reward_event_ids') end
+    from input i
     left join pending q on q.consumer_id = i.consumer_id
     cross join lateral jsonb_to_record(i.raw) as w(
       amount numeric, type text, status text, consumer_status text, created_at timestamptz,
       transaction jsonb, brand jsonb)
-    -- A stored reward that needs no write is left out: ON CONFLICT DO UPDATE would lock it (a
-    -- WAL record per row) only to find nothing to do.
-    where i.stored_write is null or p.id is not null
+    where i.stored_write is null
     order by i.id
-    on conflict (id) do update set
-      consumer_id = excluded.consumer_id, amount = excluded.amount, type = excluded.type,
-      status = excluded.status, consumer_status = excluded.consumer_status,
-      created_at = excluded.created_at, transaction_external_id = excluded.transaction_external_id,
-      transaction_executed_at = excluded.transaction_executed_at,
-      brand_name = excluded.brand_name, brand_logo = excluded.brand_logo, raw = excluded.raw,
-      last_seen_at = excluded.observed_at, observed_at = excluded.observed_at, missing_since = null,
-      event_id = case when excluded.event_id = 0 then null else rewards.event_id end
-    -- Only rows `previous` locked (the insert carries their own first_seen_at): one another
-    -- sync inserted since this statement's snapshot is left to the next sync, which sees it
-    -- stored and records its change, status change and events.
-    where excluded.first_seen_at = rewards.first_seen_at
-      and rewards.observed_at < excluded.observed_at
-      and ((rewards.consumer_id, rewards.raw) is distinct from (excluded.consumer_id, excluded.raw)
-           or rewards.missing_since is not null
-           or rewards.last_seen_at < excluded.observed_at - interval '1 hour')
-    -- first_seen_at is never updated and an update needs a newer observation than the stored
-    -- one (itself never older than first_seen_at): the two are equal exactly on an insert.
     returning id, consumer_id, amount, type, status, consumer_status, created_at,
       transaction_external_id, transaction_executed_at, brand_name, brand_logo,
-      first_seen_at = observed_at as inserted, event_id
+      true as inserted, event_id
+  ),
+  updated as (
+    -- Exactly the rows `previous` locked, whose conditions it checked under the lock. A held
+    -- reward.created whose content changes is cleared here, and `moved` logs it.
+    update rewards r set
+      consumer_id = i.consumer_id, amount = w.amount, type = w.type, status = w.status,
+      consumer_status = w.consumer_status, created_at = w.created_at,
+      transaction_external_id = w.transaction->>'external_id',
+      transaction_executed_at = (w.transaction->>'executed_at')::timestamptz,
+      brand_name = w.brand->>'name', brand_logo = w.brand->>'logo', raw = i.raw,
+      last_seen_at = i.observed_at, observed_at = i.observed_at, missing_since = null,
+      event_id = case when p.moved_event_id is not null then null else r.event_id end
+    from previous p join input i on i.id = p.id
+    cross join lateral jsonb_to_record(i.raw) as w(
+      amount numeric, type text, status text, consumer_status text, created_at timestamptz,
+      transaction jsonb, brand jsonb)
+    -- By id (an array: an index lookup whatever the planner thinks of previous's size).
+    where r.id = any(array(select x.id from previous x)) and r.id = p.id
+    returning r.id, r.consumer_id, r.amount, r.type, r.status, r.consumer_status, r.created_at,
+      r.transaction_external_id, r.transaction_executed_at, r.brand_name, r.brand_logo,
+      false as inserted, r.event_id
+  ),
+  written as (
+    select * from inserted union all select * from updated
   ),
   moved as (
     insert into reward_event_log (id, type, consumer_id, user_id, reward_id, data, created_at)
