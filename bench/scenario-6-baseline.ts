@@ -45,7 +45,11 @@ async function naiveScript(
     );
     const tokenResponse = await fetch(`${baseUrl}/tokens`, {
       method: 'POST',
-      headers: { authorization: `Basic ${basic}`, 'content-type': 'application/json' },
+      headers: {
+        authorization: `Basic ${basic}`,
+        'content-type': 'application/json',
+        'x-api-version': '2.0.0',
+      },
       body: '{"grant_type":"client_credentials"}',
     });
     const { access_token: token } = (await tokenResponse.json()) as { access_token: string };
