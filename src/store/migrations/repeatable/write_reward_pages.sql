@@ -65,8 +65,8 @@ begin
     -- stored_write: null when the reward is not stored, else whether the stored version needs
     -- this write (the statement's snapshot; `previous` checks again under the row lock). One
     -- index probe per row: lateral with offset 0, never flattened into a join the planner may
-    -- turn into a scan of the whole table. The other columns are read from raw in `inserted`
-    -- and `updated`, for the rows they write only: an unchanged reward costs its probe alone.
+    -- turn into a scan of the whole table. The other columns are read from raw in `content`,
+    -- for the rows that may be written only: an unchanged reward costs its probe alone.
     select f.p, f.observed_at, r.*, s.write as stored_write
     from jsonb_to_recordset($1::jsonb) as b(consumer_id text, body jsonb)
     cross join lateral jsonb_array_elements(b.body->'items') as e(raw)
@@ -185,6 +185,19 @@ begin
     on conflict (consumer_id) do update set dispatched_at = null
     returning q.consumer_id
   ),
+  content as (
+    -- The columns of each reward this statement may write, read from raw once; `inserted`
+    -- and `updated` take them.
+    select i.id, w.amount, w.type, w.status, w.consumer_status, w.created_at,
+           w.transaction->>'external_id' as transaction_external_id,
+           (w.transaction->>'executed_at')::timestamptz as transaction_executed_at,
+           w.brand->>'name' as brand_name, w.brand->>'logo' as brand_logo
+    from input i
+    cross join lateral jsonb_to_record(i.raw) as w(
+      amount numeric, type text, status text, consumer_status text, created_at timestamptz,
+      transaction jsonb, brand jsonb)
+    where i.stored_write is not false
+  ),
   inserted as (
     -- The rewards the snapshot does not hold, by a plain insert: ON CONFLICT's speculative
     -- insertion cost a first sync about a sixth of its database time. A reward another sync
@@ -195,16 +208,13 @@ begin
       id, consumer_id, amount, type, status, consumer_status, created_at,
       transaction_external_id, transaction_executed_at, brand_name, brand_logo, raw,
       first_seen_at, last_seen_at, observed_at, event_id)
-    select i.id, i.consumer_id, w.amount, w.type, w.status, w.consumer_status, w.created_at,
-           w.transaction->>'external_id', (w.transaction->>'executed_at')::timestamptz,
-           w.brand->>'name', w.brand->>'logo', i.raw, i.observed_at, i.observed_at, i.observed_at,
+    select i.id, i.consumer_id, c.amount, c.type, c.status, c.consumer_status, c.created_at,
+           c.transaction_external_id, c.transaction_executed_at, c.brand_name, c.brand_logo,
+           i.raw, i.observed_at, i.observed_at, i.observed_at,
            case when q.consumer_id is not null and 'reward.created' = any($4::text[])
                 then nextval('reward_event_ids') end
-    from input i
+    from input i join content c on c.id = i.id
     left join pending q on q.consumer_id = i.consumer_id
-    cross join lateral jsonb_to_record(i.raw) as w(
-      amount numeric, type text, status text, consumer_status text, created_at timestamptz,
-      transaction jsonb, brand jsonb)
     where i.stored_write is null
     order by i.id
     returning id, consumer_id, amount, type, status, consumer_status, created_at,
@@ -215,17 +225,14 @@ begin
     -- Exactly the rows `previous` locked, whose conditions it checked under the lock. A held
     -- reward.created whose content changes is cleared here, and `moved` logs it.
     update rewards r set
-      consumer_id = i.consumer_id, amount = w.amount, type = w.type, status = w.status,
-      consumer_status = w.consumer_status, created_at = w.created_at,
-      transaction_external_id = w.transaction->>'external_id',
-      transaction_executed_at = (w.transaction->>'executed_at')::timestamptz,
-      brand_name = w.brand->>'name', brand_logo = w.brand->>'logo', raw = i.raw,
+      consumer_id = i.consumer_id, amount = c.amount, type = c.type, status = c.status,
+      consumer_status = c.consumer_status, created_at = c.created_at,
+      transaction_external_id = c.transaction_external_id,
+      transaction_executed_at = c.transaction_executed_at,
+      brand_name = c.brand_name, brand_logo = c.brand_logo, raw = i.raw,
       last_seen_at = i.observed_at, observed_at = i.observed_at, missing_since = null,
       event_id = case when p.moved_event_id is not null then null else r.event_id end
-    from previous p join input i on i.id = p.id
-    cross join lateral jsonb_to_record(i.raw) as w(
-      amount numeric, type text, status text, consumer_status text, created_at timestamptz,
-      transaction jsonb, brand jsonb)
+    from previous p join input i on i.id = p.id join content c on c.id = p.id
     -- By id (an array: an index lookup whatever the planner thinks of previous's size).
     where r.id = any(array(select x.id from previous x)) and r.id = p.id
     returning r.id, r.consumer_id, r.amount, r.type, r.status, r.consumer_status, r.created_at,
