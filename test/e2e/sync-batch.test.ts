@@ -10,12 +10,11 @@ import {
   processRewardSyncBatch,
   type RewardSyncBatchResult,
 } from '../../src/jobs/sync-rewards-batch.js';
-import { probeIds } from '../../src/perks/client.js';
 import { jobNames } from '../../src/queues/names.js';
 import type { PerksJob } from '../../src/queues/payloads.js';
 import { enqueueRewardSync, enqueueRewardSyncs } from '../../src/queues/producer.js';
 import { expectConsistent } from '../support/processes.js';
-import { type Harness, startHarness } from '../support/worker-harness.js';
+import { consumerRequests, type Harness, startHarness } from '../support/worker-harness.js';
 
 let harness: Harness | undefined;
 afterEach(async () => {
@@ -127,9 +126,8 @@ describe('sync jobs of several consumers', () => {
     const result = await processRewardSyncBatch(job, h.runtime.ctx);
 
     expect(result).toMatchObject({ consumers: 3, synced: 1, leftToOwnJob: ['own_a', 'own_c'] });
-    const syncedUpstream = h.sandbox.state
-      .requestLog()
-      .filter((r) => r.path.includes('/rewards') && r.consumerId !== probeIds.consumerId)
+    const syncedUpstream = consumerRequests(h.sandbox)
+      .filter((r) => r.path.includes('/rewards'))
       .map((r) => r.consumerId);
     expect(syncedUpstream).toEqual(['own_b']);
     // own_a keeps its one job; own_c has a job of its own again.

@@ -5,10 +5,9 @@
  * inside the client, then job retries, and the datastore ends equal to the sandbox.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { probeIds } from '../../src/perks/client.js';
 import { enqueueEnrollment, enqueueRewardSync } from '../../src/queues/producer.js';
 import { expectConsistent } from '../support/processes.js';
-import { type Harness, startHarness } from '../support/worker-harness.js';
+import { consumerRequests, type Harness, startHarness } from '../support/worker-harness.js';
 
 let harness: Harness | undefined;
 afterEach(async () => {
@@ -18,9 +17,8 @@ afterEach(async () => {
 
 function statusesSeen(h: Harness, route: RegExp): Set<number> {
   return new Set(
-    h.sandbox.state
-      .requestLog()
-      .filter((e) => route.test(e.path) && e.consumerId !== probeIds.consumerId)
+    consumerRequests(h.sandbox)
+      .filter((e) => route.test(e.path))
       .map((e) => e.status),
   );
 }

@@ -8,6 +8,7 @@ import { type PerksWorker, startPerksWorker } from '../../src/app.js';
 import { type Config, configGroups, loadConfig } from '../../src/config.js';
 import type { Runtime } from '../../src/jobs/runtime.js';
 import type { RunningWorker } from '../../src/jobs/worker.js';
+import { probeIds } from '../../src/perks/client.js';
 import { type Sandbox, type SandboxOptions, startSandbox } from '../../src/sandbox/index.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 import { testQueuePrefix } from './redis.js';
@@ -123,4 +124,9 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
 /** The reward ids the sandbox holds for a consumer, sorted like `rewardIds`. */
 export function upstreamRewardIds(sandbox: Sandbox, consumerId: string): string[] {
   return (sandbox.state.rewardsOf(consumerId) as { id: string }[]).map((r) => r.id).sort();
+}
+
+/** The sandbox's request log less the worker's credentials probes (one at every start). */
+export function consumerRequests(sandbox: Sandbox) {
+  return sandbox.state.requestLog().filter((entry) => entry.consumerId !== probeIds.consumerId);
 }
