@@ -3,6 +3,8 @@
  * The `perks-worker` command: runs the command line, and turns the errors a user can fix into
  * their lines on stderr and an exit status (see errors.ts).
  */
+// First: `work` takes SIGHUP before the rest loads (hangups.ts).
+import './cli/hangups.js';
 import { createRequire } from 'node:module';
 import { runCli } from './cli/program.js';
 import { InputError, OperationalError } from './errors.js';

@@ -3,8 +3,12 @@
  * SIGKILLed replica's job is taken up by another and ends with nothing lost or duplicated.
  */
 
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Producer } from '../../src/queues/producer.js';
 import type { Sandbox } from '../../src/sandbox/index.js';
@@ -136,6 +140,41 @@ describe('perks-worker work', () => {
     // The retries go on for a minute; the stop must not wait for them.
     expect(await worker.exited, worker.output()).toBe(0);
     expect(worker.output()).toContain('stopped before the worker started');
+  }, 30_000);
+
+  it('a SIGHUP while `work` still loads its modules ends nothing, and is read once it runs', async () => {
+    // A loader hook sends it as the worker's own modules load (the command's module is imported
+    // lazily, after the command line's): the window before `work` itself runs.
+    const dir = await mkdtemp(join(tmpdir(), 'perks-hup-'));
+    const hooks = pathToFileURL(join(dir, 'hooks.mjs')).href;
+    await writeFile(
+      join(dir, 'hooks.mjs'),
+      `export async function load(url, context, next) {
+        if (url.endsWith('/src/app.js')) {
+          process.kill(process.pid, 'SIGHUP');
+          await new Promise((resolve) => setTimeout(resolve, 200));
+        }
+        return next(url, context);
+      }`,
+    );
+    await writeFile(
+      join(dir, 'register.mjs'),
+      `import { register } from 'node:module'; register(${JSON.stringify(hooks)});`,
+    );
+    const register = pathToFileURL(join(dir, 'register.mjs')).href;
+    const worker = startWorkerProcess(rig.workerEnv({ NODE_OPTIONS: `--import=${register}` }));
+    try {
+      const read = () => worker.output().includes('credentials are variables');
+      await waitFor('the SIGHUP read, or the worker gone', () =>
+        read() || !worker.alive() ? true : undefined,
+      );
+      expect(worker.alive(), worker.output()).toBe(true);
+      expect(worker.output()).toContain('"worker started"');
+      expect(await worker.stop(), worker.output()).toBe(0);
+    } finally {
+      await worker.stop();
+      await rm(dir, { recursive: true, force: true });
+    }
   }, 30_000);
 
   it.each([
