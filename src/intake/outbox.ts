@@ -96,6 +96,11 @@ export function startOutboxDrain(options: OutboxOptions) {
     }
   };
 
+  if (!options.consumerIdKey) {
+    logger.info(
+      'outbox: rows whose user_id is not a consumer id wait for a replica with PERKS_CONSUMER_ID_KEY',
+    );
+  }
   const running = run();
   const listener = options.listen === false ? undefined : listenForSignups(options, wakeup.wake);
   return {
@@ -129,14 +134,14 @@ function retention(d: Drainer, retentionDays: number): () => Promise<void> {
 async function drainBatch(d: Drainer): Promise<number> {
   const startedAt = Date.now();
   const batch = await inTransaction(d.pool, async (client) => {
-    const rows = await claimWaitingSignups(client, d.schema, d.batchSize);
+    const rows = await claimWaitingSignups(client, d.schema, d.batchSize, Boolean(d.consumerIdKey));
     const valid: { id: string; payload: EnrollmentPayload }[] = [];
     const refused: OutboxOutcome[] = [];
     for (const { id, ...signup } of rows) {
       const checked = checkSignup(signup, d.consumerIdKey);
       if (checked.ok) valid.push({ id, payload: checked.value });
-      // This replica's configuration, not the row, is at fault: the batch rolls back, its rows
-      // wait for a replica that has the key (or for this one, once given it).
+      // Not claimed without the key (claim_waiting_signups.sql); should the two checks part,
+      // the batch rolls back rather than refuse a row for this replica's configuration.
       else if (checked.problems.some((p) => p.message === ConsumerIdKeyMissingError.problem))
         throw new ConsumerIdKeyMissingError(`outbox row ${id} user_id`);
       else refused.push({ id, error: describeProblems(checked.problems) });

@@ -15,14 +15,18 @@ export interface OutboxRow {
 
 export type OutboxOutcome = { id: string; jobId: string } | { id: string; error: string };
 
-/** Oldest first, skip locked: replicas draining at once take different rows. */
+/**
+ * Oldest first, skip locked: replicas draining at once take different rows. Not `derivable`
+ * (no PERKS_CONSUMER_ID_KEY): only the rows whose user_id is a consumer id as it is.
+ */
 export async function claimWaitingSignups(
   client: pg.ClientBase,
   schema: string,
   limit: number,
+  derivable: boolean,
 ): Promise<OutboxRow[]> {
-  const sql = `select * from ${schema}.claim_waiting_signups($1)`;
-  return (await client.query<OutboxRow>(sql, [limit])).rows;
+  const sql = `select * from ${schema}.claim_waiting_signups($1, $2)`;
+  return (await client.query<OutboxRow>(sql, [limit, derivable])).rows;
 }
 
 export async function markSignupsProcessed(

@@ -261,14 +261,21 @@ describe('signup outbox', () => {
     expect(messages(rig, 'outbox rows refused; see their error')).toHaveLength(1);
   });
 
-  it('leaves a row that needs PERKS_CONSUMER_ID_KEY waiting on a replica without it', async () => {
-    const keyless = await startRig({ consumerIdKey: undefined });
+  it('leaves a row that needs PERKS_CONSUMER_ID_KEY waiting on a replica without it, and drains the rows behind it', async () => {
+    // One row a batch: a claim of the waiting row would take the whole batch.
+    const keyless = await startRig({ consumerIdKey: undefined, batchSize: 1 });
     const id = await signup('someone@example.com');
-    await expect(keyless.drain.drainNow()).rejects.toThrow(
-      `outbox row ${id} user_id: this user id is not a valid consumer id`,
-    );
+    const after = await signup('good-after-1');
+    expect(await keyless.drain.drainNow()).toBe(1);
     await keyless.drain.close();
-    expect(await waitingRows()).toBe(1);
+    const rows = await outboxRows();
+    expect(rows.find((r) => r.id === id)).toMatchObject({ processed_at: null, error: null });
+    expect(rows.find((r) => r.id === after)).toMatchObject({
+      job_id: expect.stringMatching(/^enroll-/),
+    });
+    expect(keyless.logs.map((l) => l.msg)).toContain(
+      'outbox: rows whose user_id is not a consumer id wait for a replica with PERKS_CONSUMER_ID_KEY',
+    );
     const keyed = await startRig();
     expect(await keyed.drain.drainNow()).toBe(0); // its first pass took it
     const row = (await outboxRows()).find((r) => r.id === id);
