@@ -34,7 +34,7 @@ export const deliverJobName = 'deliver-events';
 
 export type DeliveryJobData = {
   consumerId: string;
-  /** When the receiver began refusing this job's events (ISO), cleared by a delivery. */
+  /** When the receiver began refusing the job's next event (ISO), cleared once it is delivered or given up. */
   refusedSince?: string;
 };
 
@@ -142,6 +142,8 @@ async function deliverConsumerEvents(
         const { message } = error as Error;
         const attempts = job.attemptsMade + 1;
         await recordFailure(ctx.pool, ctx.schema, event, { attempts, lastError: message });
+        // The refusals of the next event are its own: it gets the whole age too.
+        if (job.data.refusedSince) await job.updateData({ consumerId });
         ctx.metrics.webhookDelivery('failed');
         ctx.logger.error(
           { consumerId, eventId: event.id, type: event.type, err: { message } },

@@ -274,4 +274,64 @@ describe('reward events as signed webhooks', () => {
     },
     60_000,
   );
+  it('gives the event after a given-up one the whole max age again', async () => {
+    await webhooks?.close();
+    webhooks = undefined;
+    const queue = new Queue<DeliveryJobData>(queueNames.webhooks, {
+      connection: harness.runtime.connection,
+      prefix: harness.prefix,
+    });
+    harness.sandbox.state.addConsumer('wh_streak', { rewards: 2 });
+    await syncAll(['wh_streak']);
+    const pool = harness.runtime.ctx.store.pool;
+    const ids = (
+      await pool.query<{ id: string }>(
+        `select id from perks.reward_events where consumer_id = 'wh_streak' order by id`,
+      )
+    ).rows.map((row) => row.id);
+    // The first event is refused for good; the second once, after the first was given up.
+    const tries = new Map<string, number>();
+    const sender = new (class extends WebhookSender {
+      override async send(event: Parameters<WebhookSender['send']>[0], signal?: AbortSignal) {
+        const n = (tries.get(event.id) ?? 0) + 1;
+        tries.set(event.id, n);
+        if (event.id === ids[0] || n === 1) throw new Error(`refused try ${n}`);
+        return super.send(event, signal);
+      }
+    })({ url: receiver.url, secret: receiver.secret, timeoutMs: 1000, connections: 2 });
+    const delivery = startWebhookDelivery({
+      pool,
+      schema: '"perks"',
+      sender,
+      maxAgeMs: 1500,
+      logger,
+      metrics: harness.runtime.metrics,
+      connection: harness.runtime.connection,
+      prefix: harness.prefix,
+      queue,
+      concurrency: 2,
+      lockMs: 30_000,
+    });
+    try {
+      await waitFor(
+        'the second event delivered, or given up',
+        async () => {
+          const failed = await listDeliveries(pool, '"perks"', { failed: true, limit: 10 });
+          const streak = failed.filter((row) => row.consumer_id === 'wh_streak');
+          const sent = receiver.accepted.some((d) => d.id === `evt_${ids[1]}`);
+          return sent || streak.length === 2 ? true : undefined;
+        },
+        30_000,
+        200,
+      );
+      const failed = await listDeliveries(pool, '"perks"', { failed: true, limit: 10 });
+      expect(failed.filter((row) => row.consumer_id === 'wh_streak').map((row) => row.id)).toEqual([
+        ids[0],
+      ]);
+      expect(receiver.accepted.map((d) => d.id)).toContain(`evt_${ids[1]}`);
+    } finally {
+      await delivery.close();
+      await queue.close();
+    }
+  }, 60_000);
 });
