@@ -23,7 +23,7 @@ import { within } from '../ops/timeouts.js';
 import type { ContinueTrace } from '../ops/tracing.js';
 import { describeProblems } from '../queues/payloads.js';
 import { enqueueEnrollments } from '../queues/producer.js';
-import { type Checked, checkSignup, type Door } from './signups.js';
+import { type Checked, checkSignup, type Door, onlyKeyMissing } from './signups.js';
 
 export interface AmqpIntakeOptions extends Door {
   /** INTAKE_AMQP_URL, logged redacted. */
@@ -120,6 +120,7 @@ function messageHandler(
   const deadQueue = deadQueueOf(options.queue);
   const retryPause = outagePause();
   const redisOutage = outageLogger(ctx.log, 'cannot enqueue signups; messages requeued');
+  const keyOutage = outageLogger(ctx.log, 'signups need PERKS_CONSUMER_ID_KEY; messages requeued');
   // At most a line a minute: a flood of invalid messages shows in the metrics, not the log.
   const rejections = oncePerOutage((error) =>
     ctx.log.warn(
@@ -131,6 +132,11 @@ function messageHandler(
     const body = jsonOf(message);
     const signup = body.ok ? checkSignup(body.value, consumerIdKey) : body;
     try {
+      if (!signup.ok && onlyKeyMissing(signup.problems)) {
+        keyOutage.error(new Error(describeProblems(signup.problems)));
+        await retryPause.wait(ctx.stopping.signal);
+        return ConsumerStatus.REQUEUE;
+      }
       if (!signup.ok) {
         const reason = describeProblems(signup.problems);
         // Declared each time: a confirmed publish to a deleted queue is dropped in silence.

@@ -13,7 +13,14 @@ import { type Outage, outageLogger } from '../ops/outage.js';
 import { withTimeout } from '../ops/timeouts.js';
 import type { ContinueTrace } from '../ops/tracing.js';
 import { enqueueEnrollments, enqueueRewardSync } from '../queues/producer.js';
-import { type Checked, checkAll, checkSignup, checkSyncRequest, type Door } from './signups.js';
+import {
+  type Checked,
+  checkAll,
+  checkSignup,
+  checkSyncRequest,
+  type Door,
+  onlyKeyMissing,
+} from './signups.js';
 
 export interface HttpIntakeOptions extends Door {
   port: number;
@@ -130,14 +137,20 @@ function createApp(token: string, logger: Logger): FastifyInstance {
  */
 function batchRoute<T>(
   app: FastifyInstance,
-  { metrics, continueTrace }: HttpIntakeOptions,
+  { metrics, continueTrace, logger }: HttpIntakeOptions,
   redisOutage: Outage,
   route: BatchRoute<T>,
 ): void {
   const inTraceOf: ContinueTrace = continueTrace ?? ((_headers, fn) => fn());
+  const keyOutage = outageLogger(logger, 'signups need PERKS_CONSUMER_ID_KEY; answering 503');
   app.post(route.url, async (request, reply) => {
     const items = itemsOf(request.body);
     const checked = items.ok ? checkAll(items.value, route.check) : items;
+    if (!checked.ok && onlyKeyMissing(checked.problems)) {
+      const error = `this replica has no PERKS_CONSUMER_ID_KEY to derive the consumer id of ${checked.problems.length} item(s) (the first: item ${checked.problems[0]?.index}); nothing was accepted, retry later`;
+      keyOutage.error(new Error(error));
+      return reply.code(503).header('retry-after', '30').send({ error, errors: checked.problems });
+    }
     if (!checked.ok) {
       metrics.intake('http', 'rejected', items.ok ? items.value.length : 1);
       const first = checked.problems[0];

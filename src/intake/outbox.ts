@@ -22,7 +22,7 @@ import {
   signupOutboxChannel,
 } from '../store/outbox.js';
 import { inTransaction } from '../store/transaction.js';
-import { checkSignup, type Door } from './signups.js';
+import { checkSignup, type Door, onlyKeyMissing } from './signups.js';
 
 export interface OutboxOptions extends Door {
   /** Pool the batches run on, a transaction each (fine through PgBouncer's transaction pooling). */
@@ -142,7 +142,7 @@ async function drainBatch(d: Drainer): Promise<number> {
       if (checked.ok) valid.push({ id, payload: checked.value });
       // Not claimed without the key (claim_waiting_signups.sql); should the two checks part,
       // the batch rolls back rather than refuse a row for this replica's configuration.
-      else if (checked.problems.some((p) => p.message === ConsumerIdKeyMissingError.problem))
+      else if (onlyKeyMissing(checked.problems))
         throw new ConsumerIdKeyMissingError(`outbox row ${id} user_id`);
       else refused.push({ id, error: describeProblems(checked.problems) });
     }

@@ -23,7 +23,7 @@ import type { Queues } from '../queues/queues.js';
 /** What each door is given; its queues on a fail-fast connection: a caller learns at once. */
 export interface Door {
   queues: Queues;
-  /** PERKS_CONSUMER_ID_KEY: a user id that needs it is refused while it is unset. */
+  /** PERKS_CONSUMER_ID_KEY: a user id that needs it waits while it is unset (onlyKeyMissing). */
   consumerIdKey: string | undefined;
   logger: Logger;
   metrics: IntakeMetrics;
@@ -77,6 +77,13 @@ export function checkSignup(
     return { ok: false, problems: [problem] };
   }
 }
+
+/**
+ * Every problem is this replica's missing PERKS_CONSUMER_ID_KEY: its configuration, not the
+ * signup, is at fault, so no door refuses it (HTTP 503, AMQP requeue, the outbox leaves it).
+ */
+export const onlyKeyMissing = (problems: readonly Problem[]): boolean =>
+  problems.length > 0 && problems.every((p) => p.message === ConsumerIdKeyMissingError.problem);
 
 /** Checks one sync request, `{"consumer_id": "..."}`, into its consumer id. */
 export const checkSyncRequest = (value: unknown): Checked<string> =>

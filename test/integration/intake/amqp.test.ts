@@ -164,10 +164,29 @@ describe('RabbitMQ intake', () => {
     expect(await readyCount(deadQueueOf(queue))).toBe(0);
   }, 40_000);
 
+  it('requeues a signup that needs PERKS_CONSUMER_ID_KEY on a replica without it, for one that has it', async () => {
+    const queue = await newQueue();
+    const keyless = await start(queue, { consumerIdKey: undefined });
+    await publish(queue, [{ user_id: 'someone@example.com' }, { user_id: 'amqp_keyless_ok' }]);
+    await waitFor('the other one enqueued', () =>
+      keyless.counts.accepted === 1 ? true : undefined,
+    );
+    await sleep(1000); // the one that needs the key is requeued, after a pause each time
+    expect(keyless.counts).toEqual({ accepted: 1, duplicate: 0, rejected: 0 });
+    await intake?.close();
+    intake = undefined;
+    expect(await readyCount(deadQueueOf(queue))).toBe(0);
+    expect(await readyCount(queue)).toBe(1);
+    const keyed = await start(queue);
+    await waitFor('enqueued by a replica with the key', () =>
+      keyed.counts.accepted === 1 ? true : undefined,
+    );
+    expect(await readyCount(queue)).toBe(0);
+  });
+
   it('invalid messages go to <queue>.dead with x-perks-error naming the field; only the valid one is enqueued', async () => {
     const queue = await newQueue();
-    // No PERKS_CONSUMER_ID_KEY: a user id that is not a consumer id cannot be used.
-    const { counts } = await start(queue, { consumerIdKey: undefined });
+    const { counts } = await start(queue);
     const before = created();
     const rawNotJson = Buffer.from('{"user_id": "amqp_cut_off"');
     await publisher.send(
@@ -184,16 +203,15 @@ describe('RabbitMQ intake', () => {
       { user_id: 'amqp_extra_field', colour: 'red' },
       { user_id: 'amqp_both', extra_consents: ['BASIC'], removed_consents: ['BASIC'] },
       {},
-      { user_id: 'someone@example.com' },
       'not json at all',
       { user_id: 'amqp_valid_1' },
     ]);
     await publisher.send({ routingKey: queue, contentType: 'application/json' }, rawNotJson);
 
-    await waitFor('8 messages handled', () =>
-      counts.accepted + counts.rejected === 8 ? true : undefined,
+    await waitFor('7 messages handled', () =>
+      counts.accepted + counts.rejected === 7 ? true : undefined,
     );
-    expect(counts).toEqual({ accepted: 1, duplicate: 0, rejected: 7 });
+    expect(counts).toEqual({ accepted: 1, duplicate: 0, rejected: 6 });
 
     const dead: { reason: string; body: unknown; headers: Record<string, unknown> }[] = [];
     const deadQueue = deadQueueOf(queue);
@@ -209,7 +227,6 @@ describe('RabbitMQ intake', () => {
       expect.stringMatching(/^extra_consents\[1\]: Invalid option: expected one of "BASIC"\|/),
       'removed_consents: BASIC is also an extra consent',
       'user_id: is required',
-      'user_id: this user id is not a valid consumer id (2-100 of [a-zA-Z0-9_-]), so it must be derived, and PERKS_CONSUMER_ID_KEY is not set',
     ]);
     const badConsent = dead.find((d) => d.reason.startsWith('extra_consents'));
     expect(badConsent?.headers['x-tenant']).toBe('eu-1');

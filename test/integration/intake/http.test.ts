@@ -202,6 +202,43 @@ describe('HTTP intake', () => {
     );
   }, 90_000);
 
+  it('answers 503 for signups that need PERKS_CONSUMER_ID_KEY on a replica without it, 400 when one is also invalid', async () => {
+    const keyless = await startHttpIntake({
+      port: 0,
+      host: '127.0.0.1',
+      token,
+      queues,
+      consumerIdKey: undefined,
+      logger,
+      metrics,
+    });
+    try {
+      const send = (body: unknown) =>
+        fetch(`http://127.0.0.1:${keyless.port}/v1/enrollments`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
+      const before = await enrollmentJobs();
+      const waiting = await send([
+        { user_id: 'http_keyless_ok' },
+        { user_id: 'someone@example.com' },
+      ]);
+      expect(waiting.status).toBe(503);
+      expect(waiting.headers.get('retry-after')).toBe('30');
+      expect(await waiting.json()).toMatchObject({
+        error:
+          'this replica has no PERKS_CONSUMER_ID_KEY to derive the consumer id of 1 item(s) (the first: item 1); nothing was accepted, retry later',
+        errors: [{ index: 1, field: 'user_id' }],
+      });
+      const invalid = await send([{ user_id: 'someone@example.com' }, { user_id: '' }]);
+      expect(invalid.status).toBe(400);
+      expect(await enrollmentJobs()).toBe(before);
+    } finally {
+      await keyless.close();
+    }
+  });
+
   it('answers 503 while Redis is unreachable, and claims nothing', async () => {
     const dead = createRedisConnection({ url: 'redis://127.0.0.1:1' }, 'producer', logger);
     const deadQueues = openQueues(dead, harness.prefix, defaultJobPolicy, logger);
