@@ -36,7 +36,12 @@ export const userIdSchema = z
   .string({ error: (issue) => (issue.input === undefined ? 'is required' : 'must be a string') })
   .min(1, { error: 'must not be empty' })
   .max(256, { error: 'must be at most 256 characters' })
-  .refine(storable, { error: UNSTORABLE_MESSAGE });
+  .refine(storable, { error: UNSTORABLE_MESSAGE })
+  // U+FFFD is what a lenient decoder (fastify's, the AMQP client's) makes of bytes that are not
+  // UTF-8: two customers' ids could then derive one consumer id.
+  .refine((id) => !id.includes('\uFFFD'), {
+    error: 'must not contain U+FFFD (bytes that were not UTF-8 decode to it)',
+  });
 
 export const consentsSchema = z.array(consentSchema).max(16).optional();
 

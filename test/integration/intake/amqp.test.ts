@@ -207,11 +207,14 @@ describe('RabbitMQ intake', () => {
       { user_id: 'amqp_valid_1' },
     ]);
     await publisher.send({ routingKey: queue, contentType: 'application/json' }, rawNotJson);
+    // Latin-1, not UTF-8: the client decodes the é to U+FFFD.
+    const latin1 = Buffer.concat([Buffer.from('{"user_id":"Jos'), Buffer.from([0xe9, 0x22, 0x7d])]);
+    await publisher.send({ routingKey: queue, contentType: 'application/json' }, latin1);
 
-    await waitFor('7 messages handled', () =>
-      counts.accepted + counts.rejected === 7 ? true : undefined,
+    await waitFor('8 messages handled', () =>
+      counts.accepted + counts.rejected === 8 ? true : undefined,
     );
-    expect(counts).toEqual({ accepted: 1, duplicate: 0, rejected: 6 });
+    expect(counts).toEqual({ accepted: 1, duplicate: 0, rejected: 7 });
 
     const dead: { reason: string; body: unknown; headers: Record<string, unknown> }[] = [];
     const deadQueue = deadQueueOf(queue);
@@ -227,6 +230,7 @@ describe('RabbitMQ intake', () => {
       expect.stringMatching(/^extra_consents\[1\]: Invalid option: expected one of "BASIC"\|/),
       'removed_consents: BASIC is also an extra consent',
       'user_id: is required',
+      'user_id: must not contain U+FFFD (bytes that were not UTF-8 decode to it)',
     ]);
     const badConsent = dead.find((d) => d.reason.startsWith('extra_consents'));
     expect(badConsent?.headers['x-tenant']).toBe('eu-1');

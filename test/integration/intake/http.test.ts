@@ -60,7 +60,7 @@ function post(path: string, body: unknown, headers: Record<string, string> = {})
       'content-type': 'application/json',
       ...headers,
     },
-    body: typeof body === 'string' ? body : JSON.stringify(body),
+    body: typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body),
   });
 }
 
@@ -100,6 +100,23 @@ describe('HTTP intake', () => {
     for (const response of [notFound, wrongMethod, huge, text, badJson]) {
       expect(typeof ((await response.json()) as { error: unknown }).error).toBe('string');
     }
+  });
+
+  it('refuses a user_id sent in bytes that are not UTF-8 (Latin-1 é, è): 400, not one consumer for two', async () => {
+    const before = await enrollmentJobs();
+    for (const byte of [0xe9, 0xe8]) {
+      const body = Buffer.concat([
+        Buffer.from('{"user_id":"Jos'),
+        Buffer.from([byte]),
+        Buffer.from('"}'),
+      ]);
+      const response = await post('/v1/enrollments', body);
+      expect(response.status).toBe(400);
+      expect(((await response.json()) as { errors: unknown[] }).errors).toEqual([
+        { index: 0, field: 'user_id', message: expect.stringMatching(/^must not contain U\+FFFD/) },
+      ]);
+    }
+    expect(await enrollmentJobs()).toBe(before);
   });
 
   it('accepts one signup with 202, and tells a duplicate of a pending one', async () => {
