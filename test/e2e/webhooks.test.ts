@@ -49,6 +49,30 @@ afterAll(async () => {
   await receiver?.close();
 });
 
+const senderOptions = () => ({
+  url: receiver.url,
+  secret: receiver.secret,
+  timeoutMs: 1000,
+  connections: 2,
+});
+
+/** A delivery of its own that gives an event up after 1.5 s of refusals. */
+function deliveryOfMaxAge1500(queue: Queue<DeliveryJobData>, sender: WebhookSender): Webhooks {
+  return startWebhookDelivery({
+    pool: harness.runtime.ctx.store.pool,
+    schema: '"perks"',
+    sender,
+    maxAgeMs: 1500,
+    logger,
+    metrics: harness.runtime.metrics,
+    connection: harness.runtime.connection,
+    prefix: harness.prefix,
+    queue,
+    concurrency: 2,
+    lockMs: 30_000,
+  });
+}
+
 async function syncAll(ids: readonly string[]): Promise<void> {
   for (const consumerId of ids) await enqueueRewardSync(harness.runtime.ctx.queues, { consumerId });
   await harness.idle(60_000);
@@ -214,24 +238,7 @@ describe('reward events as signed webhooks', () => {
         connection: harness.runtime.connection,
         prefix: harness.prefix,
       });
-      const delivery = startWebhookDelivery({
-        pool: harness.runtime.ctx.store.pool,
-        schema: '"perks"',
-        sender: new WebhookSender({
-          url: receiver.url,
-          secret: receiver.secret,
-          timeoutMs: 1000,
-          connections: 2,
-        }),
-        maxAgeMs: 1500,
-        logger,
-        metrics: harness.runtime.metrics,
-        connection: harness.runtime.connection,
-        prefix: harness.prefix,
-        queue,
-        concurrency: 2,
-        lockMs: 30_000,
-      });
+      const delivery = deliveryOfMaxAge1500(queue, new WebhookSender(senderOptions()));
       try {
         const pool = harness.runtime.ctx.store.pool;
         if (replay) {
@@ -298,20 +305,8 @@ describe('reward events as signed webhooks', () => {
         if (event.id === ids[0] || n === 1) throw new Error(`refused try ${n}`);
         return super.send(event, signal);
       }
-    })({ url: receiver.url, secret: receiver.secret, timeoutMs: 1000, connections: 2 });
-    const delivery = startWebhookDelivery({
-      pool,
-      schema: '"perks"',
-      sender,
-      maxAgeMs: 1500,
-      logger,
-      metrics: harness.runtime.metrics,
-      connection: harness.runtime.connection,
-      prefix: harness.prefix,
-      queue,
-      concurrency: 2,
-      lockMs: 30_000,
-    });
+    })(senderOptions());
+    const delivery = deliveryOfMaxAge1500(queue, sender);
     try {
       await waitFor(
         'the second event delivered, or given up',
