@@ -568,6 +568,33 @@ describe('finishSync: missing rewards', () => {
     expect((await storedReward(gone.id))?.missing_since).toBeNull();
   });
 
+  it('a page read before the scan that marked a reward missing does not bring it back', async () => {
+    const late = reward();
+    await store.writeRewardPage({
+      consumerId: 'late',
+      rewards: [late],
+      observedAt: at('2026-08-10T00:00:00Z'),
+    });
+    // The reward is gone upstream at 10:00:01: a scan from 10:00:02 marks it.
+    const scan = { seenIds: [], scanStartedAt: at('2026-08-11T10:00:02Z') };
+    await store.finishSync({ consumerId: 'late', missing: scan, at: at('2026-08-11T10:00:03Z') });
+    // A slow sync's page, read at 10:00:00 while it was still listed, lands after.
+    const stale = await store.writeRewardPage({
+      consumerId: 'late',
+      rewards: [late],
+      observedAt: at('2026-08-11T10:00:00Z'),
+    });
+    expect(stale).toMatchObject({ inserted: 0, updated: 0, unchanged: 1 });
+    expect((await storedReward(late.id))?.missing_since).toEqual(at('2026-08-11T10:00:03Z'));
+    // A page read after the scan began is newer: it lists the reward again, so it is back.
+    await store.writeRewardPage({
+      consumerId: 'late',
+      rewards: [late],
+      observedAt: at('2026-08-11T10:00:04Z'),
+    });
+    expect((await storedReward(late.id))?.missing_since).toBeNull();
+  });
+
   it('does not touch other consumers', async () => {
     const mine = reward();
     const theirs = reward();

@@ -111,8 +111,9 @@ begin
     -- being flattened into a join that may scan the whole table), and are then updated by id
     -- (an array: an index lookup whatever the planner thinks of its size). The conditions are
     -- stated on the updated row again: a row changed concurrently is re-checked in its new
-    -- version.
-    update rewards r set missing_since = f.at
+    -- version. observed_at moves to the scan's start, which saw it gone: a page read before
+    -- then (a slow sync's) is older and cannot bring it back.
+    update rewards r set missing_since = f.at, observed_at = f.scan_started_at
     from page f
     where r.id = any(array(
         select x.id
