@@ -185,9 +185,10 @@ export class PerksClient {
         { operation, page, items: parsed.ids.length, total: parsed.total },
         'perks: fetched a rewards page',
       );
+      const requestedAt = response.sentAt;
       // With an item left out, the body is no longer what the valid items parse from.
-      if (parsed.rejected.length > 0) return parsed;
-      return { ...parsed, items: undefined, json: response.body };
+      if (parsed.rejected.length > 0) return { ...parsed, requestedAt };
+      return { ...parsed, items: undefined, json: response.body, requestedAt };
     });
   }
 

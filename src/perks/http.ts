@@ -30,6 +30,8 @@ export interface HttpResponse {
   /** A header sent more than once is an array. */
   headers: Dispatcher.ResponseData['headers'];
   body: string;
+  /** When its request went out: the answer shows the API's state then or later. */
+  sentAt: Date;
 }
 
 /** The client's options, defaults filled in. */
@@ -64,6 +66,7 @@ export async function send(
   const url = `${options.baseUrl}${spec.path}${query ? `?${query}` : ''}`;
   const done = await options.concurrency?.acquire(callSignal);
   const startedAt = performance.now();
+  const sentAt = new Date();
   const linked = linkSignals([callSignal], timeoutMs);
   let status: number | undefined;
   let errorName: string | undefined;
@@ -79,7 +82,7 @@ export async function send(
     });
     const text = await readBody(response, maxResponseBytes, operation);
     status = response.statusCode;
-    const result = { status, headers: response.headers, body: text };
+    const result = { status, headers: response.headers, body: text, sentAt };
     if (status < 200 || status > 299) throw errorFromResponse({ operation, ...result, secrets });
     return result;
   } catch (error) {

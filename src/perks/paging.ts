@@ -38,14 +38,19 @@ interface PageFields {
  * the parse is garbage before the page is written; the parsed items when one was set aside.
  */
 export type FetchedPage = PageFields &
-  ({ json: string; items?: undefined } | { json?: undefined; items: Reward[] });
+  ({ json: string; items?: undefined } | { json?: undefined; items: Reward[] }) & {
+    /**
+     * When the request that was answered went out (not the first of its retries): the page
+     * shows the API's state then or later, so a write stamped with it never passes for newer,
+     * nor for older than it is by the retries before it.
+     */
+    requestedAt: Date;
+  };
 
 export type RewardPage = FetchedPage & {
   lastPage: boolean;
   /** This page's total differs from page 1's: records came or went mid-walk; rescan later. */
   totalChanged: boolean;
-  /** Taken before the request (and retries): a write stamped with it never passes for newer. */
-  requestedAt: Date;
 };
 
 type ParsedPage = PageFields & { items: Reward[] };
@@ -95,7 +100,6 @@ export async function* walkRewardPages(
   let servedPerPage: number | undefined;
   let previousFirstId: string | undefined;
   for (let page = 1; ; page++) {
-    const requestedAt = new Date();
     const parsed = await fetchPage(page);
     const fail = (why: string) =>
       new ResponseShapeError(`${operation}: page ${page}: ${why}`, { operation, path: 'meta' });
@@ -125,7 +129,7 @@ export async function* walkRewardPages(
     const pageCount = Math.ceil(parsed.total / parsed.perPage);
     // An empty page ends the walk even if total promised more: records went away mid-walk.
     const lastPage = page >= pageCount || received === 0;
-    yield { ...parsed, lastPage, totalChanged: parsed.total !== firstTotal, requestedAt };
+    yield { ...parsed, lastPage, totalChanged: parsed.total !== firstTotal };
     if (lastPage) return;
     previousFirstId = firstId;
   }

@@ -199,21 +199,22 @@ describe('listRewardPages', () => {
   });
 });
 
-describe('walkRewardPages', () => {
-  it('stamps each page with the time before its request, not its slow answer', async () => {
-    const { walkRewardPages } = await import('../../../src/perks/paging.js');
-    const asked: number[] = [];
-    const pages = walkRewardPages('listRewardPages', 1, async (page) => {
-      asked.push(Date.now());
-      await new Promise((resolve) => setTimeout(resolve, 30));
-      const item = wireReward();
-      return { page, perPage: 1, total: 2, ids: [String(item.id)], rejected: [], json: '' };
+describe('the page stamp', () => {
+  it('is when the answered request went out, not the first of its retries', async () => {
+    const arrivals: number[] = [];
+    const serve = rewardsServer(1);
+    api = fakeApi({
+      api: (req) => {
+        arrivals.push(Date.now());
+        return arrivals.length === 1
+          ? { status: 502, body: '<html>bad gateway</html>' }
+          : serve(req);
+      },
+      client: { retry: { minDelayMs: 40, maxDelayMs: 40 } },
     });
-    const stamps: number[] = [];
-    for await (const page of pages) stamps.push(page.requestedAt.getTime());
-    expect(stamps).toHaveLength(2);
-    stamps.forEach((stamp, i) => {
-      expect(stamp).toBeLessThanOrEqual(asked[i] ?? 0);
-    });
+    const [page] = await collect(api.client.listRewardPages(CONSUMER));
+    expect(arrivals).toHaveLength(2);
+    expect(page?.requestedAt.getTime()).toBeGreaterThan(arrivals[0] ?? Infinity);
+    expect(page?.requestedAt.getTime()).toBeLessThanOrEqual(arrivals[1] ?? 0);
   });
 });
