@@ -65,7 +65,11 @@ const problemOf = (variable: VariableName, problem: string, example?: string): C
 
 /** "is invalid: <reason>", and the value when it may be shown (with no URL password). */
 const invalid = (reason: string, got?: string) =>
-  `is invalid: ${reason}${got === undefined ? '' : `, got ${JSON.stringify(redactUrl(got))}`}`;
+  `is invalid: ${reason}${got === undefined ? '' : `, got ${JSON.stringify(shownValue(got))}`}`;
+
+/** A URL's password masked and its query cut: either may carry a secret (a receiver's token). */
+const shownValue = (value: string) =>
+  value.includes('://') ? redactUrl(value).replace(/\?.*$/s, '?…') : value;
 
 /**
  * Reads the variables of `groups` from `env` and returns them typed. Throws one ConfigError
@@ -111,9 +115,7 @@ function combinationProblems(
   }
   if (typeof events?.webhookUrl === 'string' && insecure(events.webhookUrl)) {
     const reason = 'must be https:// unless its host is loopback (events would travel in clear)';
-    // Its query may carry the receiver's token.
-    const shown = events.webhookUrl.replace(/\?.*$/, '?…');
-    problems.push(problemOf('WEBHOOK_URL', invalid(reason, shown)));
+    problems.push(problemOf('WEBHOOK_URL', invalid(reason, events.webhookUrl)));
   }
   const prefix = redis?.queuePrefix;
   if (redis?.clusterNodes && typeof prefix === 'string' && !/^\{[^{}]+\}/.test(prefix)) {

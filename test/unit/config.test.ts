@@ -333,6 +333,14 @@ describe('loadConfig', () => {
       loadConfig(['events'], { WEBHOOK_URL: token, WEBHOOK_SECRET: secret }),
     );
     expect(problem).toContain('got "http://hooks.example/x?…"');
+    // One that does not parse hides it too.
+    const typo = 'https://hooks.example.com:99999/p?token=abcd1234';
+    const [unparsed] = problemsOf(() =>
+      loadConfig(['events'], { WEBHOOK_URL: typo, WEBHOOK_SECRET: secret }),
+    );
+    expect(unparsed).toMatch(
+      /^WEBHOOK_URL: is invalid: .*got "https:\/\/hooks.example.com:99999\/p\?…"$/,
+    );
     // 33 base64 characters: Node decodes them, Python's standardwebhooks refuses them.
     expect(
       problemsOf(() => loadConfig(['events'], { WEBHOOK_SECRET: `${secret.slice(0, -1)}ab` })),
