@@ -77,7 +77,8 @@ export async function startPerksWorker(
   const telemetry = { telemetry: tracing?.telemetry };
   const runtime = createRuntime(config, logger, telemetry);
   const { ctx, connection, metrics } = runtime;
-  const { intake, server } = await listen(config, runtime, logger, tracing);
+  const draining = new AbortController();
+  const { intake, server } = await listen(config, runtime, logger, tracing, draining.signal);
   // One mint before the jobs: wrong credentials or a token endpoint that is down show at once
   // (an error line, /readyz, `status`) and pause the API queues until a mint works.
   const probe = runtime.mintOutage.probe();
@@ -114,6 +115,8 @@ export async function startPerksWorker(
     'worker started',
   );
   const close = async () => {
+    // /readyz says so from the first moment: no balancer sends signups to a closing intake.
+    draining.abort();
     // Together: every door stops taking work at once (a job worker taking new jobs while the
     // intake closed would overrun the grace period), and their waits overlap.
     const [stopped] = await Promise.all([
@@ -145,6 +148,7 @@ async function listen(
   runtime: Runtime,
   logger: Logger,
   tracing: Tracing | undefined,
+  draining: AbortSignal,
 ): Promise<{ intake: Intake; server: Server }> {
   const { ctx, connection, metrics, mintOutage } = runtime;
   const { port, opsHost: host, dashboardUser: user, dashboardPassword: password } = config.worker;
@@ -161,7 +165,8 @@ async function listen(
       ...intake.checks,
     ];
     const { registry } = metrics;
-    const server = await startOpsServer({ port, host, logger, checks, registry, routes });
+    const ops = { port, host, logger, checks, registry, routes, draining };
+    const server = await startOpsServer(ops);
     return { intake, server };
   } catch (error) {
     await intake?.close();

@@ -32,6 +32,8 @@ export interface OpsServerOptions {
   routes?: Route;
   /** A check slower than this counts as failed. Default 2000 ms. */
   checkTimeoutMs?: number;
+  /** Aborted once the process drains: /readyz then answers 503, taking no new traffic. */
+  draining?: AbortSignal;
 }
 
 /** An event loop stalled longer than this (p99 over the last interval) is not healthy. */
@@ -69,6 +71,7 @@ export async function startOpsServer(options: OpsServerOptions): Promise<Server>
       return send(res, ok ? 200 : 503, { status, loopDelayP99Ms: Math.round(p99) });
     }
     if (path === '/readyz') {
+      if (options.draining?.aborted) return send(res, 503, { status: 'not ready: shutting down' });
       const results = await Promise.all(
         checks.map(async ({ name, check, outage }) => {
           try {

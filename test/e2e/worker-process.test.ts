@@ -53,6 +53,15 @@ function pagesWritten(jobId: string, pages: number) {
   });
 }
 
+/** The ops port a worker logged at start. */
+function startedPort(worker: WorkerProcess): number {
+  const line = worker
+    .output()
+    .split('\n')
+    .find((l) => l.includes('"worker started"'));
+  return (JSON.parse(line ?? '{}') as { port: number }).port;
+}
+
 /** A port nothing listens on: connections to it are refused. */
 async function closedPort(): Promise<number> {
   const closed = createServer();
@@ -68,7 +77,22 @@ describe('perks-worker work', () => {
     const worker = startWorker();
     const { jobId } = await producer.enqueueRewardSync({ consumerId: 'term_1' });
     await pagesWritten(jobId, 1);
+    const port = startedPort(worker);
+    const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
+    expect(ready.status).toBe(200);
     worker.child.kill('SIGTERM');
+    // While it finishes the job: no balancer should send it work.
+    const draining = await waitFor(
+      '/readyz to answer 503',
+      async () => {
+        const response = await fetch(`http://127.0.0.1:${port}/readyz`);
+        return response.status === 503 ? response.json() : undefined;
+      },
+      10_000,
+    );
+    expect(draining).toEqual({ status: 'not ready: shutting down' });
+    // Still at it (6 pages of 400 ms): the answer came at the drain's start.
+    expect(await (await producer.queues.rewardSync.getJob(jobId))?.getState()).toBe('active');
     expect(await worker.exited, worker.output()).toBe(0);
     expect(worker.output()).toContain('"msg":"worker stopped"');
     const job = await producer.queues.rewardSync.getJob(jobId);
