@@ -14,7 +14,7 @@ export interface JobContext {
   /** Where each reconciliation counts what became of its consumers. */
   tallies: TallyStore;
   /** Pauses the API queues while the token mint fails. */
-  mintOutage: Pick<MintOutage, 'failed'>;
+  mintOutage: Pick<MintOutage, 'failed' | 'probe'>;
   logger: Logger;
   /** `consumersPerJob`: of the sync jobs it fans out (`fanOutConsumersPerJob`). */
   reconcile: { batchSize: number; maxPending: number; consumersPerJob: number };

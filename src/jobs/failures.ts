@@ -86,11 +86,12 @@ export async function pauseFor(
     await ctx.mintOutage.failed(error);
     return 'token mint failing';
   }
-  // A token the API refuses for its scope or program: the credentials' outage, as a refused
-  // mint is (this replica's API workers pause; the probe mints and tries the scope again).
+  // A 403 is the credentials' scope or program, or this one resource's: the probe (a mint and
+  // a GET of a made-up consumer) tells. Refused there too: the credentials' outage, as a
+  // refused mint is (this replica's API workers pause). Else the job's own failure, retried
+  // and then failed as any other: never back to wait, where it would loop for ever.
   if (error instanceof AuthError && error.status === 403) {
-    await ctx.mintOutage.failed(TokenMintError.from(error));
-    return 'credentials refused (403)';
+    return (await ctx.mintOutage.probe()) ? undefined : 'credentials refused (403)';
   }
   return undefined;
 }

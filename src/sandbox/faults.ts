@@ -35,8 +35,9 @@ type ActiveFault = Fault & { remaining: number };
 
 export function validateFault(fault: Fault): Fault {
   const parsed = faultSchema.parse(fault);
-  if (parsed.kind === 'status' && ![500, 502, 503, 504].includes(parsed.status ?? 0)) {
-    throw new RangeError('a status fault needs status 500, 502, 503 or 504');
+  // 403: one resource refused (with `consumerId`), the credentials otherwise fine.
+  if (parsed.kind === 'status' && ![403, 500, 502, 503, 504].includes(parsed.status ?? 0)) {
+    throw new RangeError('a status fault needs status 403, 500, 502, 503 or 504');
   }
   if (parsed.kind === 'empty' && parsed.status !== undefined && parsed.status < 500) {
     throw new RangeError('an empty fault needs a 5xx status (503 or 504)');

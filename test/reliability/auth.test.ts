@@ -1,7 +1,8 @@
 /**
  * Credentials under fault: the token revoked mid-run (401), the token endpoint down for a
  * while (scaled down from a minute to 5 s), and a token missing the PERKS scope (403: the
- * credentials' outage, as a refused mint: no job lost, no retry storm).
+ * credentials' outage, as a refused mint: no job lost, no retry storm); a 403 on one consumer
+ * alone is that consumer's failure.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -91,6 +92,36 @@ describe('tokens', () => {
     // Backoff, not a storm: the queues pause 1, 2 then 4 s between mints.
     expect(mintsWhileDown).toBeLessThan(20);
   }, 90_000);
+
+  it("a 403 on one consumer's rewards is that consumer's: its job fails after its attempts, the others sync, nothing pauses", async () => {
+    harness = await startHarness({
+      sandbox: { seed: 44 },
+      env: { JOB_ATTEMPTS: '3', JOB_BACKOFF_MS: '50' },
+    });
+    const h = harness;
+    h.sandbox.state.addConsumer('forbidden_one', { rewards: 3 });
+    h.sandbox.state.addConsumer('allowed_one', { rewards: 3 });
+    h.sandbox.faults.inject({
+      route: 'listRewards',
+      consumerId: 'forbidden_one',
+      count: 1_000_000,
+      kind: 'status',
+      status: 403,
+    });
+    const forbidden = await enqueueRewardSync(h.runtime.ctx.queues, {
+      consumerId: 'forbidden_one',
+    });
+    const allowed = await enqueueRewardSync(h.runtime.ctx.queues, { consumerId: 'allowed_one' });
+    const queue = h.runtime.ctx.queues.rewardSync;
+    await waitFor('the forbidden consumer failed for good', async () =>
+      (await (await queue.getJob(forbidden.id ?? ''))?.getState()) === 'failed' ? true : undefined,
+    );
+    expect((await queue.getJob(forbidden.id ?? ''))?.attemptsMade).toBe(3);
+    expect(await (await queue.getJob(allowed.id ?? ''))?.getState()).toBe('completed');
+    expect(h.sandbox.state.counters().requests.listRewards).toBe(4);
+    const ready = await fetch(`${h.opsUrl}/readyz`);
+    expect(ready.status).toBe(200);
+  }, 60_000);
 
   it('a 403 for a missing scope loses no job: this replica pauses its API jobs, and says why', async () => {
     harness = await startHarness({

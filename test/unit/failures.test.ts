@@ -37,7 +37,10 @@ describe('which failures are permanent', () => {
   });
 
   it('turns a permanent failure into UnrecoverableError, keeping its message', async () => {
-    const ctx = { queues: {} as Queues, mintOutage: { failed: async () => {} } };
+    const ctx = {
+      queues: {} as Queues,
+      mintOutage: { failed: async () => {}, probe: async () => true },
+    };
     const error = new ValidationError('enrollConsumer: HTTP 400 ERR-400-00 Bad Request', {
       operation: 'enrollConsumer',
       status: 400,
@@ -50,7 +53,10 @@ describe('which failures are permanent', () => {
     const seen: TokenMintError[] = [];
     const ctx = {
       queues: {} as Queues,
-      mintOutage: { failed: async (error: TokenMintError) => void seen.push(error) },
+      mintOutage: {
+        failed: async (error: TokenMintError) => void seen.push(error),
+        probe: async () => true,
+      },
     };
     const refused = new AuthError('mintToken: HTTP 401 ERR-401-00', {
       operation: 'mintToken',
@@ -67,20 +73,32 @@ describe('which failures are permanent', () => {
 });
 
 describe('failures that pause the API jobs', () => {
-  it('a 403 on an API call is the credentials outage: the mint outage records it, refused', async () => {
-    const failed: unknown[] = [];
-    const ctx = {
-      queues: {} as never,
-      mintOutage: { failed: async (error: unknown) => void failed.push(error) } as never,
-    };
-    const refused = new AuthError('listRewardPages: HTTP 403 ERR-403-00 Forbidden', {
+  const forbidden = () =>
+    new AuthError('listRewardPages: HTTP 403 ERR-403-00 Forbidden', {
       operation: 'listRewardPages',
       status: 403,
       code: 'ERR-403-00',
     });
-    expect(await pauseFor(refused, ctx)).toBe('credentials refused (403)');
-    expect(failed).toHaveLength(1);
-    expect(failed[0]).toBeInstanceOf(TokenMintError);
-    expect(failed[0]).toMatchObject({ status: 403, code: 'ERR-403-00' });
+
+  it('a 403 the probe meets too is the credentials outage (the probe records it)', async () => {
+    let probes = 0;
+    const ctx = {
+      queues: {} as never,
+      mintOutage: {
+        probe: async () => {
+          probes += 1;
+          return false;
+        },
+      } as never,
+    };
+    expect(await pauseFor(forbidden(), ctx)).toBe('credentials refused (403)');
+    expect(probes).toBe(1);
+  });
+
+  it("a 403 the probe does not meet is that resource's: the job's own failure, no pause", async () => {
+    const ctx = { queues: {} as never, mintOutage: { probe: async () => true } as never };
+    expect(await pauseFor(forbidden(), ctx)).toBeUndefined();
+    const thrown = await steerFailure(forbidden(), ctx).catch((e: unknown) => e);
+    expect(thrown).toBeInstanceOf(AuthError);
   });
 });
