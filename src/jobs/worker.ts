@@ -55,10 +55,16 @@ export function startWorker(
   };
   // By the job's name; another queue's job or an unknown one runs as `main`, whose payload
   // check then names what is wrong.
+  let running = 0;
   const start = (queue: JobQueueKind, concurrency: number, main: JobName, ...others: JobName[]) => {
     const processor = steered(ctx, async (job, _token, signal) => {
       const name = others.find((known) => known === job.name) ?? main;
-      return (processors[name] as (job: Job, signal?: AbortSignal) => unknown)(job, signal);
+      running += 1;
+      try {
+        return await (processors[name] as (job: Job, signal?: AbortSignal) => unknown)(job, signal);
+      } finally {
+        running -= 1;
+      }
     });
     return watched(new Worker(queueNames[queue], processor, { ...common, concurrency }), ctx);
   };
@@ -71,7 +77,8 @@ export function startWorker(
     reconciliation: start('reconciliation', 3, reconcile, reconcileTick, pruneEvents),
   };
   /** Stops taking jobs, waits up to `timeoutMs` for active ones, then cancels what is left. */
-  const close = (timeoutMs: number) => closeWorkers(Object.values(workers), timeoutMs);
+  const close = (timeoutMs: number) =>
+    closeWorkers(Object.values(workers), timeoutMs, () => running);
   return { workers, close };
 }
 
@@ -131,11 +138,31 @@ function watched(worker: Worker, ctx: JobContext): Worker {
   return worker;
 }
 
-async function closeWorkers(all: Worker[], timeoutMs: number): Promise<{ timedOut: boolean }> {
+/** How often a close waiting on active jobs looks whether any is left. */
+const idleCheckMs = 500;
+
+async function closeWorkers(
+  all: Worker[],
+  timeoutMs: number,
+  running: () => number,
+): Promise<{ timedOut: boolean }> {
   const closing = Promise.all(all.map((w) => w.close()));
-  if (await within(timeoutMs, closing)) {
-    await closing; // a close that failed still throws
-    return { timedOut: false };
+  const ends = Date.now() + timeoutMs;
+  let idleChecks = 0;
+  for (;;) {
+    const left = ends - Date.now();
+    if (await within(Math.max(0, Math.min(left, idleCheckMs)), closing)) {
+      await closing; // a close that failed still throws
+      return { timedOut: false };
+    }
+    // No job ran for two checks (a finished one's completion had time to reach Redis): a close
+    // still waiting waits on Redis (away), with nothing left to finish.
+    idleChecks = running() === 0 ? idleChecks + 1 : 0;
+    if (idleChecks === 2) {
+      await within(5000, Promise.all(all.map((w) => w.close(true))));
+      return { timedOut: false };
+    }
+    if (left <= idleCheckMs) break;
   }
   // Those jobs go back to wait (steered), for another replica, with no attempt spent.
   for (const w of all) w.cancelAllJobs(shuttingDown);
