@@ -16,7 +16,7 @@ import { createRuntime, type Runtime } from './jobs/runtime.js';
 import { registerReconcileSchedule, schedulePruning } from './jobs/schedule.js';
 import { type RunningWorker, startWorker } from './jobs/worker.js';
 import { createDashboard, dashboardPath } from './ops/dashboard.js';
-import { closeServer, PortInUseError, startOpsServer } from './ops/health.js';
+import { closeServer, listenFailure, startOpsServer } from './ops/health.js';
 import type { Logger } from './ops/logger.js';
 import { within } from './ops/timeouts.js';
 import { startTracing, type Tracing } from './ops/tracing.js';
@@ -172,9 +172,8 @@ async function listen(
     await intake?.close();
     await runtime.close();
     await stopTracing(tracing);
-    if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE')
-      throw new PortInUseError('PORT', port);
-    throw error;
+    const at = { portVariable: 'PORT', port, hostVariable: 'OPS_HOST', host };
+    throw listenFailure(error, at) ?? error;
   }
 }
 

@@ -6,7 +6,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
-import { PortInUseError } from '../ops/health.js';
+import { listenFailure } from '../ops/health.js';
 import type { Logger } from '../ops/logger.js';
 import type { IntakeOutcome } from '../ops/metrics.js';
 import { type Outage, outageLogger } from '../ops/outage.js';
@@ -80,8 +80,15 @@ export async function startHttpIntake(options: HttpIntakeOptions) {
     await app.listen({ port: options.port, host: options.host });
   } catch (error) {
     await app.close();
-    if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error;
-    throw new PortInUseError('INTAKE_PORT', options.port);
+    const { port, host } = options;
+    throw (
+      listenFailure(error, {
+        portVariable: 'INTAKE_PORT',
+        port,
+        hostVariable: 'INTAKE_HOST',
+        host,
+      }) ?? error
+    );
   }
   const address = app.server.address();
   return {

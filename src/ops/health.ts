@@ -51,6 +51,24 @@ export class PortInUseError extends OperationalError {
   }
 }
 
+/**
+ * A server of `work` that cannot listen, as the one line the process exits with: its port taken,
+ * or its host no address of this machine (a typo, a name that does not resolve). Else undefined.
+ */
+export function listenFailure(
+  error: unknown,
+  at: { portVariable: string; port: number; hostVariable: string; host: string | undefined },
+): OperationalError | undefined {
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === 'EADDRINUSE') return new PortInUseError(at.portVariable, at.port);
+  if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
+    return new OperationalError(
+      `${at.hostVariable} ${at.host} cannot be listened on (${code}): give an address of this host, such as 0.0.0.0 (every interface) or 127.0.0.1`,
+    );
+  }
+  return undefined;
+}
+
 export async function startOpsServer(options: OpsServerOptions): Promise<Server> {
   const { logger, registry, routes, checkTimeoutMs = 2000 } = options;
   const loop = monitorEventLoopDelay({ resolution: 20 });

@@ -237,4 +237,20 @@ describe('perks-worker work', () => {
       taken.close();
     }
   });
+
+  it.each([
+    ['OPS_HOST', {}],
+    ['INTAKE_HOST', { INTAKE_TOKEN: 'a-token-of-at-least-24-characters' }],
+  ])('exits 1 with one line when %s is no address of this host', async (variable, extra) => {
+    // 192.0.2.1: TEST-NET-1, documentation only, never this machine's.
+    const worker = startWorkerProcess(rig.workerEnv({ ...extra, [variable]: '192.0.2.1' }));
+    expect(await worker.exited, worker.output()).toBe(1);
+    const lines = worker
+      .output()
+      .split('\n')
+      .filter((line) => line.startsWith('perks-worker:'));
+    expect(lines).toEqual([
+      `perks-worker: ${variable} 192.0.2.1 cannot be listened on (EADDRNOTAVAIL): give an address of this host, such as 0.0.0.0 (every interface) or 127.0.0.1`,
+    ]);
+  });
 });
