@@ -54,6 +54,13 @@ function pagesWritten(jobId: string, pages: number) {
   });
 }
 
+/** The lines the process ends with on stderr (`perks-worker: ...`). */
+const errorLines = (worker: WorkerProcess) =>
+  worker
+    .output()
+    .split('\n')
+    .filter((line) => line.startsWith('perks-worker:'));
+
 /** The ops port a worker logged at start. */
 function startedPort(worker: WorkerProcess): number {
   const line = worker
@@ -224,11 +231,7 @@ describe('perks-worker work', () => {
       const { jobId } = await producer.enqueueRewardSync({ consumerId });
       const worker = startWorkerProcess(rig.workerEnv({ ...extra, [variable]: String(port) }));
       expect(await worker.exited, worker.output()).toBe(1);
-      const lines = worker
-        .output()
-        .split('\n')
-        .filter((line) => line.startsWith('perks-worker:'));
-      expect(lines).toEqual([
+      expect(errorLines(worker)).toEqual([
         `perks-worker: ${variable} ${port} is already in use; give each replica on a host its own ${variable}`,
       ]);
       const state = await (await producer.queues.rewardSync.getJob(jobId))?.getState();
@@ -245,11 +248,7 @@ describe('perks-worker work', () => {
     // 192.0.2.1: TEST-NET-1, documentation only, never this machine's.
     const worker = startWorkerProcess(rig.workerEnv({ ...extra, [variable]: '192.0.2.1' }));
     expect(await worker.exited, worker.output()).toBe(1);
-    const lines = worker
-      .output()
-      .split('\n')
-      .filter((line) => line.startsWith('perks-worker:'));
-    expect(lines).toEqual([
+    expect(errorLines(worker)).toEqual([
       `perks-worker: ${variable} 192.0.2.1 cannot be listened on (EADDRNOTAVAIL): give an address of this host, such as 0.0.0.0 (every interface) or 127.0.0.1`,
     ]);
   });
