@@ -13,10 +13,12 @@ const prefix = matches(/^[{}A-Za-z0-9_.-]{1,64}$/, 'must be 1 to 64 of A-Z a-z 0
 const identifier = matches(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case SQL identifier');
 const hostPorts = 'must be a comma list of host:port';
 
-const hostPort = matches(/^[A-Za-z0-9.-]+:\d{1,5}$/, hostPorts).transform((node) => {
-  const at = node.lastIndexOf(':');
-  return { host: node.slice(0, at), port: Number(node.slice(at + 1)) };
-});
+const hostPort = matches(/^[A-Za-z0-9.-]+:\d{1,5}$/, hostPorts)
+  .transform((node) => {
+    const at = node.lastIndexOf(':');
+    return { host: node.slice(0, at), port: Number(node.slice(at + 1)) };
+  })
+  .refine((node) => node.port >= 1 && node.port <= 65535, { error: 'has a port past 1 to 65535' });
 /** `host:port,host:port` into `{ host, port }` pairs. */
 const clusterNodes = z
   .string()

@@ -55,12 +55,18 @@ export function group<const G extends ConfigGroup, T extends Record<string, Decl
   return Object.fromEntries(entries) as { [N in keyof T]: T[N] & { group: G } };
 }
 
+/** Decimal digits only: `Number()` would also take `0x10`, `1e3` and `0b1`. */
 export const wholeNumber = (min: number, max: number) =>
-  z.coerce
-    .number({ error: 'must be a whole number' })
-    .int({ error: 'must be a whole number' })
-    .min(min, { error: `must be at least ${min}` })
-    .max(max, { error: `must be at most ${max}` });
+  z
+    .string()
+    .regex(/^[+-]?\d+$/, { error: 'must be a whole number' })
+    .transform(Number)
+    .pipe(
+      z
+        .number()
+        .min(min, { error: `must be at least ${min}` })
+        .max(max, { error: `must be at most ${max}` }),
+    );
 
 /** A comma list: items trimmed, empty ones dropped. */
 export const commaList = (value: string) =>

@@ -97,6 +97,22 @@ describe('loadConfig', () => {
     );
   });
 
+  it('takes decimal whole numbers only, and cluster ports from 1 to 65535', () => {
+    for (const PORT of ['0x10', '1e3', '12.0', '0b1']) {
+      expect(problemsOf(() => loadConfig(['worker'], { PORT }))).toEqual([
+        expect.stringMatching(/^PORT: is invalid: must be a whole number, got /),
+      ]);
+    }
+    expect(loadConfig(['worker'], { PORT: '9465' }).worker.port).toBe(9465);
+    expect(
+      problemsOf(() =>
+        loadConfig(['redis'], { REDIS_CLUSTER_NODES: '10.0.0.1:6379,10.0.0.2:99999' }),
+      ),
+    ).toEqual([
+      expect.stringMatching(/^REDIS_CLUSTER_NODES: is invalid: has a port past 1 to 65535/),
+    ]);
+  });
+
   it('treats an empty variable as unset', () => {
     expect(loadConfig(['redis'], { QUEUE_PREFIX: '' }).redis.queuePrefix).toBe('perks');
   });
