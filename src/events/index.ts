@@ -129,6 +129,9 @@ async function deliverConsumerEvents(
       try {
         await ctx.sender.send(event, signal);
       } catch (error) {
+        // Cancelled (its lock lost, or the shutdown's grace over): no refusal, never a give-up;
+        // the job runs again, here or on the replica that holds it now.
+        if (signal?.aborted) throw error;
         // The age counts from the later of the event's recording and the start of the refusals:
         // an old event (a replay, a long stop) is tried for the whole age too, not just once.
         const refusedSince = job.data.refusedSince ?? new Date().toISOString();
@@ -139,7 +142,7 @@ async function deliverConsumerEvents(
           throw error;
         }
         // Refused for WEBHOOK_MAX_AGE_HOURS: given up, so the next events go.
-        const { message } = error as Error;
+        const message = error instanceof Error ? error.message : String(error);
         const attempts = job.attemptsMade + 1;
         await recordFailure(ctx.pool, ctx.schema, event, { attempts, lastError: message });
         // The refusals of the next event are its own: it gets the whole age too.

@@ -56,20 +56,24 @@ const senderOptions = () => ({
   connections: 2,
 });
 
-/** A delivery of its own that gives an event up after 1.5 s of refusals. */
-function deliveryOfMaxAge1500(queue: Queue<DeliveryJobData>, sender: WebhookSender): Webhooks {
+/** A delivery of its own; by default it gives an event up after 1.5 s of refusals. */
+function deliveryOf(
+  queue: Queue<DeliveryJobData>,
+  sender: WebhookSender,
+  { maxAgeMs = 1500, lockMs = 30_000 } = {},
+): Webhooks {
   return startWebhookDelivery({
     pool: harness.runtime.ctx.store.pool,
     schema: '"perks"',
     sender,
-    maxAgeMs: 1500,
+    maxAgeMs,
     logger,
     metrics: harness.runtime.metrics,
     connection: harness.runtime.connection,
     prefix: harness.prefix,
     queue,
     concurrency: 2,
-    lockMs: 30_000,
+    lockMs,
   });
 }
 
@@ -238,7 +242,7 @@ describe('reward events as signed webhooks', () => {
         connection: harness.runtime.connection,
         prefix: harness.prefix,
       });
-      const delivery = deliveryOfMaxAge1500(queue, new WebhookSender(senderOptions()));
+      const delivery = deliveryOf(queue, new WebhookSender(senderOptions()));
       try {
         const pool = harness.runtime.ctx.store.pool;
         if (replay) {
@@ -306,7 +310,7 @@ describe('reward events as signed webhooks', () => {
         return super.send(event, signal);
       }
     })(senderOptions());
-    const delivery = deliveryOfMaxAge1500(queue, sender);
+    const delivery = deliveryOf(queue, sender);
     try {
       await waitFor(
         'the second event delivered, or given up',
@@ -324,6 +328,53 @@ describe('reward events as signed webhooks', () => {
         ids[0],
       ]);
       expect(receiver.accepted.map((d) => d.id)).toContain(`evt_${ids[1]}`);
+    } finally {
+      await delivery.close();
+      await queue.close();
+    }
+  }, 60_000);
+  it('a delivery whose lock was lost stops, and gives up no event for it', async () => {
+    await webhooks?.close();
+    webhooks = undefined;
+    const queue = new Queue<DeliveryJobData>(queueNames.webhooks, {
+      connection: harness.runtime.connection,
+      prefix: harness.prefix,
+    });
+    harness.sandbox.state.addConsumer('wh_lock', { rewards: 1 });
+    await syncAll(['wh_lock']);
+    const pool = harness.runtime.ctx.store.pool;
+    let [tries, cancelled] = [0, false];
+    // wh_lock's event is refused once, then held until its job is cancelled; the others go.
+    const sender = new (class extends WebhookSender {
+      override async send(event: Parameters<WebhookSender['send']>[0], signal?: AbortSignal) {
+        if (event.consumer_id !== 'wh_lock') return super.send(event, signal);
+        tries += 1;
+        if (tries === 1) throw new Error('refused once');
+        await new Promise((_, reject) =>
+          signal?.addEventListener('abort', () => {
+            cancelled = true;
+            // As the sender's own request fails when its signal aborts.
+            reject(new Error('no answer from the webhook receiver (AbortError)'));
+          }),
+        );
+      }
+    })(senderOptions());
+    const delivery = deliveryOf(queue, sender, { lockMs: 1000 });
+    try {
+      await waitFor('the second try held', () => (tries === 2 ? true : undefined), 10_000);
+      // Refused since more than the max age (1.5 s): one more refusal would give it up.
+      await sleep(1600);
+      const job = await waitFor('the delivery of wh_lock active', async () =>
+        (await queue.getActive()).find((j) => j.data.consumerId === 'wh_lock'),
+      );
+      // Another replica's now, as after Redis was away longer than the lock.
+      await harness.runtime.connection.del(
+        `${harness.prefix}:${queueNames.webhooks}:${job.id}:lock`,
+      );
+      await waitFor('the job cancelled', () => (cancelled ? true : undefined), 10_000);
+      await sleep(300);
+      const failed = await listDeliveries(pool, '"perks"', { failed: true, limit: 50 });
+      expect(failed.filter((row) => row.consumer_id === 'wh_lock')).toEqual([]);
     } finally {
       await delivery.close();
       await queue.close();
