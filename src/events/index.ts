@@ -8,7 +8,7 @@
  * once: a crash between a POST and its cursor move resends (receivers dedupe on `webhook-id`).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Job, type Queue, Worker } from 'bullmq';
+import { type Job, type MinimalJob, type Queue, Worker } from 'bullmq';
 import type pg from 'pg';
 import type { Config } from '../config.js';
 import type { Logger } from '../ops/logger.js';
@@ -104,9 +104,20 @@ const deliveryJobOptions = {
 /** Events read per query; a job goes on until the consumer has none left. */
 const eventsPerRead = 100;
 
-/** Delays between attempts of a delivery job: 1 s doubling to 5 min, with jitter. */
-const deliveryBackoff = (attemptsMade: number): number => {
-  const base = Math.min(1000 * 2 ** Math.max(attemptsMade - 1, 0), 5 * 60_000);
+/**
+ * Delays between attempts of a delivery job: as long as the refusals have lasted, 1 s to 5 min,
+ * with jitter, so they double from the refusals' start. Not by the job's attempts: one job
+ * delivers a consumer for long, and a later refusal must start again at 1 s.
+ */
+export const deliveryBackoff = (
+  _attempts: number,
+  _type?: string,
+  _error?: Error,
+  job?: MinimalJob,
+) => {
+  const since = Date.parse((job?.data as DeliveryJobData | undefined)?.refusedSince ?? '');
+  const lasted = Number.isNaN(since) ? 0 : Date.now() - since;
+  const base = Math.min(Math.max(lasted, 1000), 5 * 60_000);
   return Math.round(base * (0.8 + Math.random() * 0.4));
 };
 
