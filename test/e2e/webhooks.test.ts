@@ -56,6 +56,16 @@ const senderOptions = () => ({
   connections: 2,
 });
 
+/** The file's delivery stopped, and the webhooks queue, for a delivery of the test's own. */
+async function ownWebhooksQueue(): Promise<Queue<DeliveryJobData>> {
+  await webhooks?.close();
+  webhooks = undefined;
+  return new Queue<DeliveryJobData>(queueNames.webhooks, {
+    connection: harness.runtime.connection,
+    prefix: harness.prefix,
+  });
+}
+
 /** A delivery of its own; by default it gives an event up after 1.5 s of refusals. */
 function deliveryOf(
   queue: Queue<DeliveryJobData>,
@@ -236,12 +246,7 @@ describe('reward events as signed webhooks', () => {
   ])(
     '%s',
     async (_, replay) => {
-      await webhooks?.close();
-      webhooks = undefined;
-      const queue = new Queue<DeliveryJobData>(queueNames.webhooks, {
-        connection: harness.runtime.connection,
-        prefix: harness.prefix,
-      });
+      const queue = await ownWebhooksQueue();
       const delivery = deliveryOf(queue, new WebhookSender(senderOptions()));
       try {
         const pool = harness.runtime.ctx.store.pool;
@@ -285,13 +290,9 @@ describe('reward events as signed webhooks', () => {
     },
     60_000,
   );
+
   it('gives the event after a given-up one the whole max age again', async () => {
-    await webhooks?.close();
-    webhooks = undefined;
-    const queue = new Queue<DeliveryJobData>(queueNames.webhooks, {
-      connection: harness.runtime.connection,
-      prefix: harness.prefix,
-    });
+    const queue = await ownWebhooksQueue();
     harness.sandbox.state.addConsumer('wh_streak', { rewards: 2 });
     await syncAll(['wh_streak']);
     const pool = harness.runtime.ctx.store.pool;
@@ -333,13 +334,9 @@ describe('reward events as signed webhooks', () => {
       await queue.close();
     }
   }, 60_000);
+
   it('a delivery whose lock was lost stops, and gives up no event for it', async () => {
-    await webhooks?.close();
-    webhooks = undefined;
-    const queue = new Queue<DeliveryJobData>(queueNames.webhooks, {
-      connection: harness.runtime.connection,
-      prefix: harness.prefix,
-    });
+    const queue = await ownWebhooksQueue();
     harness.sandbox.state.addConsumer('wh_lock', { rewards: 1 });
     await syncAll(['wh_lock']);
     const pool = harness.runtime.ctx.store.pool;
