@@ -34,6 +34,8 @@ export const deliverJobName = 'deliver-events';
 
 export type DeliveryJobData = {
   consumerId: string;
+  /** The job's attempts when an event last went (delivered or given up): failures count since. */
+  attemptsBefore?: number;
   /** When the receiver began refusing the job's next event (ISO), cleared once it is delivered or given up. */
   refusedSince?: string;
 };
@@ -105,21 +107,29 @@ const deliveryJobOptions = {
 const eventsPerRead = 100;
 
 /**
- * Delays between attempts of a delivery job: as long as the refusals have lasted, 1 s to 5 min,
- * with jitter, so they double from the refusals' start. Not by the job's attempts: one job
- * delivers a consumer for long, and a later refusal must start again at 1 s.
+ * Delays between attempts of a delivery job: 1 s doubling to 5 min, with jitter, by the failed
+ * attempts since an event last went. Not by all the job's attempts: one job delivers a consumer
+ * for long, and a refusal after a delivery must start again at 1 s.
  */
 export const deliveryBackoff = (
-  _attempts: number,
+  attempts: number,
   _type?: string,
   _error?: Error,
   job?: MinimalJob,
 ) => {
-  const since = Date.parse((job?.data as DeliveryJobData | undefined)?.refusedSince ?? '');
-  const lasted = Number.isNaN(since) ? 0 : Date.now() - since;
-  const base = Math.min(Math.max(lasted, 1000), 5 * 60_000);
+  const before = (job?.data as DeliveryJobData | undefined)?.attemptsBefore ?? 0;
+  const failures = Math.max(attempts - before, 1);
+  const base = Math.min(1000 * 2 ** (failures - 1), 5 * 60_000);
   return Math.round(base * (0.8 + Math.random() * 0.4));
 };
+
+/** An event went: the refusal streak, if any, ends, and the backoff starts again. */
+async function wentOn(job: Job<DeliveryJobData>): Promise<void> {
+  const { consumerId, refusedSince, attemptsBefore = 0 } = job.data;
+  if (refusedSince || job.attemptsMade > attemptsBefore) {
+    await job.updateData({ consumerId, attemptsBefore: job.attemptsMade });
+  }
+}
 
 /** Delivers the consumer's undelivered events in order; throws on the first refusal. */
 async function deliverConsumerEvents(
@@ -148,7 +158,7 @@ async function deliverConsumerEvents(
         const refusedSince = job.data.refusedSince ?? new Date().toISOString();
         const from = Math.max(event.created_at.getTime(), Date.parse(refusedSince));
         if (Date.now() - from < ctx.maxAgeMs) {
-          if (!job.data.refusedSince) await job.updateData({ consumerId, refusedSince });
+          if (!job.data.refusedSince) await job.updateData({ ...job.data, refusedSince });
           ctx.metrics.webhookDelivery('retried');
           throw error;
         }
@@ -157,7 +167,7 @@ async function deliverConsumerEvents(
         const attempts = job.attemptsMade + 1;
         await recordFailure(ctx.pool, ctx.schema, event, { attempts, lastError: message });
         // The refusals of the next event are its own: it gets the whole age too.
-        if (job.data.refusedSince) await job.updateData({ consumerId });
+        await wentOn(job);
         ctx.metrics.webhookDelivery('failed');
         ctx.logger.error(
           { consumerId, eventId: event.id, type: event.type, err: { message } },
@@ -167,7 +177,7 @@ async function deliverConsumerEvents(
         continue;
       }
       await advanceCursor(ctx.pool, ctx.schema, consumerId, event.id);
-      if (job.data.refusedSince) await job.updateData({ consumerId });
+      await wentOn(job);
       ctx.metrics.webhookDelivery('delivered');
       delivered += 1;
     }

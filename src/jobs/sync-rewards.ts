@@ -109,7 +109,7 @@ async function scanOnce(
     if (page.totalChanged || (page.lastPage && new Set(seenIds).size + rejected !== page.total)) {
       consistent = false;
     }
-    // Stamped before the request: a slow answer must not overwrite a newer observation.
+    // Stamped when its answered request went out: a slow answer must not pass for newer.
     const at = page.requestedAt;
     if (page.rejected.length > 0) await recordRejected(ctx, log, consumerId, page);
     const ends = page.lastPage && (consistent || result.scans >= maxScans);

@@ -2,30 +2,31 @@ import type { MinimalJob } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { deliveryBackoff } from '../../src/events/index.js';
 
-const refusedFor = (ms: number | undefined) =>
+const jobWith = (attemptsBefore?: number) =>
   ({
-    data: {
-      consumerId: 'c1',
-      ...(ms === undefined ? {} : { refusedSince: new Date(Date.now() - ms).toISOString() }),
-    },
+    data: { consumerId: 'c1', ...(attemptsBefore === undefined ? {} : { attemptsBefore }) },
   }) as unknown as MinimalJob;
 
+/** The delay is its base within a fifth either way. */
+function expectAbout(delay: number, base: number): void {
+  expect(delay).toBeGreaterThanOrEqual(Math.floor(base * 0.8));
+  expect(delay).toBeLessThanOrEqual(Math.ceil(base * 1.2));
+}
+
 describe('the webhook delivery backoff', () => {
-  it('waits as long as the refusals have lasted: 1 s to 5 min, within a fifth', () => {
-    for (const [lasted, base] of [
-      [undefined, 1000],
-      [0, 1000],
-      [8000, 8000],
-      [3_600_000, 300_000],
+  it('doubles from 1 s with each failed attempt, up to 5 min, whatever failed', () => {
+    for (const [attempts, base] of [
+      [1, 1000],
+      [2, 2000],
+      [4, 8000],
+      [40, 300_000],
     ] as const) {
-      const delay = deliveryBackoff(1, 'custom', undefined, refusedFor(lasted));
-      expect(delay).toBeGreaterThanOrEqual(base * 0.8 - 20);
-      expect(delay).toBeLessThanOrEqual(base * 1.2 + 20);
+      expectAbout(deliveryBackoff(attempts, 'custom', undefined, jobWith()), base);
     }
   });
 
-  it('starts again at 1 s in a job that has made many attempts, once a delivery ended the refusals', () => {
-    const delay = deliveryBackoff(40, 'custom', undefined, refusedFor(undefined));
-    expect(delay).toBeLessThanOrEqual(1200);
+  it('starts again at 1 s once an event went, in a job that made many attempts before', () => {
+    expectAbout(deliveryBackoff(41, 'custom', undefined, jobWith(40)), 1000);
+    expectAbout(deliveryBackoff(43, 'custom', undefined, jobWith(40)), 4000);
   });
 });
