@@ -64,6 +64,8 @@ const [minPauseMs, maxPauseMs] = [1000, 60_000];
 const recordSlackMs = 120_000;
 /** The queues' pause outlasts this replica's next mint by this much; that mint lifts it. */
 const probeSlackMs = 5_000;
+/** A probe that worked this recently answers for a new one. */
+const probeReuseMs = 10_000;
 
 export class MintOutage {
   #failures = 0;
@@ -76,6 +78,8 @@ export class MintOutage {
   #recordedAs: string | undefined;
   #refused = false;
   #workers: Worker[] = [];
+  /** When a probe last worked. */
+  #workedAt = 0;
 
   constructor(private readonly options: MintOutageOptions) {}
 
@@ -85,8 +89,15 @@ export class MintOutage {
     if (this.#refused) void this.#pauseWorkers();
   }
 
-  /** Mints now. True when it worked; a failure pauses the queues as `failed` does. */
+  /**
+   * Mints now. True when it worked; a failure pauses the queues as `failed` does. One that
+   * worked in the last few seconds with no failure since answers for it: a run of 403s of
+   * single consumers (each asks) must not mint a token each.
+   */
   probe(): Promise<boolean> {
+    if (this.#failures === 0 && Date.now() - this.#workedAt < probeReuseMs) {
+      return Promise.resolve(true);
+    }
     this.#probing ??= this.#probe().finally(() => {
       this.#probing = undefined;
     });
@@ -163,6 +174,7 @@ export class MintOutage {
       await this.failed(error instanceof TokenMintError ? error : TokenMintError.from(error));
       return false;
     }
+    this.#workedAt = Date.now();
     await this.#recovered();
     return true;
   }
