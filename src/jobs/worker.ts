@@ -55,17 +55,21 @@ export function startWorker(
   };
   // By the job's name; another queue's job or an unknown one runs as `main`, whose payload
   // check then names what is wrong.
+  // Attempts in this process, their failure steered or not (closeWorkers reads it).
   let running = 0;
   const start = (queue: JobQueueKind, concurrency: number, main: JobName, ...others: JobName[]) => {
-    const processor = steered(ctx, async (job, _token, signal) => {
+    const attempt = steered(ctx, async (job, _token, signal) => {
       const name = others.find((known) => known === job.name) ?? main;
+      return (processors[name] as (job: Job, signal?: AbortSignal) => unknown)(job, signal);
+    });
+    const processor: Processor = async (...args) => {
       running += 1;
       try {
-        return await (processors[name] as (job: Job, signal?: AbortSignal) => unknown)(job, signal);
+        return await attempt(...args);
       } finally {
         running -= 1;
       }
-    });
+    };
     return watched(new Worker(queueNames[queue], processor, { ...common, concurrency }), ctx);
   };
   const { enroll, syncRewards, syncRewardsBatch, reconcile, reconcileTick, pruneEvents } = jobNames;
@@ -155,13 +159,11 @@ async function closeWorkers(
       await closing; // a close that failed still throws
       return { timedOut: false };
     }
-    // No job ran for two checks (a finished one's completion had time to reach Redis): a close
-    // still waiting waits on Redis (away), with nothing left to finish.
+    // No attempt ran for two checks (a finished one's outcome had time to reach Redis): a close
+    // still waiting waits on Redis (away), with no work left to finish. An outcome Redis never
+    // took leaves that job to run again elsewhere once its lock expires (at least once).
     idleChecks = running() === 0 ? idleChecks + 1 : 0;
-    if (idleChecks === 2) {
-      await within(5000, Promise.all(all.map((w) => w.close(true))));
-      return { timedOut: false };
-    }
+    if (idleChecks === 2) return { timedOut: false };
     if (left <= idleCheckMs) break;
   }
   // Those jobs go back to wait (steered), for another replica, with no attempt spent.
