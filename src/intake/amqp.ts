@@ -119,6 +119,8 @@ function messageHandler(
   const inTraceOf: ContinueTrace = options.continueTrace ?? ((_headers, fn) => fn());
   const deadQueue = deadQueueOf(options.queue);
   const retryPause = outagePause();
+  // Its own: this replica never gets the key while it runs, whatever else gets enqueued.
+  const keyPause = outagePause();
   const redisOutage = outageLogger(ctx.log, 'cannot enqueue signups; messages requeued');
   const keyOutage = outageLogger(ctx.log, 'signups need PERKS_CONSUMER_ID_KEY; messages requeued');
   // At most a line a minute: a flood of invalid messages shows in the metrics, not the log.
@@ -134,7 +136,7 @@ function messageHandler(
     try {
       if (!signup.ok && onlyKeyMissing(signup.problems)) {
         keyOutage.error(new Error(describeProblems(signup.problems)));
-        await retryPause.wait(ctx.stopping.signal);
+        await keyPause.wait(ctx.stopping.signal);
         return ConsumerStatus.REQUEUE;
       }
       if (!signup.ok) {
