@@ -8,7 +8,7 @@ let listening = false;
 let taken = false;
 let handler: (() => void) | undefined;
 
-export function listenForHangups(): void {
+function listen(): void {
   if (listening) return;
   listening = true;
   process.on('SIGHUP', () => {
@@ -19,7 +19,7 @@ export function listenForHangups(): void {
 
 /** From now on each SIGHUP calls `read`; one taken before is read at once. */
 export function onHangup(read: () => void): void {
-  listenForHangups();
+  listen();
   handler = read;
   if (taken) {
     taken = false;
@@ -27,4 +27,4 @@ export function onHangup(read: () => void): void {
   }
 }
 
-if (process.argv[2] === 'work') listenForHangups();
+if (process.argv[2] === 'work') listen();

@@ -2,14 +2,13 @@ import { StoppedBeforeStartError, startPerksWorker } from '../app.js';
 import { configGroups, loadConfig } from '../config.js';
 import { createLogger } from '../ops/logger.js';
 import { shutdownSignal } from '../ops/shutdown.js';
-import { listenForHangups, onHangup } from './hangups.js';
+import { onHangup } from './hangups.js';
 
 /** `skipMigrate`: a deploy step runs `migrate`. */
 export async function run({ skipMigrate }: { skipMigrate?: boolean }): Promise<number> {
   const config = loadConfig(configGroups);
   const logger = createLogger(config.log, { pid: process.pid });
   const stopping = shutdownSignal();
-  listenForHangups();
   const app = await startPerksWorker(config, { logger, stopping, skipMigrate }).catch(
     async (error) => {
       if (!(error instanceof StoppedBeforeStartError)) throw error;

@@ -10,7 +10,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { outageLogger } from '../ops/outage.js';
 import { withTimeout } from '../ops/timeouts.js';
-import { ConsumerIdKeyMissingError } from '../queues/consumer-id.js';
 import { describeProblems, type EnrollmentPayload } from '../queues/payloads.js';
 import { enqueueEnrollments } from '../queues/producer.js';
 import { assertSchemaName, quoteIdentifier } from '../store/identifier.js';
@@ -140,11 +139,10 @@ async function drainBatch(d: Drainer): Promise<number> {
     for (const { id, ...signup } of rows) {
       const checked = checkSignup(signup, d.consumerIdKey);
       if (checked.ok) valid.push({ id, payload: checked.value });
-      // Not claimed without the key (claim_waiting_signups.sql); should the two checks part,
-      // the batch rolls back rather than refuse a row for this replica's configuration.
-      else if (onlyKeyMissing(checked.problems))
-        throw new ConsumerIdKeyMissingError(`outbox row ${id} user_id`);
-      else refused.push({ id, error: describeProblems(checked.problems) });
+      // Claimed only with the key (claim_waiting_signups.sql), as the checks agree; else it is
+      // left waiting, unmarked, for a replica with the key.
+      else if (!onlyKeyMissing(checked.problems))
+        refused.push({ id, error: describeProblems(checked.problems) });
     }
     const payloads = valid.map((v) => v.payload);
     const enqueued = await withTimeout(enqueueEnrollments(d.queues, payloads), enqueueTimeoutMs);

@@ -53,7 +53,7 @@ export class PortInUseError extends OperationalError {
 
 /**
  * A server of `work` that cannot listen, as the one line the process exits with: its port taken,
- * or its host no address of this machine (a typo, a name that does not resolve). Else undefined.
+ * or its host (an IP address or localhost, by the config) none of this machine's. Else undefined.
  */
 export function listenFailure(
   error: unknown,
@@ -61,7 +61,7 @@ export function listenFailure(
 ): OperationalError | undefined {
   const code = (error as NodeJS.ErrnoException).code;
   if (code === 'EADDRINUSE') return new PortInUseError(at.portVariable, at.port);
-  if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
+  if (code === 'EADDRNOTAVAIL') {
     return new OperationalError(
       `${at.hostVariable} ${at.host} cannot be listened on (${code}): give an address of this host, such as 0.0.0.0 (every interface) or 127.0.0.1`,
     );

@@ -30,7 +30,7 @@ as $function$
    where consumer_id in (
      select consumer_id from waiting
      union all
-     select consumer_id from (select consumer_id from stale) s
+     select consumer_id from stale
      limit $1)
   returning consumer_id
 $function$;
