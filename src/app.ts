@@ -82,7 +82,8 @@ export async function startPerksWorker(
   // One mint before the jobs: wrong credentials or a token endpoint that is down show at once
   // (an error line, /readyz, `status`) and pause the API queues until a mint works.
   const probe = runtime.mintOutage.probe();
-  const minted = await (stopping ? Promise.race([probe, stopping.then(() => false)]) : probe);
+  // undefined: a stop came first, and the mint's outcome is not known.
+  const minted = await (stopping ? Promise.race([probe, stopping.then(() => undefined)]) : probe);
   const { queuePrefix: prefix } = redis;
   const worker = startWorker(ctx, connection, prefix, settings, telemetry);
   runtime.mintOutage.attach([worker.workers.enrollment, worker.workers.rewardSync]);
@@ -104,7 +105,12 @@ export async function startPerksWorker(
       port: opsPort,
       dashboard: settings.dashboardPassword ? dashboardPath : 'off',
       tracing: tracing ? 'on' : 'off',
-      perksApi: minted ? 'token minted' : 'token mint failing',
+      perksApi:
+        minted === undefined
+          ? 'stopping: mint not awaited'
+          : minted
+            ? 'token minted'
+            : 'token mint failing',
       clientId: perks.clientId,
       intake: intake.summary,
       webhooks: webhooks ? new URL(config.events.webhookUrl ?? '').host : 'off',

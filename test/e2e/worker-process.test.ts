@@ -5,7 +5,7 @@
 
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
-import { createServer } from 'node:net';
+import { createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -181,6 +181,30 @@ describe('perks-worker work', () => {
     // The retries go on for a minute; the stop must not wait for them.
     expect(await worker.exited, worker.output()).toBe(0);
     expect(worker.output()).toContain('stopped before the worker started');
+  }, 30_000);
+
+  it('on SIGTERM during a start-up mint that has not answered, says the mint was not awaited', async () => {
+    // An API that takes the connection and never answers: the mint waits out PERKS_TIMEOUT_MS.
+    const held: Socket[] = [];
+    const silent = createServer((socket) => held.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = silent.address() as AddressInfo;
+      const worker = startWorkerProcess(
+        rig.workerEnv({ PERKS_BASE_URL: `http://127.0.0.1:${port}`, PERKS_TIMEOUT_MS: '20000' }),
+      );
+      await waitFor('the mint to reach the API', () => (held.length > 0 ? true : undefined));
+      worker.child.kill('SIGTERM');
+      expect(await worker.exited, worker.output()).toBe(0);
+      const started = worker
+        .output()
+        .split('\n')
+        .find((l) => l.includes('"worker started"'));
+      expect(JSON.parse(started ?? '{}')).toMatchObject({ perksApi: 'stopping: mint not awaited' });
+    } finally {
+      for (const socket of held) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
   }, 30_000);
 
   it('a SIGHUP while `work` still loads its modules ends nothing, and is read once it runs', async () => {
