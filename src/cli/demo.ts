@@ -154,10 +154,12 @@ async function waitUntilDrained(ctx: JobContext, reconciliationJobId?: string): 
       0,
     );
     const { enrollment: enroll, rewardSync: sync } = counts;
+    // Done: counted by this process (the queues keep only the last KEEP_COMPLETED_JOBS).
+    const done = await ctx.metrics.completedJobs();
     const { rows } = await ctx.store.pool.query<{ n: string }>(
       `select count(*) as n from "${ctx.store.schema}".rewards`,
     );
-    const line = `   enrollments done ${enroll.completed} (failed ${enroll.failed}), sync jobs done ${sync.completed} (failed ${sync.failed}), pending jobs ${pending}, rewards stored ${rows[0]?.n ?? 0}`;
+    const line = `   enrollments done ${done[ctx.queues.enrollment.name] ?? 0} (failed ${enroll.failed}), sync jobs done ${done[ctx.queues.rewardSync.name] ?? 0} (failed ${sync.failed}), pending jobs ${pending}, rewards stored ${rows[0]?.n ?? 0}`;
     if (tty) process.stdout.write(`\r${line}`);
     else if (line !== lastLine) say(line);
     lastLine = line;

@@ -96,6 +96,11 @@ export function workerMetrics(registers: Registry[]) {
       if (outcome === 'rate_limited') retried.inc({ queue, reason: outcome });
     },
     jobCompleted: (queue: string) => completed.inc({ queue }),
+    /** Jobs this process completed, by queue name (a queue keeps only KEEP_COMPLETED_JOBS). */
+    async completedJobs(): Promise<Record<string, number>> {
+      const { values } = await completed.get();
+      return Object.fromEntries(values.map((v) => [String(v.labels.queue), v.value]));
+    },
     /** `final` when no attempt is left (or it was unrecoverable). */
     jobFailed: (queue: string, reason: FailureReason, final: boolean) =>
       (final ? failed : retried).inc({ queue, reason }),

@@ -23,10 +23,17 @@ describe('perks-worker demo', () => {
   it('enrolls, syncs, reconciles and explains its two honest differences', async () => {
     const { status, stdout, stderr } = await runCli(
       ['demo', '--customers', '40'],
-      { REDIS_URL: queues.redisUrl, DATABASE_URL: db.url, QUEUE_PREFIX: queues.prefix },
+      {
+        REDIS_URL: queues.redisUrl,
+        DATABASE_URL: db.url,
+        QUEUE_PREFIX: queues.prefix,
+        // Its progress counts the jobs done, not the completed ones the queues keep.
+        KEEP_COMPLETED_JOBS: '10',
+      },
       { timeoutMs: 110_000 },
     );
     const output = stdout + stderr;
+    expect(output).toMatch(/enrollments done 40 \(failed 0\), sync jobs done [4-9]\d /);
     expect(output).toMatch(/^last reconciliation: FINISHED \(job reconcile-/m);
     expect(output).toContain('consumers 40 in all: 40 synced, 0 failed, 0 not enrolled');
     expect(output).toContain('two honest differences between upstream and the datastore:');
