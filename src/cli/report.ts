@@ -117,8 +117,9 @@ export function lagLine(lag: DeliveryLag, webhooks: boolean): string {
   const failed =
     lag.failed > 0 ? `; ${lag.failed} event(s) failed (perks-worker events --failed)` : '';
   if (!lag.oldest) return `webhook delivery: up to date${failed}`;
-  const seconds = Math.round((Date.now() - lag.oldest.createdAt.getTime()) / 1000);
-  return `webhook delivery: ${lag.consumers} consumer(s) waiting, oldest undelivered evt_${lag.oldest.id} recorded ${seconds} s ago${failed}`;
+  const { id, createdAt } = lag.oldest;
+  const seconds = Math.round((Date.now() - createdAt.getTime()) / 1000);
+  return `webhook delivery: ${lag.consumers} consumer(s) waiting, oldest undelivered ${id ? `evt_${id} ` : ''}recorded ${seconds} s ago${failed}`;
 }
 
 /** A failed job as `status --json` and `failed --json` show it. */

@@ -84,7 +84,11 @@ export async function clearPendingIfDone(
 export interface DeliveryLag {
   /** Consumers with events not yet delivered. */
   consumers: number;
-  oldest?: { id: string; createdAt: Date };
+  /**
+   * When the oldest undelivered event was recorded (reward_event_pending.oldest_at), and its id
+   * unless its consumer's delivery has just ended.
+   */
+  oldest?: { id?: string; createdAt: Date };
   /** Events given up. */
   failed: number;
 }
@@ -96,7 +100,8 @@ export async function deliveryLag(pool: pg.Pool, schema: string): Promise<Delive
   const [row] = rows;
   if (!row) throw new Error('reward_event_lag() returned no row');
   const { consumers, failed, oldest_id: id, oldest_at: createdAt } = row;
-  return { consumers, failed, ...(id && createdAt ? { oldest: { id, createdAt } } : {}) };
+  if (!createdAt) return { consumers, failed };
+  return { consumers, failed, oldest: { ...(id ? { id } : {}), createdAt } };
 }
 
 type DeliveryRow = Pick<FeedEvent, 'id' | 'type' | 'consumer_id' | 'created_at'> & {

@@ -195,6 +195,7 @@ describe('migrate', () => {
       '000009_rewards_without_consumer_key.sql',
       '000010_claim_signups_without_key.sql',
       '000011_reward_event_pending_indexes.sql',
+      '000012_reward_event_pending_oldest.sql',
     ]);
     const fresh = newDatabaseUrl();
     await migrate({ databaseUrl: fresh.url, schema: 'perks' });
@@ -319,12 +320,12 @@ describe('perks-worker migrate', () => {
     const first = capture();
     expect(await run()).toBe(0);
     expect(first.out.join('')).toBe(
-      `created database ${name}\napplied 000001_init.sql\napplied 000002_write_reward_pages.sql\napplied 000003_not_enrolled_race.sql\napplied 000004_signup_outbox.sql\napplied 000005_reward_events.sql\napplied 000006_drop_write_reward_pages_overload.sql\napplied 000007_rejected_rewards.sql\napplied 000008_created_events_on_rewards.sql\napplied 000009_rewards_without_consumer_key.sql\napplied 000010_claim_signups_without_key.sql\napplied 000011_reward_event_pending_indexes.sql\nschema perks is at 000011 (11 migrations)\n`,
+      `created database ${name}\napplied 000001_init.sql\napplied 000002_write_reward_pages.sql\napplied 000003_not_enrolled_race.sql\napplied 000004_signup_outbox.sql\napplied 000005_reward_events.sql\napplied 000006_drop_write_reward_pages_overload.sql\napplied 000007_rejected_rewards.sql\napplied 000008_created_events_on_rewards.sql\napplied 000009_rewards_without_consumer_key.sql\napplied 000010_claim_signups_without_key.sql\napplied 000011_reward_event_pending_indexes.sql\napplied 000012_reward_event_pending_oldest.sql\nschema perks is at 000012 (12 migrations)\n`,
     );
     vi.restoreAllMocks();
     const second = capture();
     expect(await run()).toBe(0);
-    expect(second.out.join('')).toBe('schema perks is at 000011 (11 migrations)\n');
+    expect(second.out.join('')).toBe('schema perks is at 000012 (12 migrations)\n');
   });
 
   it('says in one line that the server cannot be reached, and exits 1', async () => {

@@ -3,6 +3,8 @@
 -- over an event of the consumer it has not passed: a delivery job that read its batch before a
 -- replay rewound the cursor leaves it there, and its next read starts from the replayed events.
 -- Events of one consumer commit in id order, so none is found there but after a replay.
+-- Then the consumer's mark takes the time of its next event (reward_event_lag reads it); with
+-- none left it keeps its older time, never a newer one, until clear_reward_event_pending.
 
 create or replace function advance_reward_event_cursor(consumer_id text, event_id bigint)
 returns void
@@ -15,7 +17,16 @@ as $function$
     set delivered_through = excluded.delivered_through, updated_at = now()
     where c.delivered_through < excluded.delivered_through
       and not exists (select from reward_events e
-                      where e.consumer_id = $1 and e.id > c.delivered_through and e.id < $2)
+                      where e.consumer_id = $1 and e.id > c.delivered_through and e.id < $2);
+  update reward_event_pending p
+     set oldest_at = coalesce(
+       (select e.created_at from reward_events e
+         where e.consumer_id = $1
+           and e.id > (select c.delivered_through from reward_event_cursors c
+                        where c.consumer_id = $1)
+         order by e.id limit 1),
+       p.oldest_at)
+   where p.consumer_id = $1;
 $function$;
 
 comment on function advance_reward_event_cursor(text, bigint) is

@@ -1,6 +1,7 @@
 -- replay_reward_events(from_id): delivers every event from from_id on again, their failures
 -- forgotten: the cursors of their consumers move back before from_id and the consumers are
--- marked pending. Returns how many consumers.
+-- marked pending, each mark as old as its consumer's oldest event replayed or still undelivered.
+-- Returns how many consumers.
 
 create or replace function replay_reward_events(from_id bigint)
 returns int
@@ -8,7 +9,8 @@ language sql
 set search_path from current
 as $function$
   with replayed as (
-    select distinct consumer_id from reward_events where id >= $1
+    select consumer_id, min(created_at) as oldest_at from reward_events where id >= $1
+     group by consumer_id
   ),
   rewound as (
     update reward_event_cursors c
@@ -20,9 +22,10 @@ as $function$
     delete from reward_event_failures where event_id >= $1
   ),
   marked as (
-    insert into reward_event_pending (consumer_id)
-    select consumer_id from replayed
-    on conflict (consumer_id) do update set dispatched_at = null
+    insert into reward_event_pending as p (consumer_id, oldest_at)
+    select consumer_id, oldest_at from replayed
+    on conflict (consumer_id) do update
+      set dispatched_at = null, oldest_at = least(p.oldest_at, excluded.oldest_at)
   )
   select count(*)::int from replayed
 $function$;
