@@ -50,6 +50,8 @@ async function measure(ctx: BenchContext, consumers: number, concurrencyLimit?: 
   try {
     const ids = await consumerIdsOf(lab.sandbox);
     await syncThroughWorker(ctx.run, lab, ids.slice(0, warmUp), warmUp);
+    // P is the timed run's own peak: the warm-up's start may have let out more.
+    await lab.sandbox.state.restartPeakInFlight();
     const before = await lab.sandbox.state.counters();
     const timed = await syncThroughWorker(ctx.run, lab, ids.slice(warmUp), consumers);
     const after = await lab.sandbox.state.counters();

@@ -172,6 +172,11 @@ export class SandboxState {
     return structuredClone(this.stats);
   }
 
+  /** peakInFlight counts from now on (a bench's timed run after its warm-up). */
+  restartPeakInFlight(): void {
+    this.stats.peakInFlight = this.inFlight;
+  }
+
   countRequest(route: string): void {
     this.stats.requests[route] = (this.stats.requests[route] ?? 0) + 1;
   }
