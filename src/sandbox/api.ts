@@ -68,13 +68,13 @@ async function issueToken(ctx: SandboxContext, body: ParsedBody, reply: Reply): 
   const grantType = field(body, 'grant_type');
   if (grantType !== undefined && grantType !== 'client_credentials') {
     const msg = "Input should be 'client_credentials'";
-    const errors = [{ loc: ['body', 'grant_type'], msg, type: 'literal_error' }];
+    const errors = [{ loc: ['grant_type'], msg, type: 'literal_error' }];
     return reply.error(400, 'ERR-400-00', { errors });
   }
   const scopes = grantedScopes(ctx.scopes, field(body, 'scope'));
   if (scopes.length === 0) {
     const msg = 'No requested scope is allowed';
-    const errors = [{ loc: ['body', 'scope'], msg, type: 'value_error' }];
+    const errors = [{ loc: ['scope'], msg, type: 'value_error' }];
     return reply.error(400, 'ERR-400-00', { errors });
   }
   const minted = await ctx.state.mintToken(clientId, scopes);

@@ -93,9 +93,10 @@ export class ConsumerRewards {
     const cached = this.pages.get(key);
     if (cached) return cached;
     const ordered = this.ordered(query.sort);
-    const wanted = new Set(query.types.map((t) => t.toUpperCase()));
-    const matching =
-      wanted.size === 0 ? ordered : ordered.filter((r) => wanted.has(r.json.type.toUpperCase()));
+    // The spec: "String filters are case-insensitive partial matches"; several values: any.
+    const wanted = [...new Set(query.types.map((t) => t.toUpperCase()))];
+    const matches = (type: string) => wanted.some((w) => type.toUpperCase().includes(w));
+    const matching = wanted.length === 0 ? ordered : ordered.filter((r) => matches(r.json.type));
     const start = (query.page - 1) * query.perPage;
     const texts = matching.slice(start, start + query.perPage).map((r) => r.text);
     const page: CachedPage = { itemsJson: `[${texts.join(',')}]`, total: matching.length };

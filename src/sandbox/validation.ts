@@ -36,7 +36,8 @@ export function validateEnrollment(body: ParsedBody): Checked<string> {
   // The spec: an empty errors means the body was not valid JSON.
   if (body.kind === 'malformed') return { ok: false, errors: [] };
   const value = body.kind === 'json' ? body.value : body.kind === 'form' ? null : undefined;
-  const checked = check(enrollmentSchema, value, ['body']);
+  // The spec: loc "is a path from the request body", so no pydantic 'body' segment first.
+  const checked = check(enrollmentSchema, value, []);
   return checked.ok ? { ok: true, value: checked.value.id } : checked;
 }
 

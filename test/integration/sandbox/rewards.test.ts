@@ -124,6 +124,8 @@ describe('GET /perks/consumers/{id}/rewards', () => {
     const cashback = await page('?type=CASHBACK&per_page=2');
     expect(cashback.meta.total).toBe(10);
     expect(cashback.items).toHaveLength(2);
+    // "String filters are case-insensitive partial matches."
+    expect((await page('?type=cash')).meta.total).toBe(10);
   });
 
   it.each([

@@ -73,7 +73,7 @@ describe('POST /tokens', () => {
       { authorization: auth, 'content-type': 'application/json' },
       '{"grant_type":"password"}',
     );
-    expect(envelopeOf(grant).errors?.[0]?.loc).toEqual(['body', 'grant_type']);
+    expect(envelopeOf(grant).errors?.[0]?.loc).toEqual(['grant_type']);
     const malformed = await tokenRequest({ authorization: auth }, '{"grant_type":');
     expect(envelopeOf(malformed).errors).toEqual([]);
   });
