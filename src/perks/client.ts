@@ -12,6 +12,7 @@ import {
   AuthError,
   ConflictError,
   PerksError,
+  ResponseShapeError,
   ThrottledError,
   TokenMintError,
   tryJson,
@@ -143,8 +144,15 @@ export class PerksClient {
     try {
       const spec = { operation, method: 'POST', path: '/perks/consumers', body } as const;
       const response = await this.#call(spec, opts.signal);
-      // Any 2xx means the consumer exists; the spec fixes no body, so another is only noted.
-      if (!enrollResponseSchema.safeParse(tryJson(response.body)).success) {
+      // Any 2xx means the consumer exists; a body without the id is only noted, but one
+      // naming another consumer contradicts the spec's "field id (the consumer identifier)".
+      const answered = enrollResponseSchema.safeParse(tryJson(response.body));
+      if (answered.success && answered.data.id !== body.id) {
+        const got = JSON.stringify(answered.data.id.slice(0, 120));
+        const message = `${operation}: response id ${got} is not the consumer enrolled`;
+        throw new ResponseShapeError(message, { operation, status: response.status, path: 'id' });
+      }
+      if (!answered.success) {
         this.#options.logger?.warn(
           { operation, status: response.status },
           'perks: enrollment succeeded with an unexpected body',

@@ -144,7 +144,9 @@ type FailedResponse = HttpResponse & { operation: string; secrets: readonly stri
 /** The status decides the class, the envelope code refines it; a gateway's HTML yields a snippet. */
 export function errorFromResponse(response: FailedResponse): PerksError {
   const { operation, status } = response;
-  const envelope = errorEnvelopeSchema.safeParse(tryJson(response.body)).data;
+  const parsed = errorEnvelopeSchema.safeParse(tryJson(response.body)).data;
+  // Its members end up on the error (title, errors, instance): masked as the message is.
+  const envelope = parsed && redactDeep(parsed, response.secrets);
   const details = { ...envelope, operation, status };
   const message = redactSecrets(describe(response, envelope), response.secrets);
   // The spec's `ERR` stands for the program's prefix: match `<PFX>-404-02`.
@@ -158,6 +160,16 @@ export function errorFromResponse(response: FailedResponse): PerksError {
   const ErrorClass =
     classByStatus[status] ?? (status >= 500 && status <= 599 ? UpstreamError : PerksError);
   return new ErrorClass(message, details);
+}
+
+/** Every string of `value` through redactSecrets; past 32 levels, dropped (no stack blow-up). */
+function redactDeep<T>(value: T, secrets: readonly string[], depth = 0): T {
+  if (typeof value === 'string') return redactSecrets(value, secrets) as T;
+  if (typeof value !== 'object' || value === null) return value;
+  if (depth > 32) return null as T;
+  if (Array.isArray(value)) return value.map((v) => redactDeep(v, secrets, depth + 1)) as T;
+  const entries = Object.entries(value).map(([k, v]) => [k, redactDeep(v, secrets, depth + 1)]);
+  return Object.fromEntries(entries) as T;
 }
 
 /** The JSON a body holds, or undefined: gateways answer with HTML, text or nothing. */

@@ -99,18 +99,24 @@ export type ConsumerStatus = (typeof CONSUMER_STATUSES)[number];
 // Strings the spec gives no length: an empty one is stored as sent, not refused.
 const transactionSchema = z.looseObject({
   external_id: z.string(),
-  // The transaction table says only "date-time": an explicit offset is tolerated here.
+  // Shared conventions: "Timestamps: RFC 3339, UTC, always Z-suffixed" (this one too).
   executed_at: z.iso
-    .datetime({ offset: true, error: 'must be an RFC 3339 date-time' })
+    .datetime({ error: 'must be an RFC 3339 date-time in UTC (Z)' })
     .refine(storableDateTime, STORABLE_DATE_TIME),
 });
+
+/** RFC 3986 absolute URI: scheme ":" then only URI characters (z.url() trims and takes spaces). */
+const ABSOLUTE_URI = /^[A-Za-z][A-Za-z0-9+.-]*:(?:[\w\-.~:/?#[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})+$/;
 
 const brandSchema = z.looseObject({
   name: z.string().nullable(),
   // Any scheme, as the spec says "URI": whoever renders a logo picks the schemes it shows.
   logo: z
-    .url({ error: 'must be an absolute URI' })
+    .string()
     .max(2083, { error: 'must be at most 2083 characters' })
+    .refine((uri) => ABSOLUTE_URI.test(uri) && URL.canParse(uri), {
+      error: 'must be an absolute URI',
+    })
     .nullable()
     .optional(),
 });
@@ -203,7 +209,16 @@ export const tokenResponseSchema = z.object({
     .refine((type) => type.toLowerCase() === 'bearer', { error: 'must be Bearer' })
     .optional(),
   // A number by the spec; some servers send it as a numeric string.
-  expires_in: z.coerce.number().positive(),
+  expires_in: z
+    .union([
+      z.number(),
+      z
+        .string()
+        .trim()
+        .regex(/^\d+(?:\.\d+)?$/)
+        .transform(Number),
+    ])
+    .pipe(z.number().positive()),
 });
 
 export const MAX_PER_PAGE = 1000;

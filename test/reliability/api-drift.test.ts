@@ -213,7 +213,7 @@ describe('items that break the contract', () => {
       [{ created_at: '0000-01-01T00:00:00Z' }, /^created_at: must be a date-time from year 0001/],
       [
         { transaction: { external_id: 'tx-2', executed_at: '2024-05-01T10:00:00+23:59' } },
-        /^transaction\.executed_at: must be a date-time from year 0001/,
+        /^transaction\.executed_at: must be an RFC 3339 date-time in UTC/,
       ],
     ];
     const items = h.sandbox.state.addRewardItems(

@@ -136,7 +136,7 @@ describe('writeRewardPage', () => {
     items.push({
       ...upper,
       id: upper.id.toUpperCase(),
-      transaction: { external_id: 'tx_offset', executed_at: '2025-06-01T10:00:00+02:00' },
+      transaction: { external_id: 'tx_fraction', executed_at: '2025-06-01T08:00:00.5Z' },
     });
     const { items: parsed } = parseRewardPage('test', {
       items,

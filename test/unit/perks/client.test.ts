@@ -63,6 +63,14 @@ describe('enrollConsumer', () => {
     expect(api.apiRequests()).toHaveLength(1);
   });
 
+  it('a 2xx naming another consumer is an answer of the wrong shape, naming the field', async () => {
+    api = fakeApi({ api: () => ({ status: 201, body: { id: 'someone_else' } }) });
+    await expect(api.client.enrollConsumer({ id: CONSUMER })).rejects.toMatchObject({
+      name: 'ResponseShapeError',
+      path: 'id',
+    });
+  });
+
   it('a POST whose connection dropped is retried; the 409 that follows counts as success', async () => {
     const reset = Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
     api = fakeApi({

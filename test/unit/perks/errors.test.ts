@@ -12,7 +12,16 @@ import {
   UpstreamError,
   ValidationError,
 } from '../../../src/perks/errors.js';
-import { CONSUMER, envelope, type FakeResponse, fakeApi, REWARD_ID, sequence } from './fake-api.js';
+import {
+  CLIENT_ID,
+  CONSUMER,
+  envelope,
+  type FakeResponse,
+  fakeApi,
+  REWARD_ID,
+  SECRET,
+  sequence,
+} from './fake-api.js';
 
 let api: ReturnType<typeof fakeApi> | undefined;
 afterEach(async () => {
@@ -99,6 +108,44 @@ describe('the spec error table, with the envelope', () => {
       body: { code: 'ERR-500-00', title: 'x', status: 500 },
     });
     expect(error).toBeInstanceOf(NotFoundError);
+  });
+});
+
+describe('secrets the API echoes in its error envelope', () => {
+  it("a token in title, errors[].msg or instance reaches none of the error's fields", async () => {
+    let token = '';
+    api = fakeApi({
+      api: (req) => {
+        token = (req.headers.authorization ?? '').replace(/^Bearer /, '');
+        return {
+          status: 403,
+          body: {
+            code: 'ERR-403-00',
+            title: `Forbidden for ${token}`,
+            status: 403,
+            errors: [{ loc: ['authorization'], msg: `bad token ${token}`, type: 'x' }],
+            instance: `/tokens/${token}`,
+          },
+        };
+      },
+    });
+    const error = await api.client.getReward(CONSUMER, REWARD_ID).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PerksError);
+    const { message, title, errors, instance } = error as PerksError;
+    expect(token.length).toBeGreaterThan(10);
+    expect(JSON.stringify({ message, title, errors, instance })).not.toContain(token);
+  });
+
+  it('the client secret in a 401 title of POST /tokens stays out of the mint error', async () => {
+    api = fakeApi({
+      tokens: () => ({
+        status: 401,
+        body: { code: 'ERR-401-00', title: `Unauthorized: ${CLIENT_ID}:${SECRET}`, status: 401 },
+      }),
+    });
+    const error = await api.client.checkCredentials().catch((e: unknown) => e);
+    expect(error).toMatchObject({ status: 401 });
+    expect((error as PerksError).title).not.toContain(SECRET);
   });
 });
 

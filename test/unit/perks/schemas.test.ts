@@ -178,6 +178,29 @@ describe('safeParseReward', () => {
       'transaction.external_id',
     ],
     ['a missing transaction key', { transaction: undefined }, 'transaction'],
+    // The shared conventions: "Timestamps: RFC 3339, UTC, always Z-suffixed".
+    [
+      'an executed_at with an offset',
+      { transaction: { external_id: 'tx1', executed_at: '2024-04-30T11:00:00+02:00' } },
+      'transaction.executed_at',
+    ],
+    // Not URIs, which z.url() takes (it trims, and allows spaces and backslashes).
+    [
+      'a logo with a space',
+      { brand: { name: 'A', logo: 'https://cdn.test/a logo.png' } },
+      'brand.logo',
+    ],
+    [
+      'a logo with a leading space',
+      { brand: { name: 'A', logo: ' https://cdn.test/a.png' } },
+      'brand.logo',
+    ],
+    [
+      'a logo ending in a newline',
+      { brand: { name: 'A', logo: 'https://cdn.test/a.png\n' } },
+      'brand.logo',
+    ],
+    ['a Windows path as logo', { brand: { name: 'A', logo: 'C:\\logos\\acme.png' } }, 'brand.logo'],
   ])('rejects %s', (_name, overrides, field) => {
     const result = safeParseReward(wireReward(overrides));
     expect(result.success).toBe(false);

@@ -109,6 +109,18 @@ describe('POST /tokens', () => {
     });
   });
 
+  it.each([true, [3600]])(
+    'rejects expires_in %j: seconds, a number or numeric string',
+    async (expires_in) => {
+      api = fakeApi({
+        tokens: () => ({ status: 200, body: { access_token: 'eyJa.eyJb.c', expires_in } }),
+        api: okReward,
+      });
+      const error = await api.client.getReward(CONSUMER, REWARD_ID).catch((e: unknown) => e);
+      expect((error as TokenMintError).cause).toMatchObject({ path: 'expires_in' });
+    },
+  );
+
   it('bad credentials -> TokenMintError (an AuthError), no API call, no loop', async () => {
     api = fakeApi({ tokens: () => envelope(401, 'ERR-401-00', 'Unauthorized'), api: okReward });
     const error = await api.client.getReward(CONSUMER, REWARD_ID).catch((e: unknown) => e);
