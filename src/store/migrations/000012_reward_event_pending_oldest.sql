@@ -1,8 +1,10 @@
 -- reward_event_lag() found the oldest undelivered event by a probe per pending consumer, at
 -- every /metrics scrape: seconds of database time with a million consumers pending. Each mark
 -- now keeps when its consumer's oldest undelivered event was recorded, so the lag is read from
--- one index. Kept by: the mark's insert (the write recording the event: now()), the cursor's
+-- one index. Kept by: the write recording an event (its events' least created_at), the cursor's
 -- moves (advance_reward_event_cursor: the next event's time) and replay_reward_events.
+-- The backfill probes each pending consumer once, as the lag did at each scrape (about 2 s a
+-- million rows), with the table locked: writes that record events wait for it.
 alter table reward_event_pending add column oldest_at timestamptz not null default now();
 
 update reward_event_pending p
@@ -19,4 +21,4 @@ update reward_event_pending p
 create index reward_event_pending_oldest_idx on reward_event_pending (oldest_at);
 
 comment on column reward_event_pending.oldest_at is
-  'When the consumer''s oldest event not yet delivered was recorded, as of the last write, delivery or replay of its events; older (never newer) while a delivery job finds nothing left, until the mark is dropped. For a reward.created, later than the event''s created_at (its page''s read) by the time the page took to be written.';
+  'When the consumer''s oldest event not yet delivered was recorded, as of the last write, delivery or replay of its events; older (never newer) while a delivery job finds nothing left, until the mark is dropped.';

@@ -1,8 +1,10 @@
 /**
  * How far webhook delivery is behind (reward_event_lag, read at every /metrics scrape): the
- * oldest undelivered event through writes, deliveries, a give-up and a replay, and on a large
- * reward_event_pending one index read instead of a probe per pending consumer.
+ * oldest undelivered event through writes, deliveries, a give-up and a replay; a replay beside a
+ * delivery; and on a large reward_event_pending, one index read instead of a probe per consumer.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
   advanceCursor,
@@ -21,17 +23,20 @@ const schema = '"perks"';
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  store = createStore({ url: db.url, schema: 'perks', poolSize: 2 });
+  store = createStore({ url: db.url, schema: 'perks', poolSize: 4 });
 });
 afterAll(async () => {
   await store.close();
   await db.drop();
 });
 
-/** A first sync of three rewards, read now; its three reward.created events. */
-async function firstSync(consumerId: string) {
-  const rewards = [reward(), reward(), reward()].sort((a, b) => (a.id < b.id ? -1 : 1));
-  await store.writeRewardPage({ consumerId, rewards, observedAt: new Date() });
+/** A page of `count` new rewards read `secondsAgo` ago; the consumer's events so far. */
+async function page(consumerId: string, count: number, secondsAgo: number) {
+  const rewards = Array.from({ length: count }, () => reward()).sort((a, b) =>
+    a.id < b.id ? -1 : 1,
+  );
+  const observedAt = new Date(Date.now() - secondsAgo * 1000);
+  await store.writeRewardPage({ consumerId, rewards, observedAt });
   const { rows } = await store.pool.query<{ id: string; created_at: Date }>(
     'select id::text, created_at from perks.reward_events where consumer_id = $1 order by id',
     [consumerId],
@@ -43,27 +48,30 @@ const lag = () => deliveryLag(store.pool, schema);
 
 it('says when the oldest undelivered event was recorded, through deliveries, a give-up and a replay', async () => {
   expect(await lag()).toEqual({ consumers: 0, failed: 0 });
-  const [a1, a2, a3] = await firstSync('lag_a');
-  const [b1, b2] = await firstSync('lag_b');
-  if (!a1 || !a2 || !a3 || !b1 || !b2) throw new Error('three events each expected');
+  // lag_a: a page read 60 s before it was written (a slow answer), then one 30 s later.
+  await page('lag_a', 2, 60);
+  const [a1, a2, a3] = await page('lag_a', 1, 30);
+  const [b1, b2] = await page('lag_b', 2, 10);
+  if (!a1 || !a2 || !a3 || !b1 || !b2) throw new Error('three and two events expected');
 
-  // Marked by the write: its transaction's start, a moment after the page was read.
-  const written = await lag();
-  expect(written).toMatchObject({ consumers: 2, failed: 0, oldest: { id: a1.id } });
-  const markedAfterMs = (written.oldest?.createdAt.getTime() ?? 0) - a1.created_at.getTime();
-  expect(markedAfterMs).toBeGreaterThanOrEqual(0);
-  expect(markedAfterMs).toBeLessThan(5000);
+  // The mark holds its oldest event's own time: a reward.created's is its page's read.
+  expect(await lag()).toEqual({
+    consumers: 2,
+    failed: 0,
+    oldest: { id: a1.id, createdAt: a1.created_at },
+  });
 
-  // Delivered through a1: the next event's own time.
-  await advanceCursor(store.pool, schema, 'lag_a', a1.id);
-  expect((await lag()).oldest).toEqual({ id: a2.id, createdAt: a2.created_at });
+  // Delivered through a2, the last of the first page: the next event's own time, 30 s later.
+  for (const { id } of [a1, a2]) await advanceCursor(store.pool, schema, 'lag_a', id);
+  expect((await lag()).oldest).toEqual({ id: a3.id, createdAt: a3.created_at });
+  expect(a3.created_at.getTime() - a1.created_at.getTime()).toBeGreaterThan(20_000);
 
-  // All of lag_a delivered: its mark keeps its older time (never a newer one) until dropped.
-  for (const { id } of [a2, a3]) await advanceCursor(store.pool, schema, 'lag_a', id);
+  // All of lag_a delivered: its mark keeps that older time (never a newer one) until dropped.
+  await advanceCursor(store.pool, schema, 'lag_a', a3.id);
   expect((await lag()).oldest).toEqual({ createdAt: a3.created_at });
   await store.pool.query(`update perks.reward_event_pending set dispatched_at = now()`);
   await clearPendingIfDone(store.pool, schema, 'lag_a');
-  expect((await lag()).oldest?.id).toBe(b1.id);
+  expect((await lag()).oldest).toEqual({ id: b1.id, createdAt: b1.created_at });
 
   // b1 given up: counted as failed, and b2 is the oldest.
   await recordFailure(
@@ -88,6 +96,52 @@ it('says when the oldest undelivered event was recorded, through deliveries, a g
     failed: 0,
     oldest: { id: a1.id, createdAt: a1.created_at },
   });
+});
+
+it('replays while a delivery moves the cursor of a replayed consumer, without a deadlock', async () => {
+  // Two pages of different times: moving past x2 writes lag_x's mark (x3 is 20 s younger).
+  await page('lag_x', 2, 20);
+  const [x1, x2] = await page('lag_x', 1, 0);
+  if (!x1 || !x2) throw new Error('three events expected');
+  await recordFailure(
+    store.pool,
+    schema,
+    { id: x1.id, consumer_id: 'lag_x' },
+    {
+      attempts: 3,
+      lastError: 'HTTP 500',
+    },
+  );
+  // Another session holds the failure (a give-up of it in progress): the replay waits there.
+  const holder = new pg.Client({ connectionString: db.url });
+  await holder.connect();
+  try {
+    await holder.query('begin');
+    await holder.query('select 1 from perks.reward_event_failures for update');
+    const waiting = async (sessions: number) => {
+      for (;;) {
+        const { rows } = await store.pool.query<{ n: number }>(
+          `select count(*)::int as n from pg_stat_activity
+            where wait_event_type = 'Lock' and datname = current_database()`,
+        );
+        if ((rows[0]?.n ?? 0) >= sessions) return;
+        await sleep(20);
+      }
+    };
+    const replay = replayFrom(store.pool, schema, x1.id);
+    await waiting(1);
+    // lag_x's delivery moves its cursor meanwhile: it takes the cursor, then the mark.
+    const advance = advanceCursor(store.pool, schema, 'lag_x', x2.id);
+    await Promise.race([advance, waiting(2)]);
+    await holder.query('commit');
+    const settled = await Promise.allSettled([replay, advance]);
+    expect(settled.map((r) => (r.status === 'rejected' ? String(r.reason) : 'ok'))).toEqual([
+      'ok',
+      'ok',
+    ]);
+  } finally {
+    await holder.end();
+  }
 });
 
 interface PlanNode {

@@ -4,7 +4,9 @@
 -- replay rewound the cursor leaves it there, and its next read starts from the replayed events.
 -- Events of one consumer commit in id order, so none is found there but after a replay.
 -- Then the consumer's mark takes the time of its next event (reward_event_lag reads it); with
--- none left it keeps its older time, never a newer one, until clear_reward_event_pending.
+-- none left it keeps its older time, never a newer one, until clear_reward_event_pending. The
+-- mark is written only when that time moves: the events of one page share theirs, and a write of
+-- the consumer in progress holds the mark.
 
 create or replace function advance_reward_event_cursor(consumer_id text, event_id bigint)
 returns void
@@ -19,14 +21,13 @@ as $function$
       and not exists (select from reward_events e
                       where e.consumer_id = $1 and e.id > c.delivered_through and e.id < $2);
   update reward_event_pending p
-     set oldest_at = coalesce(
-       (select e.created_at from reward_events e
-         where e.consumer_id = $1
-           and e.id > (select c.delivered_through from reward_event_cursors c
-                        where c.consumer_id = $1)
-         order by e.id limit 1),
-       p.oldest_at)
-   where p.consumer_id = $1;
+     set oldest_at = n.created_at
+    from (select e.created_at from reward_events e
+           where e.consumer_id = $1
+             and e.id > (select c.delivered_through from reward_event_cursors c
+                          where c.consumer_id = $1)
+           order by e.id limit 1) n
+   where p.consumer_id = $1 and p.oldest_at is distinct from n.created_at;
 $function$;
 
 comment on function advance_reward_event_cursor(text, bigint) is

@@ -8,6 +8,10 @@ returns int
 language sql
 set search_path from current
 as $function$
+  -- Locks in the order of record_reward_event_failure and advance_reward_event_cursor
+  -- (failures, cursors, then marks): a delivery holding its cursor while it waits for its mark
+  -- must not find this statement holding the mark and waiting for the cursor.
+  delete from reward_event_failures where event_id >= $1;
   with replayed as (
     select consumer_id, min(created_at) as oldest_at from reward_events where id >= $1
      group by consumer_id
@@ -17,13 +21,14 @@ as $function$
        set delivered_through = least(c.delivered_through, $1 - 1), updated_at = now()
       from replayed r
      where c.consumer_id = r.consumer_id
-  ),
-  forgotten as (
-    delete from reward_event_failures where event_id >= $1
+    returning c.consumer_id
   ),
   marked as (
+    -- Its one-time filter runs `rewound` to the end before the first mark is taken.
     insert into reward_event_pending as p (consumer_id, oldest_at)
     select consumer_id, oldest_at from replayed
+     where (select count(*) from rewound) >= 0
+     order by consumer_id -- the page statement's order: two marks, no deadlock
     on conflict (consumer_id) do update
       set dispatched_at = null, oldest_at = least(p.oldest_at, excluded.oldest_at)
   )

@@ -30,7 +30,7 @@
 -- second row. The others go to reward_event_log, with a reward.created its row held until its
 -- content changed here (moved with the content it showed, under its id). The statement marks
 -- each consumer with events in reward_event_pending (an upsert that sets dispatched_at back to
--- null and holds the row lock to commit) before it takes the consumer's event ids, in reward id
+-- null, keeps the oldest of its events' times in oldest_at, and holds the row lock to commit) before it takes the consumer's event ids, in reward id
 -- order: two writes of one consumer take their ids in commit order. data.reward:
 -- reward_event_json.
 -- It sends NOTIFY perks_reward_events with the highest id added (delivered at commit).
@@ -171,19 +171,22 @@ begin
     -- consumer order. Event ids are taken only once their consumer's mark is (`inserted` and
     -- `events` join this): its row lock, held to commit, makes a concurrent write of that
     -- consumer take its ids after.
-    insert into reward_event_pending as q (consumer_id)
-    select distinct m.consumer_id from (
-      select i.consumer_id from input i
+    -- oldest_at: its events' created_at, a reward.created's being its page's observed_at.
+    insert into reward_event_pending as q (consumer_id, oldest_at)
+    select m.consumer_id, min(m.at) from (
+      select i.consumer_id, i.observed_at as at from input i
       where i.stored_write is null and 'reward.created' = any($4::text[])
       union all
-      select i.consumer_id from previous p join input i on i.id = p.id
+      select i.consumer_id, now() from previous p join input i on i.id = p.id
       where p.was_missing and 'reward.restored' = any($4::text[])
          or p.status_changed and 'reward.status_changed' = any($4::text[])
       union all
-      select x.consumer_id from missing x where 'reward.missing' = any($4::text[])
+      select x.consumer_id, now() from missing x where 'reward.missing' = any($4::text[])
     ) m
+    group by m.consumer_id
     order by m.consumer_id
-    on conflict (consumer_id) do update set dispatched_at = null
+    on conflict (consumer_id) do update
+      set dispatched_at = null, oldest_at = least(q.oldest_at, excluded.oldest_at)
     returning q.consumer_id
   ),
   content as (
