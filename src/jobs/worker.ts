@@ -5,7 +5,13 @@ import type { WorkerConfig } from '../config.js';
 import { outageLogger } from '../ops/outage.js';
 import { within } from '../ops/timeouts.js';
 import { type JobQueueKind, jobNames, queueNames } from '../queues/names.js';
-import { type JobName, jobPayloadSchemas, type PerksJob } from '../queues/payloads.js';
+import {
+  InvalidPayloadError,
+  type JobName,
+  jobPayloadSchemas,
+  type PerksJob,
+  parsePayload,
+} from '../queues/payloads.js';
 import { maxStalledCount } from '../queues/queues.js';
 import { processReconciliation } from '../reconciliation/fan-out.js';
 import { countFailedForGood, processReconcileTick } from '../reconciliation/index.js';
@@ -49,9 +55,23 @@ export function startWorker(
     [jobNames.enroll]: (job, signal) => processEnrollment(job, ctx, signal),
     [jobNames.syncRewards]: (job, signal) => processRewardSync(job, ctx, signal),
     [jobNames.syncRewardsBatch]: (job, signal) => processRewardSyncBatch(job, ctx, signal),
-    [jobNames.reconcile]: (job, signal) => processReconciliation(job, ctx, signal),
-    [jobNames.reconcileTick]: () => processReconcileTick(ctx),
-    [jobNames.pruneEvents]: (_job, signal) => processPruneEvents(ctx, signal),
+    // An unknown name must not run as a reconciliation (whose every field has a default): it
+    // would fan out beside the deduplicated one. The payloads of the others are checked too.
+    [jobNames.reconcile]: (job, signal) => {
+      if (job.name !== jobNames.reconcile) {
+        const name = JSON.stringify(String(job.name).slice(0, 100));
+        throw new InvalidPayloadError(`unknown job name ${name} on the reconciliation queue`);
+      }
+      return processReconciliation(job, ctx, signal);
+    },
+    [jobNames.reconcileTick]: (job) => {
+      parsePayload(jobPayloadSchemas[jobNames.reconcileTick], job.data, 'reconcile tick');
+      return processReconcileTick(ctx);
+    },
+    [jobNames.pruneEvents]: (job, signal) => {
+      parsePayload(jobPayloadSchemas[jobNames.pruneEvents], job.data, 'prune events');
+      return processPruneEvents(ctx, signal);
+    },
   };
   // By the job's name; another queue's job or an unknown one runs as `main`, whose payload
   // check then names what is wrong.

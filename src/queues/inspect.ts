@@ -1,6 +1,6 @@
 /** Read-only views of the queues for `status`, `failed` and the demo. */
 import type { Job, Queue } from 'bullmq';
-import { readTally, type TallyStore } from '../reconciliation/tally.js';
+import { readLastReconciliation, readTally, type TallyStore } from '../reconciliation/tally.js';
 import { jobNames, type QueueKind } from './names.js';
 import type { ReconciliationPayload } from './payloads.js';
 import type { Queues } from './queues.js';
@@ -51,7 +51,10 @@ export async function lastReconciliation(
 ): Promise<ReconciliationView | undefined> {
   const states = ['active', 'wait', 'delayed', 'completed', 'failed'] as const;
   const jobs = await queues.reconciliation.getJobs([...states], 0, 20);
-  const latest = jobs
+  // The last one started, whatever was since: the 21 newest of each state may all be prunings.
+  const lastId = await readLastReconciliation(tallies);
+  const last = lastId ? await queues.reconciliation.getJob(lastId) : undefined;
+  const latest = [...jobs, ...(last ? [last] : [])]
     .filter((job) => job.name === jobNames.reconcile)
     .sort((a, b) => b.timestamp - a.timestamp)[0];
   return latest ? reconciliationView(queues, tallies, latest) : undefined;

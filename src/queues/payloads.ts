@@ -15,7 +15,10 @@ export type Problem = { field: string; message: string };
 export function problemsOf(error: ZodError, whole = '(payload)'): Problem[] {
   return error.issues.map((issue) => {
     if (issue.code === 'unrecognized_keys') {
-      return { field: issue.keys.join(', '), message: 'is not a known field' };
+      // Named, but never echoed whole: a payload's keys are anyone's (10 kB, or thousands).
+      const named = issue.keys.slice(0, 5).map((key) => key.slice(0, 50));
+      const more = issue.keys.length > 5 ? ` (+${issue.keys.length - 5} more)` : '';
+      return { field: `${named.join(', ')}${more}`, message: 'is not a known field' };
     }
     const field = issue.path
       .map((key, i) => (typeof key === 'number' ? `[${key}]` : `${i > 0 ? '.' : ''}${String(key)}`))
@@ -106,6 +109,13 @@ export const reconciliationPayloadSchema = z.strictObject({
   cursor: consumerIdSchema.nullable().default(null),
   enqueued: z.number().int().nonnegative().default(0),
   startedAt: z.iso.datetime().optional(),
+  /** The batch after `cursor` being enqueued, as chunked: a resume enqueues it again as it was. */
+  inFlight: z
+    .strictObject({
+      ids: z.array(consumerIdSchema).min(1).max(10_000),
+      perJob: z.number().int().min(1).max(maxConsumersPerSyncJob),
+    })
+    .optional(),
 });
 export type ReconciliationPayload = z.input<typeof reconciliationPayloadSchema>;
 

@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { JobContext } from '../jobs/context.js';
 import { type PerksJob, parsePayload, reconciliationPayloadSchema } from '../queues/payloads.js';
 import { enqueueRewardSyncs } from '../queues/producer.js';
-import { updateTally } from './tally.js';
+import { recordLastReconciliation, updateTally } from './tally.js';
 
 const backpressurePollMs = 250;
 
@@ -17,6 +17,14 @@ export async function processReconciliation(
   ctx: JobContext,
   signal?: AbortSignal,
 ) {
+  // The gauge is of the reconciliation running here: none once this attempt has ended.
+  return fanOut(job, ctx, signal).catch((error: unknown) => {
+    ctx.metrics.reconciliationProgress(0);
+    throw error;
+  });
+}
+
+async function fanOut(job: PerksJob<'reconcile'>, ctx: JobContext, signal?: AbortSignal) {
   const state = parsePayload(reconciliationPayloadSchema, job.data, 'reconciliation');
   // Names its tally, and prefixes the ids of the sync jobs it enqueues.
   const reconciliation = job.id;
@@ -24,10 +32,12 @@ export async function processReconciliation(
   const startedAt = state.startedAt ?? new Date().toISOString();
   // Saved at once: `status` shows it started, with its real start, before the first batch.
   if (!state.startedAt) await job.updateData({ ...state, startedAt });
+  // Until it started it waits in `wait`, where `status` finds it; after, by this.
+  await recordLastReconciliation(ctx.tallies, reconciliation);
   const attempt = job.attemptsMade + 1;
   const log = ctx.logger.child({ queue: job.queueName, jobId: reconciliation, attempt });
   const { batchSize, maxPending, consumersPerJob } = ctx.reconcile;
-  let { cursor, enqueued } = state;
+  let { cursor, enqueued, inFlight } = state;
   let batches = 0;
   if (cursor) log.info({ cursor, enqueued }, 'resuming reconciliation');
   else {
@@ -37,21 +47,31 @@ export async function processReconciliation(
 
   for (;;) {
     await waitForRoom(ctx, maxPending, signal);
-    const ids = await ctx.store.listEnrolledConsumerIds({ after: cursor, limit: batchSize });
+    // A batch saved before its enqueue and not committed (a crash between the two) is enqueued
+    // again exactly as it was chunked: read anew, a consumer enrolled or dropped meanwhile would
+    // shift the chunks, whose ids are their first consumer's, and enqueue some twice.
+    const batch = inFlight ?? {
+      ids: await ctx.store.listEnrolledConsumerIds({ after: cursor, limit: batchSize }),
+      perJob: consumersPerJob,
+    };
+    const replayed = inFlight !== undefined;
+    inFlight = undefined;
+    const { ids } = batch;
     if (ids.length === 0) break;
+    await job.updateData({ ...state, cursor, enqueued, startedAt, inFlight: batch });
     // The sync jobs' ids derive from the reconciliation's: resumed after a crash between this
     // line and the cursor's save, it adds nothing for the consumers already enqueued.
-    const options = { consumersPerJob, reconciliation };
+    const options = { consumersPerJob: batch.perJob, reconciliation };
     await enqueueRewardSyncs(ctx.queues, ids, 'reconciliation', options);
     cursor = ids[ids.length - 1] ?? cursor;
     enqueued += ids.length;
     batches += 1;
-    await job.updateData({ ...state, cursor, enqueued, startedAt });
+    await job.updateData({ ...state, cursor, enqueued, startedAt, inFlight: undefined });
     await job.updateProgress({ enqueued, cursor });
     ctx.metrics.reconciliationProgress(enqueued);
     const fields = { batch: batches, size: ids.length, enqueued, cursor };
     log.info(fields, 'reconciliation batch enqueued');
-    if (ids.length < batchSize) break;
+    if (ids.length < batchSize && !replayed) break;
   }
   await updateTally(ctx.tallies, reconciliation, {}, ['total', enqueued]);
   const finishedAt = new Date().toISOString();

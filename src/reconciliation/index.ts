@@ -51,9 +51,9 @@ export async function startReconciliation(
   const jobId = `reconcile-${Date.now()}-${randomBytes(3).toString('hex')}`;
   const job = await queues.reconciliation.add(jobNames.reconcile, data, {
     jobId,
+    // It resumes from its cursor, with JOB_ATTEMPTS (the queue's default) as every job: 3
+    // attempts failed it for good within 15 s of PostgreSQL away.
     deduplication: { id: reconcileDeduplicationId },
-    // It resumes from its cursor: a few attempts cover a crashed replica.
-    attempts: 3,
   });
   return { jobId: job.id ?? jobId, started: job.id === jobId };
 }

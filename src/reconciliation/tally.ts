@@ -34,6 +34,16 @@ return 1`;
 const keyOf = ({ prefix }: TallyStore, reconciliationId: string) =>
   `${prefix}:${queueNames.reconciliation}:tally:${reconciliationId}`;
 
+/** The last reconciliation to start its fan-out, for `status` (the queue holds other jobs). */
+const lastKey = ({ prefix }: TallyStore) => `${prefix}:${queueNames.reconciliation}:last-started`;
+
+export async function recordLastReconciliation(store: TallyStore, id: string): Promise<void> {
+  await store.redis.set(lastKey(store), id, 'EX', ttlSeconds);
+}
+
+export const readLastReconciliation = async (store: TallyStore) =>
+  (await store.redis.get(lastKey(store))) ?? undefined;
+
 /** Adds outcomes, or sets `expected` (at the start) or `total` (once fanned out); atomic. */
 export async function updateTally(
   store: TallyStore,

@@ -2,8 +2,9 @@
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { startPerksWorker } from '../../src/app.js';
+import { lastReconciliation } from '../../src/queues/inspect.js';
 import { queueNames } from '../../src/queues/names.js';
 import type { PerksJob } from '../../src/queues/payloads.js';
 import { enqueueRewardSyncs, rewardSyncJob } from '../../src/queues/producer.js';
@@ -230,5 +231,58 @@ describe('reconciliation', () => {
     expect(waiting.flatMap(jobIds).sort()).toEqual(
       Array.from({ length: 10 }, (_, i) => `rc_${String(20 + i).padStart(4, '0')}`),
     );
+  });
+  it("resumed after a crash between a batch's enqueue and its cursor, enqueues that batch as it was", async () => {
+    harness = await startHarness({ env: { RECONCILE_BATCH_SIZE: '10' } });
+    const h = harness;
+    await seedConsumers(h, 30);
+    await h.worker.close(1000); // nothing runs the jobs
+    const { jobId } = await startReconciliation(h.runtime.ctx.queues);
+    const { rewardSync, reconciliation } = h.runtime.ctx.queues;
+    // The replica dies just after its third batch reached Redis, before its cursor is saved.
+    const addBulk = rewardSync.addBulk.bind(rewardSync);
+    let calls = 0;
+    const crash = vi.spyOn(rewardSync, 'addBulk').mockImplementation(async (jobs) => {
+      const added = await addBulk(jobs);
+      if (++calls === 3) throw new Error('killed');
+      return added;
+    });
+    const { processReconciliation } = await import('../../src/reconciliation/fan-out.js');
+    const job = (await reconciliation.getJob(jobId)) as PerksJob<'reconcile'>;
+    await expect(processReconciliation(job, h.runtime.ctx)).rejects.toThrow('killed');
+    crash.mockRestore();
+    // Enrolled meanwhile inside that batch: read again, the batch would be chunked otherwise,
+    // and the chunks' ids are their first consumer's.
+    await h.runtime.ctx.store.recordEnrollment({
+      consumerId: 'rc_0020a',
+      outcome: 'created',
+      extraConsents: [],
+      removedConsents: [],
+      at: new Date(),
+    });
+    const fresh = (await reconciliation.getJob(jobId)) as PerksJob<'reconcile'>;
+    const result = await processReconciliation(fresh, h.runtime.ctx);
+    const waiting = await rewardSync.getJobs(['wait', 'prioritized']);
+    const enqueued = waiting.flatMap((j) => (j.data as { consumerIds: string[] }).consumerIds);
+    expect(enqueued.filter((c, i) => enqueued.indexOf(c) !== i)).toEqual([]);
+    // rc_0020a enrolled behind the cursor of the batch: left to the next run, as documented.
+    expect(enqueued.sort()).toEqual(
+      Array.from({ length: 30 }, (_, i) => `rc_${String(i).padStart(4, '0')}`),
+    );
+    expect(result.enqueued).toBe(30);
+  });
+
+  it('status shows the last reconciliation started, whatever the queue ran since', async () => {
+    harness = await startHarness();
+    const h = harness;
+    const { queues, tallies } = h.runtime.ctx;
+    await queues.reconciliation.add('reconcile', { trigger: 'sometimes' }); // fails: its payload
+    await h.idle();
+    const today = await startReconciliation(queues, 'schedule');
+    await h.idle();
+    // A day of the hourly pruning on the same queue: the 21 newest jobs of each state.
+    for (let hour = 0; hour < 21; hour++) await queues.reconciliation.add('prune-events', {});
+    await h.idle();
+    expect((await lastReconciliation(queues, tallies))?.jobId).toBe(today.jobId);
   });
 });

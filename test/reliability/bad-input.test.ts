@@ -88,6 +88,17 @@ describe('malformed job payloads', () => {
       bad.push({ name, jobId: job.id ?? '', queue: 'rewardSync', field });
     }
     const badReconcile = await q.reconciliation.add('reconcile', { trigger: 'sometimes' });
+    // The reconciliation queue: keys that must not be echoed whole, a tick with a field, and a
+    // name none of its processors has (with `{}` it would be a whole fan-out).
+    const reconciliationQueue = {
+      'a key of 10 kB': await q.reconciliation.add('reconcile', { [tenKb]: 1 }),
+      '2,000 unknown keys': await q.reconciliation.add(
+        'reconcile',
+        Object.fromEntries(Array.from({ length: 2000 }, (_, i) => [`extra${i}`, 1])),
+      ),
+      'a tick with a field': await q.reconciliation.add('reconcile-tick', { admin: true }),
+      'an unknown job name': await q.reconciliation.add('reconcile-now', {}),
+    };
     h.sandbox.state.addConsumer('good_after', { enrolled: false, rewards: 3 });
     await enqueueEnrollment(q, { consumerId: 'good_after' }, undefined);
     await h.idle(30_000);
@@ -103,6 +114,12 @@ describe('malformed job payloads', () => {
     const reconcile = await q.reconciliation.getJob(badReconcile.id ?? '');
     expect(await reconcile?.getState()).toBe('failed');
     expect(reconcile?.failedReason).toMatch(/trigger/);
+    for (const [name, added] of Object.entries(reconciliationQueue)) {
+      const job = await q.reconciliation.getJob(added.id ?? '');
+      expect(await job?.getState(), name).toBe('failed');
+      expect(job?.failedReason?.length, name).toBeLessThan(400);
+    }
+    expect(await q.reconciliation.getJobCountByTypes('completed')).toBe(0);
 
     // Nothing of the bad jobs reached the API or the datastore.
     const counters = h.sandbox.state.counters();
