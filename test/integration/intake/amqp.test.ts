@@ -278,7 +278,7 @@ describe('RabbitMQ intake', () => {
     });
   });
 
-  it('a message with hundreds of unknown fields goes to .dead too, its reason clipped', async () => {
+  it('a message with hundreds of unknown fields goes to .dead too, its reason naming five', async () => {
     const queue = await newQueue();
     const { counts } = await start(queue);
     const profile = Object.fromEntries(
@@ -288,9 +288,8 @@ describe('RabbitMQ intake', () => {
     await waitFor('rejected', () => (counts.rejected === 1 ? true : undefined));
     const message = await broker.basicGet(deadQueueOf(queue));
     const reason = String(message?.headers?.[errorHeader]);
-    expect(reason).toMatch(/^profile_field_0, profile_field_1, profile_field_2, /);
-    expect(reason).toHaveLength(1000);
-    expect(reason.endsWith('…')).toBe(true);
+    expect(reason).toMatch(/^profile_field_0, profile_field_1, .*profile_field_4 \(\+795 more\)/);
+    expect(reason.length).toBeLessThan(200);
     expect(await readyCount(queue)).toBe(0);
   });
 
