@@ -14,6 +14,7 @@ import type { FailureReason } from '../ops/metrics.js';
 import {
   AuthError,
   InvalidInputError,
+  ResponseShapeError,
   ThrottledError,
   TokenMintError,
   ValidationError,
@@ -43,6 +44,8 @@ export function isPermanent(error: unknown): boolean {
     error instanceof InvalidPayloadError ||
     error instanceof ConsumerIdKeyMissingError ||
     error instanceof InvalidInputError ||
+    // An enrollment naming another consumer: a retry would POST again, get 409 and pass.
+    (error instanceof ResponseShapeError && error.operation === 'enrollConsumer') ||
     error instanceof ValidationError
   );
 }

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { BackToWait, isPermanent, pauseFor, steerFailure } from '../../src/jobs/failures.js';
 import {
   AuthError,
+  ResponseShapeError,
   TokenMintError,
   UpstreamError,
   ValidationError,
@@ -12,6 +13,11 @@ import type { Queues } from '../../src/queues/queues.js';
 
 describe('which failures are permanent', () => {
   it('our own bad input and the API refusing this consumer are permanent; a 403 is not', () => {
+    // An enrollment answered with another consumer's id: a retry would get 409 and pass.
+    const otherId = { operation: 'enrollConsumer', status: 201, path: 'id' };
+    expect(isPermanent(new ResponseShapeError('another id', otherId))).toBe(true);
+    const badPage = { operation: 'listRewardPages', status: 200 };
+    expect(isPermanent(new ResponseShapeError('not JSON', badPage))).toBe(false);
     expect(isPermanent(new InvalidPayloadError('bad'))).toBe(true);
     expect(
       isPermanent(new ValidationError('400', { operation: 'enrollConsumer', status: 400 })),

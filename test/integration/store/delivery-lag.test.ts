@@ -144,6 +144,35 @@ it('replays while a delivery moves the cursor of a replayed consumer, without a 
   }
 });
 
+it('a delivery moving its cursor never waits for a page write of the same consumer', async () => {
+  await page('lag_w', 2, 20);
+  const [, w2] = await page('lag_w', 1, 10);
+  if (!w2) throw new Error('three events expected');
+  // A page write of lag_w in progress: its upsert of the mark holds the row to commit.
+  const writer = new pg.Client({ connectionString: db.url });
+  await writer.connect();
+  const delivery = await store.pool.connect();
+  try {
+    await writer.query('begin');
+    await writer.query(
+      `update perks.reward_event_pending set dispatched_at = null where consumer_id = 'lag_w'`,
+    );
+    // Any wait for a lock fails the statement: the advance takes no lock the write holds.
+    await delivery.query(`set lock_timeout = '100ms'`);
+    await advanceCursor(delivery, schema, 'lag_w', w2.id);
+    const { rows } = await delivery.query<{ through: string }>(
+      `select delivered_through::text as through from perks.reward_event_cursors
+        where consumer_id = 'lag_w'`,
+    );
+    expect(rows[0]?.through).toBe(w2.id);
+  } finally {
+    await delivery.query('reset lock_timeout');
+    delivery.release();
+    await writer.query('rollback');
+    await writer.end();
+  }
+});
+
 interface PlanNode {
   'Node Type': string;
   'Relation Name'?: string;
