@@ -109,13 +109,6 @@ export const reconciliationPayloadSchema = z.strictObject({
   cursor: consumerIdSchema.nullable().default(null),
   enqueued: z.number().int().nonnegative().default(0),
   startedAt: z.iso.datetime().optional(),
-  /** The batch after `cursor` being enqueued, as chunked: a resume enqueues it again as it was. */
-  inFlight: z
-    .strictObject({
-      ids: z.array(consumerIdSchema).min(1).max(10_000),
-      perJob: z.number().int().min(1).max(maxConsumersPerSyncJob),
-    })
-    .optional(),
 });
 export type ReconciliationPayload = z.input<typeof reconciliationPayloadSchema>;
 

@@ -5,12 +5,32 @@
  * in the job after every batch: a killed replica's job is resumed there by another.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import { z } from 'zod';
 import type { JobContext } from '../jobs/context.js';
+import { tryJson } from '../perks/errors.js';
+import { consumerIdSchema } from '../perks/schemas.js';
+import { maxConsumersPerSyncJob, queueNames } from '../queues/names.js';
 import { type PerksJob, parsePayload, reconciliationPayloadSchema } from '../queues/payloads.js';
 import { enqueueRewardSyncs } from '../queues/producer.js';
 import { recordLastReconciliation, updateTally } from './tally.js';
 
 const backpressurePollMs = 250;
+
+/**
+ * The batch an attempt enqueues, saved before its enqueue and dropped once the cursor after it
+ * is: a resume enqueues it again as it was chunked. Read anew, a consumer enrolled or dropped
+ * meanwhile would shift the chunks, whose ids are their first consumer's, and put some in two
+ * jobs. Beside the job, not in its data: an older build's strict check of the payload would fail
+ * the reconciliation for good on a field it does not know. A day: a resume comes within minutes.
+ */
+const inFlightSchema = z.strictObject({
+  after: consumerIdSchema.nullable(),
+  ids: z.array(consumerIdSchema).min(1).max(10_000),
+  perJob: z.number().int().min(1).max(maxConsumersPerSyncJob),
+});
+const inFlightTtlSeconds = 24 * 3600;
+const inFlightKey = (ctx: JobContext, reconciliation: string) =>
+  `${ctx.tallies.prefix}:${queueNames.reconciliation}:in-flight:${reconciliation}`;
 
 export async function processReconciliation(
   job: PerksJob<'reconcile'>,
@@ -37,7 +57,12 @@ async function fanOut(job: PerksJob<'reconcile'>, ctx: JobContext, signal?: Abor
   const attempt = job.attemptsMade + 1;
   const log = ctx.logger.child({ queue: job.queueName, jobId: reconciliation, attempt });
   const { batchSize, maxPending, consumersPerJob } = ctx.reconcile;
-  let { cursor, enqueued, inFlight } = state;
+  let { cursor, enqueued } = state;
+  const key = inFlightKey(ctx, reconciliation);
+  const saved = inFlightSchema.safeParse(tryJson((await ctx.tallies.redis.get(key)) ?? '')).data;
+  // Saved with the cursor it started from: a crash between the cursor's save and the key's
+  // removal left one the cursor has passed.
+  let inFlight = saved?.after === cursor ? saved : undefined;
   let batches = 0;
   if (cursor) log.info({ cursor, enqueued }, 'resuming reconciliation');
   else {
@@ -47,10 +72,8 @@ async function fanOut(job: PerksJob<'reconcile'>, ctx: JobContext, signal?: Abor
 
   for (;;) {
     await waitForRoom(ctx, maxPending, signal);
-    // A batch saved before its enqueue and not committed (a crash between the two) is enqueued
-    // again exactly as it was chunked: read anew, a consumer enrolled or dropped meanwhile would
-    // shift the chunks, whose ids are their first consumer's, and enqueue some twice.
     const batch = inFlight ?? {
+      after: cursor,
       ids: await ctx.store.listEnrolledConsumerIds({ after: cursor, limit: batchSize }),
       perJob: consumersPerJob,
     };
@@ -58,7 +81,7 @@ async function fanOut(job: PerksJob<'reconcile'>, ctx: JobContext, signal?: Abor
     inFlight = undefined;
     const { ids } = batch;
     if (ids.length === 0) break;
-    await job.updateData({ ...state, cursor, enqueued, startedAt, inFlight: batch });
+    await ctx.tallies.redis.set(key, JSON.stringify(batch), 'EX', inFlightTtlSeconds);
     // The sync jobs' ids derive from the reconciliation's: resumed after a crash between this
     // line and the cursor's save, it adds nothing for the consumers already enqueued.
     const options = { consumersPerJob: batch.perJob, reconciliation };
@@ -66,7 +89,8 @@ async function fanOut(job: PerksJob<'reconcile'>, ctx: JobContext, signal?: Abor
     cursor = ids[ids.length - 1] ?? cursor;
     enqueued += ids.length;
     batches += 1;
-    await job.updateData({ ...state, cursor, enqueued, startedAt, inFlight: undefined });
+    await job.updateData({ ...state, cursor, enqueued, startedAt });
+    await ctx.tallies.redis.del(key);
     await job.updateProgress({ enqueued, cursor });
     ctx.metrics.reconciliationProgress(enqueued);
     const fields = { batch: batches, size: ids.length, enqueued, cursor };

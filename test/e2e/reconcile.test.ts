@@ -251,6 +251,9 @@ describe('reconciliation', () => {
     const job = (await reconciliation.getJob(jobId)) as PerksJob<'reconcile'>;
     await expect(processReconciliation(job, h.runtime.ctx)).rejects.toThrow('killed');
     crash.mockRestore();
+    // The batch is saved beside the job: its data holds only what an older build reads.
+    const crashed = await reconciliation.getJob(jobId);
+    expect(Object.keys(crashed?.data ?? {}).sort()).toEqual(['cursor', 'enqueued', 'startedAt', 'trigger']);
     // Enrolled meanwhile inside that batch: read again, the batch would be chunked otherwise,
     // and the chunks' ids are their first consumer's.
     await h.runtime.ctx.store.recordEnrollment({
@@ -284,5 +287,29 @@ describe('reconciliation', () => {
     for (let hour = 0; hour < 21; hour++) await queues.reconciliation.add('prune-events', {});
     await h.idle();
     expect((await lastReconciliation(queues, tallies))?.jobId).toBe(today.jobId);
+  });
+  it("does not enqueue again a saved batch its cursor has passed (a crash after the cursor's save)", async () => {
+    harness = await startHarness({ env: { RECONCILE_BATCH_SIZE: '10' } });
+    const h = harness;
+    await seedConsumers(h, 30);
+    await h.worker.close(1000);
+    const { jobId } = await startReconciliation(h.runtime.ctx.queues);
+    const job = await h.runtime.ctx.queues.reconciliation.getJob(jobId);
+    await job?.updateData({ ...job.data, cursor: 'rc_0019', enqueued: 20 });
+    const ids = Array.from({ length: 10 }, (_, i) => `rc_${String(10 + i).padStart(4, '0')}`);
+    const { redis, prefix } = h.runtime.ctx.tallies;
+    const batch = JSON.stringify({ after: 'rc_0009', ids, perJob: 8 });
+    await redis.set(`${prefix}:reconciliation:in-flight:${jobId}`, batch);
+    const { processReconciliation } = await import('../../src/reconciliation/fan-out.js');
+    const fresh = (await h.runtime.ctx.queues.reconciliation.getJob(
+      jobId,
+    )) as PerksJob<'reconcile'>;
+    const result = await processReconciliation(fresh, h.runtime.ctx);
+    expect(result.enqueued).toBe(30);
+    const waiting = await h.runtime.ctx.queues.rewardSync.getJobs(['wait', 'prioritized']);
+    const enqueued = waiting.flatMap((j) => (j.data as { consumerIds: string[] }).consumerIds);
+    expect(enqueued.sort()).toEqual(
+      Array.from({ length: 10 }, (_, i) => `rc_${20 + i}`.replace('rc_', 'rc_00')),
+    );
   });
 });
