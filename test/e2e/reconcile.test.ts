@@ -253,7 +253,12 @@ describe('reconciliation', () => {
     crash.mockRestore();
     // The batch is saved beside the job: its data holds only what an older build reads.
     const crashed = await reconciliation.getJob(jobId);
-    expect(Object.keys(crashed?.data ?? {}).sort()).toEqual(['cursor', 'enqueued', 'startedAt', 'trigger']);
+    expect(Object.keys(crashed?.data ?? {}).sort()).toEqual([
+      'cursor',
+      'enqueued',
+      'startedAt',
+      'trigger',
+    ]);
     // Enrolled meanwhile inside that batch: read again, the batch would be chunked otherwise,
     // and the chunks' ids are their first consumer's.
     await h.runtime.ctx.store.recordEnrollment({
