@@ -18,6 +18,7 @@ import {
   tryJson,
 } from './errors.js';
 import {
+  basicCredentials,
   type HttpResponse,
   parseJsonBody,
   type RequestSpec,
@@ -144,19 +145,18 @@ export class PerksClient {
     try {
       const spec = { operation, method: 'POST', path: '/perks/consumers', body } as const;
       const response = await this.#call(spec, opts.signal);
-      // Any 2xx means the consumer exists; a body without the id is only noted, but one
-      // naming another consumer contradicts the spec's "field id (the consumer identifier)".
-      const answered = enrollResponseSchema.safeParse(tryJson(response.body));
-      if (answered.success && answered.data.id !== body.id) {
-        const got = JSON.stringify(answered.data.id.slice(0, 120));
-        const message = `${operation}: response id ${got} is not the consumer enrolled`;
-        throw new ResponseShapeError(message, { operation, status: response.status, path: 'id' });
-      }
-      if (!answered.success) {
+      // Any 2xx means the consumer exists; the spec's body is its id: another consumer's is
+      // refused, a body without one only noted.
+      const { status } = response;
+      const id = enrollResponseSchema.safeParse(tryJson(response.body)).data?.id;
+      if (id === undefined) {
         this.#options.logger?.warn(
-          { operation, status: response.status },
-          'perks: enrollment succeeded with an unexpected body',
+          { operation, status },
+          'perks: enrollment with an unexpected body',
         );
+      } else if (id !== body.id) {
+        const message = `${operation}: response id ${JSON.stringify(id.slice(0, 120))} is not ours`;
+        throw new ResponseShapeError(message, { operation, status, path: 'id' });
       }
       return { outcome: 'created' };
     } catch (error) {
@@ -295,13 +295,4 @@ export class PerksClient {
       return { accessToken: parsed.data.access_token, lifetimeMs: parsed.data.expires_in * 1000 };
     });
   }
-}
-
-/**
- * HTTP Basic credentials of POST /tokens. RFC 6749 §2.3.1: id and secret are each form-encoded
- * before the `:` join and base64, so a secret holding `:` or `%` reaches the server intact.
- */
-export function basicCredentials(clientId: string, clientSecret: string): string {
-  const formEncode = (part: string) => new URLSearchParams({ p: part }).toString().slice(2);
-  return Buffer.from(`${formEncode(clientId)}:${formEncode(clientSecret)}`).toString('base64');
 }

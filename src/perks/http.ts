@@ -166,3 +166,12 @@ export function parseJsonBody(operation: string, response: HttpResponse): unknow
   const kind = body.trim() === '' ? 'an empty body' : 'a body that is not JSON';
   throw new ResponseShapeError(`${operation}: HTTP ${status} with ${kind}`, { operation, status });
 }
+
+/**
+ * HTTP Basic credentials of POST /tokens. RFC 6749 §2.3.1: id and secret are each form-encoded
+ * before the `:` join and base64, so a secret holding `:` or `%` reaches the server intact.
+ */
+export function basicCredentials(clientId: string, clientSecret: string): string {
+  const formEncode = (part: string) => new URLSearchParams({ p: part }).toString().slice(2);
+  return Buffer.from(`${formEncode(clientId)}:${formEncode(clientSecret)}`).toString('base64');
+}

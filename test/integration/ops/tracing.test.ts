@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { trace } from '@opentelemetry/api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Tracing } from '../../../src/ops/tracing.js';
-import { basicCredentials } from '../../../src/perks/client.js';
+import { basicCredentials } from '../../../src/perks/http.js';
 import { createProducer } from '../../../src/queues/producer.js';
 import { type Rig, startRig } from './rig.js';
 

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basicCredentials, PerksClient } from '../../../src/perks/client.js';
+import { PerksClient } from '../../../src/perks/client.js';
+import { basicCredentials } from '../../../src/perks/http.js';
 import { type Sandbox, startSandbox } from '../../../src/sandbox/index.js';
 import { apiHeaders, basicAuth, call, envelopeOf, fetchToken } from './http.js';
 
