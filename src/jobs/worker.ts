@@ -55,15 +55,8 @@ export function startWorker(
     [jobNames.enroll]: (job, signal) => processEnrollment(job, ctx, signal),
     [jobNames.syncRewards]: (job, signal) => processRewardSync(job, ctx, signal),
     [jobNames.syncRewardsBatch]: (job, signal) => processRewardSyncBatch(job, ctx, signal),
-    // An unknown name must not run as a reconciliation (whose every field has a default): it
-    // would fan out beside the deduplicated one. The payloads of the others are checked too.
-    [jobNames.reconcile]: (job, signal) => {
-      if (job.name !== jobNames.reconcile) {
-        const name = JSON.stringify(String(job.name).slice(0, 100));
-        throw new InvalidPayloadError(`unknown job name ${name} on the reconciliation queue`);
-      }
-      return processReconciliation(job, ctx, signal);
-    },
+    [jobNames.reconcile]: (job, signal) => processReconciliation(job, ctx, signal),
+    // They use nothing of their payload, which is checked all the same.
     [jobNames.reconcileTick]: (job) => {
       parsePayload(jobPayloadSchemas[jobNames.reconcileTick], job.data, 'reconcile tick');
       return processReconcileTick(ctx);
@@ -73,13 +66,23 @@ export function startWorker(
       return processPruneEvents(ctx, signal);
     },
   };
-  // By the job's name; another queue's job or an unknown one runs as `main`, whose payload
-  // check then names what is wrong.
+  // By the job's name. Another name runs as `fallback`, whose payload check then names what is
+  // wrong (jobs of older producers); with none, it fails: the reconciliation's payload has a
+  // default for every field, and an unknown job would fan out beside the deduplicated one.
   // Attempts in this process, their failure steered or not (closeWorkers reads it).
   let running = 0;
-  const start = (queue: JobQueueKind, concurrency: number, main: JobName, ...others: JobName[]) => {
+  const start = (
+    queue: JobQueueKind,
+    concurrency: number,
+    names: JobName[],
+    fallback?: JobName,
+  ) => {
     const attempt = steered(ctx, async (job, _token, signal) => {
-      const name = others.find((known) => known === job.name) ?? main;
+      const name = names.find((known) => known === job.name) ?? fallback;
+      if (!name) {
+        const shown = JSON.stringify(String(job.name).slice(0, 100));
+        throw new InvalidPayloadError(`unknown job name ${shown} on the ${queue} queue`);
+      }
       return (processors[name] as (job: Job, signal?: AbortSignal) => unknown)(job, signal);
     });
     const processor: Processor = async (...args) => {
@@ -94,11 +97,16 @@ export function startWorker(
   };
   const { enroll, syncRewards, syncRewardsBatch, reconcile, reconcileTick, pruneEvents } = jobNames;
   const workers: Record<JobQueueKind, Worker> = {
-    enrollment: start('enrollment', config.enrollConcurrency, enroll),
-    rewardSync: start('rewardSync', config.syncConcurrency, syncRewards, syncRewardsBatch),
+    enrollment: start('enrollment', config.enrollConcurrency, [enroll], enroll),
+    rewardSync: start(
+      'rewardSync',
+      config.syncConcurrency,
+      [syncRewards, syncRewardsBatch],
+      syncRewards,
+    ),
     // 3: the cron tick (deduplicated) and the pruning must be able to run while a
     // reconciliation runs. Housekeeping goes here: this queue is never paused by the API.
-    reconciliation: start('reconciliation', 3, reconcile, reconcileTick, pruneEvents),
+    reconciliation: start('reconciliation', 3, [reconcile, reconcileTick, pruneEvents]),
   };
   /** Stops taking jobs, waits up to `timeoutMs` for active ones, then cancels what is left. */
   const close = (timeoutMs: number) =>
