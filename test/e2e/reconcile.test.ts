@@ -314,7 +314,7 @@ describe('reconciliation', () => {
     const waiting = await h.runtime.ctx.queues.rewardSync.getJobs(['wait', 'prioritized']);
     const enqueued = waiting.flatMap((j) => (j.data as { consumerIds: string[] }).consumerIds);
     expect(enqueued.sort()).toEqual(
-      Array.from({ length: 10 }, (_, i) => `rc_${20 + i}`.replace('rc_', 'rc_00')),
+      Array.from({ length: 10 }, (_, i) => `rc_${String(20 + i).padStart(4, '0')}`),
     );
   });
 });

@@ -3,8 +3,9 @@
 -- now keeps when its consumer's oldest undelivered event was recorded, so the lag is read from
 -- one index. Kept by: the write recording an event (its events' least created_at), the cursor's
 -- moves (advance_reward_event_cursor: the next event's time) and replay_reward_events.
--- The backfill probes each pending consumer once, as the lag did at each scrape (about 2 s a
--- million rows), with the table locked: writes that record events wait for it.
+-- The backfill probes each pending consumer once, as the lag did at each scrape, and rewrites
+-- the rows whose consumer has events left, with the table locked: writes that record events wait
+-- for it (seconds per 100,000 such rows).
 alter table reward_event_pending add column oldest_at timestamptz not null default now();
 
 update reward_event_pending p
