@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import type { HttpResponse } from './http.js';
-import { redactSecrets } from './redact.js';
+import { redactDeep, redactSecrets } from './redact.js';
 
 const errorItemSchema = z.looseObject({
   loc: z.array(z.union([z.string(), z.number().int()])).optional(),
@@ -160,16 +160,6 @@ export function errorFromResponse(response: FailedResponse): PerksError {
   const ErrorClass =
     classByStatus[status] ?? (status >= 500 && status <= 599 ? UpstreamError : PerksError);
   return new ErrorClass(message, details);
-}
-
-/** Every string of `value` through redactSecrets; past 32 levels, dropped (no stack blow-up). */
-function redactDeep<T>(value: T, secrets: readonly string[], depth = 0): T {
-  if (typeof value === 'string') return redactSecrets(value, secrets) as T;
-  if (typeof value !== 'object' || value === null) return value;
-  if (depth > 32) return null as T;
-  if (Array.isArray(value)) return value.map((v) => redactDeep(v, secrets, depth + 1)) as T;
-  const entries = Object.entries(value).map(([k, v]) => [k, redactDeep(v, secrets, depth + 1)]);
-  return Object.fromEntries(entries) as T;
 }
 
 /** The JSON a body holds, or undefined: gateways answer with HTML, text or nothing. */

@@ -19,3 +19,13 @@ export function redactSecrets(text: string, secrets: readonly string[] = []): st
   for (const shape of shapes) out = out.replace(shape, '[redacted]');
   return out;
 }
+
+/** Every string of `value` through redactSecrets; past 32 levels, dropped (no stack blow-up). */
+export function redactDeep<T>(value: T, secrets: readonly string[], depth = 0): T {
+  if (typeof value === 'string') return redactSecrets(value, secrets) as T;
+  if (typeof value !== 'object' || value === null) return value;
+  if (depth > 32) return null as T;
+  if (Array.isArray(value)) return value.map((v) => redactDeep(v, secrets, depth + 1)) as T;
+  const entries = Object.entries(value).map(([k, v]) => [k, redactDeep(v, secrets, depth + 1)]);
+  return Object.fromEntries(entries) as T;
+}
