@@ -40,7 +40,7 @@ export const intakeVariables = group('intake', {
   }),
   INTAKE_AMQP_QUEUE: variable('amqpQueue', amqpQueue, {
     default: 'perks.signups',
-    doc: 'Queue consumed (declared durable); invalid messages go to `<queue>.dead` with the reason in `x-perks-error`.',
+    doc: 'Queue consumed (declared durable when missing, else used as declared); invalid messages go to `<queue>.dead` with the reason in `x-perks-error`.',
   }),
   INTAKE_AMQP_PREFETCH: variable('amqpPrefetch', wholeNumber(1, 10_000), {
     default: '100',

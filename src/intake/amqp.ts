@@ -4,11 +4,16 @@
  * confirmed, to `<queue>.dead` with the reason in `x-perks-error` (which plain dead-lettering
  * cannot add), then is acked. The broker requeues what a lost channel left unacked: at least
  * once, a second time meeting deduplication or a 409.
+ *
+ * Both queues are declared (durable) only when missing: one an operator declared, a quorum
+ * queue or one bounded by `x-max-length`, is used as it is.
  */
 import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
+  AMQPChannelError,
+  AMQPConnectionError,
   type AsyncMessage,
   Connection,
   ConsumerStatus,
@@ -55,6 +60,9 @@ export async function startAmqpIntake(options: AmqpIntakeOptions) {
     connectionName: `perks-worker intake ${hostname()} pid ${process.pid}`,
     retryLow: 500,
     retryHigh: 10_000,
+    // RabbitMQ's own default (the client's is 8192): a dead letter's headers, those of its
+    // message and the reason, must fit one frame.
+    frameMax: 131_072,
   });
   const brokerOutage = outageLogger(log, 'rabbitmq unreachable; retrying');
   let wasDown = false;
@@ -71,9 +79,8 @@ export async function startAmqpIntake(options: AmqpIntakeOptions) {
   const consumer = connection.createConsumer(
     {
       queue: options.queue,
-      // No x-arguments: a publisher that declares the queue too (durable) must declare
-      // exactly the same, or RabbitMQ refuses one of the two declarations.
-      queueOptions: { durable: true },
+      // Passive: a declaration must repeat the queue's arguments or RabbitMQ refuses it.
+      queueOptions: { passive: true },
       qos: { prefetchCount: options.prefetch },
       concurrency: options.prefetch,
       requeue: true,
@@ -81,9 +88,16 @@ export async function startAmqpIntake(options: AmqpIntakeOptions) {
     messageHandler(options, connection, { publisher, log, brokerOutage, stopping }),
   );
   const deadQueue = deadQueueOf(options.queue);
-  consumer.on('error', (error: Error) => brokerOutage.error(error));
-  consumer.on('ready', () => {
-    connection.queueDeclare({ queue: deadQueue, durable: true }).catch(brokerOutage.error);
+  const declareMissing = () =>
+    Promise.all([options.queue, deadQueue].map((queue) => ensureQueue(connection, queue)));
+  // A queue missing fails the consumer's setup, and one deleted cancels it: declared here, it
+  // is there for the consumer's next try (after its backoff, 0.5 s or more).
+  const redeclare = () => void declareMissing().catch(() => undefined);
+  redeclare();
+  connection.on('connection', redeclare);
+  consumer.on('error', (error: Error) => {
+    redeclare();
+    if (codeOf(error) !== 'NOT_FOUND') brokerOutage.error(error);
   });
   const consuming = new Promise<void>((resolve) => consumer.once('ready', resolve));
   const started = await within(options.startTimeoutMs ?? 10_000, consuming);
@@ -122,6 +136,7 @@ function messageHandler(
   // Its own: this replica never gets the key while it runs, whatever else gets enqueued.
   const keyPause = outagePause();
   const redisOutage = outageLogger(ctx.log, 'cannot enqueue signups; messages requeued');
+  const deadOutage = outageLogger(ctx.log, `cannot move invalid signups to ${deadQueue}; requeued`);
   const keyOutage = outageLogger(ctx.log, 'signups need PERKS_CONSUMER_ID_KEY; messages requeued');
   // At most a line a minute: a flood of invalid messages shows in the metrics, not the log.
   const rejections = oncePerOutage((error) =>
@@ -141,9 +156,8 @@ function messageHandler(
       }
       if (!signup.ok) {
         const reason = describeProblems(signup.problems);
-        // Declared each time: a confirmed publish to a deleted queue is dropped in silence.
-        await connection.queueDeclare({ queue: deadQueue, durable: true });
-        await ctx.publisher.send(deadLetterOf(message, deadQueue, reason), bodyBytes(message));
+        await deadLetter(connection, ctx.publisher, message, deadQueue, reason);
+        deadOutage.recovered();
         metrics.intake('amqp', 'rejected');
         rejections.error(new Error(reason));
         return ConsumerStatus.ACK;
@@ -157,11 +171,49 @@ function messageHandler(
       return ConsumerStatus.ACK;
     } catch (error) {
       // Redis (or the broker, for a dead letter) refused: keep the message, after a pause.
-      (signup.ok ? redisOutage : ctx.brokerOutage).error(error);
+      (signup.ok ? redisOutage : deadOutage).error(error);
       await retryPause.wait(ctx.stopping.signal);
       return ConsumerStatus.REQUEUE;
     }
   };
+}
+
+/** Declares a queue, durable, unless it exists (whatever its arguments). */
+async function ensureQueue(connection: Connection, queue: string): Promise<void> {
+  try {
+    await connection.queueDeclare({ queue, passive: true });
+  } catch (error) {
+    if (codeOf(error) !== 'NOT_FOUND') throw error;
+    await connection.queueDeclare({ queue, durable: true });
+  }
+}
+
+const codeOf = (error: unknown) => (error instanceof AMQPChannelError ? error.code : undefined);
+
+/**
+ * Publishes a message's dead letter, confirmed, after checking its queue is there (a confirmed
+ * publish to a missing queue is dropped in silence). One the broker or the frame refuses for
+ * what it holds goes again without the message's headers (named in `x-perks-dropped-headers`),
+ * so that no message is redelivered for ever.
+ */
+async function deadLetter(
+  connection: Connection,
+  publisher: Publisher,
+  message: AsyncMessage,
+  deadQueue: string,
+  reason: string,
+): Promise<void> {
+  await ensureQueue(connection, deadQueue);
+  const body = bodyBytes(message);
+  try {
+    await publisher.send(deadLetterOf(message, deadQueue, reason, message.headers), body);
+  } catch (error) {
+    if (!(error instanceof AMQPChannelError) || error instanceof AMQPConnectionError) throw error;
+    const dropped = {
+      'x-perks-dropped-headers': clipped(Object.keys(message.headers ?? {}).join(', ')),
+    };
+    await publisher.send(deadLetterOf(message, deadQueue, reason, dropped), body);
+  }
 }
 
 /** rabbitmq-client parses an `application/json` body (leaving the bytes when that fails). */
@@ -170,7 +222,11 @@ const parsedByClient = (message: AsyncMessage) =>
   !message.contentEncoding &&
   !Buffer.isBuffer(message.body);
 
-/** The body as sent; a body the client parsed is the same JSON serialised again. */
+/**
+ * The body as sent, but where rabbitmq-client decoded it: a body it parsed is the same JSON
+ * serialised again, a `text/plain` one is its UTF-8 decoding (bytes that were not UTF-8 are
+ * U+FFFD). Such a dead letter says so in `x-perks-body`.
+ */
 function bodyBytes(message: AsyncMessage): Buffer {
   const body: unknown = message.body;
   if (Buffer.isBuffer(body)) return body;
@@ -190,7 +246,12 @@ function jsonOf(message: AsyncMessage): Checked<unknown> {
  * The dead letter of a message: durable, its properties but `expiration` (it must wait to be
  * read) and `userId` (the broker checks it against the publisher), the reason in a header.
  */
-function deadLetterOf(message: AsyncMessage, deadQueue: string, reason: string): Envelope {
+function deadLetterOf(
+  message: AsyncMessage,
+  deadQueue: string,
+  reason: string,
+  headers: AsyncMessage['headers'],
+): Envelope {
   const { contentType, contentEncoding, priority, correlationId, replyTo } = message;
   const { messageId, timestamp, type, appId } = message;
   const kept = { contentType, contentEncoding, priority, correlationId, replyTo, messageId };
@@ -199,10 +260,15 @@ function deadLetterOf(message: AsyncMessage, deadQueue: string, reason: string):
     ...Object.fromEntries(all.filter(([, value]) => value !== undefined)),
     exchange: '',
     routingKey: deadQueue,
-    headers: { ...message.headers, [errorHeader]: clipped(reason) },
+    headers: { ...headers, [errorHeader]: clipped(reason), ...decodedBody(message) },
     durable: true,
   };
 }
+
+const decodedBody = (message: AsyncMessage) =>
+  Buffer.isBuffer(message.body)
+    ? {}
+    : { 'x-perks-body': parsedByClient(message) ? 'json reserialized' : 'utf-8 decoded' };
 
 /** A reason of hundreds of unknown fields must still fit the header frame (frameMax 8192). */
 const clipped = (reason: string) =>

@@ -49,7 +49,12 @@ beforeAll(async () => {
   redis = createRedisConnection(h.config.redis, 'producer');
   await connected(redis);
   queues = openQueues(redis, h.prefix, h.config.jobs);
-  broker = new Connection({ url: amqpUrl, connectionName: 'amqp intake test publisher' });
+  // RabbitMQ's frame_max, as pika or Bunny have it (rabbitmq-client's own default is 8192).
+  broker = new Connection({
+    url: amqpUrl,
+    connectionName: 'amqp intake test publisher',
+    frameMax: 131_072,
+  });
   publisher = broker.createPublisher({ confirm: true });
 });
 
@@ -291,6 +296,74 @@ describe('RabbitMQ intake', () => {
     expect(reason).toMatch(/^profile_field_0, profile_field_1, .*profile_field_4 \(\+795 more\)/);
     expect(reason.length).toBeLessThan(200);
     expect(await readyCount(queue)).toBe(0);
+  });
+
+  it('queues an operator declared, quorum or bounded by x-max-length, are used as they are', async () => {
+    const queue = testAmqpQueue();
+    declared.push(queue, deadQueueOf(queue));
+    await broker.queueDeclare({
+      queue,
+      durable: true,
+      arguments: { 'x-queue-type': 'quorum' },
+    });
+    await broker.queueDeclare({
+      queue: deadQueueOf(queue),
+      durable: true,
+      arguments: { 'x-max-length': 1000 },
+    });
+    const { counts } = await start(queue, { prefetch: 1 });
+    await publish(queue, [{ user_id: '' }, { user_id: 'amqp_quorum' }]);
+    await waitFor('both handled', () =>
+      counts.accepted + counts.rejected === 2 ? true : undefined,
+    );
+    expect(counts).toMatchObject({ accepted: 1, rejected: 1 });
+    expect(await readyCount(deadQueueOf(queue))).toBe(1);
+  });
+
+  it('queues missing are declared, durable; one deleted mid-run is declared again', async () => {
+    const queue = testAmqpQueue();
+    declared.push(queue, deadQueueOf(queue));
+    const { counts } = await start(queue);
+    await publish(queue, [{ user_id: 'amqp_declared' }]);
+    await waitFor('accepted', () => (counts.accepted === 1 ? true : undefined));
+    await broker.queueDelete({ queue });
+    await waitFor('declared again', () =>
+      broker.queueDeclare({ queue, passive: true }).then(
+        () => true,
+        () => undefined,
+      ),
+    );
+    await waitFor('consuming again', () =>
+      intake?.check().then(
+        () => true,
+        () => undefined,
+      ),
+    );
+    await publish(queue, [{ user_id: 'amqp_declared_again' }]);
+    await waitFor('accepted again', () => (counts.accepted === 2 ? true : undefined));
+  });
+
+  it('a dead letter whose headers no longer fit a frame goes without them, not redelivered for ever', async () => {
+    const queue = await newQueue();
+    const { counts } = await start(queue, { prefetch: 1 });
+    // The largest headers a frame holds (131,072 bytes) less the reason's room: the message
+    // fits, its dead letter with x-perks-error does not.
+    const context = 'a'.repeat(130_950);
+    await publisher.send(
+      { routingKey: queue, durable: true, headers: { 'x-context': context } },
+      { user_id: '', colour: 'red' },
+    );
+    await publish(queue, [{ user_id: 'amqp_behind_large_headers' }]);
+    await waitFor('both handled', () =>
+      counts.accepted + counts.rejected === 2 ? true : undefined,
+    );
+    const message = await broker.basicGet(deadQueueOf(queue));
+    expect(message?.headers).toEqual({
+      [errorHeader]: 'user_id: must not be empty; colour: is not a known field',
+      'x-perks-dropped-headers': 'x-context',
+      'x-perks-body': 'json reserialized',
+    });
+    expect(message?.body).toEqual({ user_id: '', colour: 'red' });
   });
 
   it('while Redis is unreachable, messages stay unacked and are requeued with backoff; all are enrolled once it is back', async () => {
