@@ -38,10 +38,10 @@ export interface OutboxOptions extends Door {
   batchSize?: number;
   /** Default true: LISTEN for the insert trigger's NOTIFY; false: polling alone. */
   listen?: boolean;
+  /** How long a batch waits for Redis before it is rolled back. Default 10 000. */
+  enqueueTimeoutMs?: number;
 }
 
-/** How long a batch waits for Redis before it is rolled back. */
-const enqueueTimeoutMs = 10_000;
 const maxBackoffMs = 10_000;
 /** Rows deleted per statement: a long retention backlog is deleted a batch per pass. */
 const retentionBatchSize = 1000;
@@ -55,6 +55,7 @@ export function startOutboxDrain(options: OutboxOptions) {
     ...options,
     schema: quoteIdentifier(assertSchemaName(options.schema)),
     batchSize: options.batchSize ?? 500,
+    enqueueTimeoutMs: options.enqueueTimeoutMs ?? 10_000,
   };
   const closing = new AbortController();
   const wakeup = createWakeup();
@@ -114,7 +115,12 @@ export function startOutboxDrain(options: OutboxOptions) {
 }
 
 /** What one batch needs; `schema` is quoted. */
-type Drainer = Door & { pool: pg.Pool; schema: string; batchSize: number };
+type Drainer = Door & {
+  pool: pg.Pool;
+  schema: string;
+  batchSize: number;
+  enqueueTimeoutMs: number;
+};
 
 /** Deletes processed rows past their retention, a batch a pass, at most every ten minutes. */
 function retention(d: Drainer, retentionDays: number): () => Promise<void> {
@@ -133,6 +139,11 @@ function retention(d: Drainer, retentionDays: number): () => Promise<void> {
 async function drainBatch(d: Drainer): Promise<number> {
   const startedAt = Date.now();
   const batch = await inTransaction(d.pool, async (client) => {
+    // The batch's session is idle only while it waits on Redis. A replica whose host vanished
+    // (no FIN, no RST) would otherwise hold its rows' locks until the server's TCP keepalive
+    // gives up, two hours by default: PostgreSQL ends the session, and another replica drains.
+    const idleMs = 2 * d.enqueueTimeoutMs;
+    await client.query(`set local idle_in_transaction_session_timeout = ${idleMs}`);
     const rows = await claimWaitingSignups(client, d.schema, d.batchSize, Boolean(d.consumerIdKey));
     const valid: { id: string; payload: EnrollmentPayload }[] = [];
     const refused: OutboxOutcome[] = [];
@@ -145,7 +156,7 @@ async function drainBatch(d: Drainer): Promise<number> {
         refused.push({ id, error: describeProblems(checked.problems) });
     }
     const payloads = valid.map((v) => v.payload);
-    const enqueued = await withTimeout(enqueueEnrollments(d.queues, payloads), enqueueTimeoutMs);
+    const enqueued = await withTimeout(enqueueEnrollments(d.queues, payloads), d.enqueueTimeoutMs);
     const marked = valid.map(({ id }, i) => ({ id, jobId: enqueued[i]?.jobId ?? '' }));
     await markSignupsProcessed(client, d.schema, [...marked, ...refused]);
     return { rows: rows.length, enqueued, refused: refused.map((r) => r.id) };

@@ -9,6 +9,8 @@
  *   `resume()`. The service is down.
  * - `blackhole()`: cuts, then accepts new connections but forwards nothing, until
  *   `resume()`. A network partition: requests hang rather than fail.
+ * - `freeze()`: forwards nothing on the open connections, and closes none. A host that lost
+ *   power, as its peers see it: no FIN, no RST.
  */
 import { createServer, type Server, Socket } from 'node:net';
 
@@ -25,6 +27,7 @@ export interface TcpProxy {
   cut(): void;
   pause(): void;
   blackhole(): void;
+  freeze(): void;
   resume(): void;
   close(): Promise<void>;
 }
@@ -104,6 +107,14 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
       mode = 'blackhole';
       cuts++;
       destroyAll();
+    },
+    freeze() {
+      for (const { client, upstream } of pairs) {
+        client.unpipe();
+        upstream?.unpipe();
+        client.pause();
+        upstream?.pause();
+      }
     },
     resume() {
       // Blackholed connections never carried anything: drop them so clients reconnect.

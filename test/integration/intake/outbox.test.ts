@@ -60,13 +60,15 @@ interface Rig {
  * metrics and captured logs; resolves once its first pass is done.
  */
 async function startRig(
-  options: Partial<OutboxOptions> & { redisUrl?: string; prefix?: string } = {},
+  options: Partial<OutboxOptions> & { redisUrl?: string; poolUrl?: string; prefix?: string } = {},
 ): Promise<Rig> {
-  const { redisUrl = h.config.redis.url, prefix = h.prefix, ...overrides } = options;
+  const { redisUrl = h.config.redis.url, poolUrl = h.db.url, prefix = h.prefix } = options;
+  const { redisUrl: _r, poolUrl: _p, prefix: _x, ...overrides } = options;
   const connection = createRedisConnection({ url: redisUrl }, 'producer');
   await connected(connection);
   const queues = openQueues(connection, prefix, defaultJobPolicy);
-  const drainPool = new pg.Pool({ connectionString: h.db.url, max: 2 });
+  const drainPool = new pg.Pool({ connectionString: poolUrl, max: 2 });
+  drainPool.on('error', () => undefined);
   const counts = { accepted: 0, duplicate: 0, rejected: 0 };
   const logs: Rig['logs'] = [];
   const stream = new Writable({
@@ -375,6 +377,45 @@ describe('signup outbox', () => {
     expect((await outboxRows()).filter((r) => r.job_id === null)).toEqual([]);
     expect(rig.counts).toEqual({ accepted: 3, duplicate: 0, rejected: 0 });
     expect(messages(rig, 'outbox drain recovered')).toHaveLength(1);
+  });
+
+  it('frees the rows of a replica that vanished mid-batch (its session idle in transaction) for another', async () => {
+    const redisProxy = await startTcpProxy(targetOf(h.config.redis.url));
+    const pgProxy = await startTcpProxy(targetOf(h.db.url));
+    const vanishing = await startRig({
+      redisUrl: redisProxy.urlFor(h.config.redis.url),
+      poolUrl: pgProxy.urlFor(h.db.url),
+      pollMs: 60_000,
+      enqueueTimeoutMs: 1000,
+    });
+    // Run before the rig's own: it cannot close over frozen connections.
+    cleanups.push(
+      () => redisProxy.close(),
+      () => pgProxy.close(),
+    );
+    for (const userId of ['vanished-1', 'vanished-2', 'vanished-3']) await signup(userId);
+    // Its batch claims the rows and waits on Redis; then its host is gone.
+    redisProxy.freeze();
+    void vanishing.drain.drainNow().catch(() => undefined);
+    const idleInTransaction = async () => {
+      const { rows } = await pool.query<{ n: number }>(
+        `select count(*)::int as n from pg_stat_activity
+          where datname = current_database() and state = 'idle in transaction'`,
+      );
+      return rows[0]?.n;
+    };
+    await expect.poll(idleInTransaction, { timeout: 5000, interval: 20 }).toBe(1);
+    pgProxy.freeze();
+
+    const other = await startRig({ pollMs: 60_000 });
+    await expect
+      .poll(async () => (await other.drain.drainNow()) + other.counts.accepted, {
+        timeout: 15_000,
+        interval: 200,
+      })
+      .toBeGreaterThanOrEqual(3);
+    expect(await waitingRows()).toBe(0);
+    expect(other.counts.accepted).toBe(3);
   });
 
   it('logs a lost LISTEN session once, polls meanwhile, and listens again once it reconnects', async () => {
