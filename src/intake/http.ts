@@ -1,7 +1,8 @@
 /**
  * The HTTP intake: `POST /v1/enrollments` (a signup, or 1..1000) and `POST /v1/syncs`
- * ({"consumer_id"}, or 1..1000), `Authorization: Bearer <INTAKE_TOKEN>`. All or nothing: one
- * invalid item is a 400 naming each problem; 202 once every job is in Redis (else 503). fastify
+ * ({"consumer_id"}, or 1..1000), `Authorization: Bearer <INTAKE_TOKEN>`. One invalid item is a
+ * 400 naming each problem, nothing enqueued; 202 once every job is in Redis, else 503 (BullMQ's
+ * addBulk is a pipeline: part may be in, and jobs are deduplicated, so a retry is safe). fastify
  * does the edges: body limit (413), JSON only (415), bad JSON (400), timeouts.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
@@ -12,7 +13,7 @@ import type { IntakeOutcome } from '../ops/metrics.js';
 import { type Outage, outageLogger } from '../ops/outage.js';
 import { withTimeout } from '../ops/timeouts.js';
 import type { ContinueTrace } from '../ops/tracing.js';
-import { enqueueEnrollments, enqueueRewardSync } from '../queues/producer.js';
+import { enqueueEnrollments, rewardSyncJob } from '../queues/producer.js';
 import {
   type Checked,
   checkAll,
@@ -68,10 +69,10 @@ export async function startHttpIntake(options: HttpIntakeOptions) {
     url: '/v1/syncs',
     check: checkSyncRequest,
     async enqueue(consumerIds) {
-      // A sync already waiting for a consumer absorbs the request.
-      const sync = (consumerId: string) =>
-        enqueueRewardSync(queues, { consumerId, reason: 'manual' });
-      const jobs = await Promise.all(consumerIds.map(sync));
+      // One round trip. A sync already waiting for a consumer absorbs the request, so a retry
+      // after a 503 enqueues none twice.
+      const sync = (consumerId: string) => rewardSyncJob({ consumerId, reason: 'manual' });
+      const jobs = await queues.rewardSync.addBulk(consumerIds.map(sync));
       const syncs = jobs.map((job, i) => ({ consumer_id: consumerIds[i], job_id: job.id ?? '' }));
       return { body: { syncs }, counts: { accepted: syncs.length } };
     },
@@ -170,7 +171,8 @@ function batchRoute<T>(
     const answer = await withTimeout(enqueued, enqueueTimeoutMs).catch(redisOutage.error);
     if (!answer) {
       return reply.code(503).header('retry-after', '5').send({
-        error: 'the queue store (Redis) is unreachable; nothing was accepted, retry later',
+        error:
+          'the queue store (Redis) is unreachable or refused the write: retry later; part of the request may be enqueued, and a retry enqueues none of it twice',
       });
     }
     redisOutage.recovered();

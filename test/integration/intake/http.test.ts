@@ -187,6 +187,23 @@ describe('HTTP intake', () => {
     const body = (await response.json()) as { syncs: { consumer_id: string; job_id: string }[] };
     expect(body.syncs.map((s) => s.consumer_id)).toEqual(['http_sync_a', 'http_sync_b']);
     expect(body.syncs.every((s) => s.job_id.length > 0)).toBe(true);
+    // Again while they wait: the pending jobs absorb it (a retry after a 503 is safe).
+    await harness.worker.workers.rewardSync.pause();
+    try {
+      const first = await post('/v1/syncs', { consumer_id: 'http_sync_c' });
+      const again = await post('/v1/syncs', [
+        { consumer_id: 'http_sync_c' },
+        { consumer_id: 'http_sync_c_2' },
+      ]);
+      const ids = async (r: Response) =>
+        ((await r.json()) as { syncs: { job_id: string }[] }).syncs.map((x) => x.job_id);
+      const [firstId] = await ids(first);
+      const [againId, otherId] = await ids(again);
+      expect(againId).toBe(firstId);
+      expect(otherId).not.toBe(firstId);
+    } finally {
+      harness.worker.workers.rewardSync.resume();
+    }
     const invalid = await post('/v1/syncs', { consumer_id: 'no spaces allowed' });
     expect(invalid.status).toBe(400);
     expect(((await invalid.json()) as { errors: { field: string }[] }).errors[0]?.field).toBe(
@@ -276,7 +293,7 @@ describe('HTTP intake', () => {
       });
       expect(response.status).toBe(503);
       expect(await response.json()).toEqual({
-        error: expect.stringMatching(/nothing was accepted/),
+        error: expect.stringMatching(/retry later; part of the request may be enqueued/),
       });
     } finally {
       await down.close();
