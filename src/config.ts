@@ -153,10 +153,14 @@ export function insecureHttpWarning(perks: PerksConfig): string | undefined {
 
 /**
  * A value as it may be shown: the password of a URL (`//user:password@`) never is, a raw `@`
- * or `/` in it included. A port followed by an `@` in the path is masked with it.
+ * or `/` in it included, nor a query parameter whose name says it holds one (`?password=`, which
+ * pg and ioredis take; `sslpassword`, `token`, `api_key`). A port followed by an `@` in the path
+ * is masked with it.
  */
 export function redactUrl(value: string): string {
-  return value.replace(/(\/\/[^/?#@\s:]*):[^\s@]*@(?:[^\s@/?#]*@)*/g, '$1:***@');
+  return value
+    .replace(/(\/\/[^/?#@\s:]*):[^\s@]*@(?:[^\s@/?#]*@)*/g, '$1:***@')
+    .replace(/([?&][^=&#\s]*(?:pass|pwd|secret|token|key|auth|sig)[^=&#\s]*=)[^&#\s]+/gi, '$1***');
 }
 
 const credentialVariables = {

@@ -30,7 +30,7 @@ export async function run(options: {
   // The worker's own lines (retries, pages) would drown the progress: shown with --verbose.
   const logger = createLogger({ ...base.log, level: verbose ? base.log.level : 'error' });
   const started = performance.now();
-  const schema = `${base.database.schema}_demo`.slice(0, 63);
+  const schema = demoSchemaOf(base.database.schema);
   const prefix = `${base.redis.queuePrefix}-demo`;
   say(`perks-worker demo: ${customers} customers, sandbox seed ${seed}`);
   say(`  datastore ${redact(base.database.url)}, schema ${schema} (reset)`);
@@ -179,4 +179,10 @@ async function resetSchema(databaseUrl: string, schema: string): Promise<void> {
     return; // A database that does not exist yet has no schema to drop: migrate creates it.
   }
   await client.query(`drop schema if exists "${schema}" cascade`).finally(() => client.end());
+}
+
+/** The demo's schema, which it resets: never the configured one, within 63 characters. */
+export function demoSchemaOf(schema: string): string {
+  const demo = `${schema.slice(0, 58)}_demo`;
+  return demo === schema ? `${schema.slice(0, 57)}_demo2` : demo;
 }

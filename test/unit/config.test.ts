@@ -2,6 +2,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { demoSchemaOf } from '../../src/cli/demo.js';
 import {
   ConfigError,
   configTable,
@@ -190,6 +191,12 @@ describe('loadConfig', () => {
     ['postgres://postgres@127.0.0.1:5432/postgres', 'postgres://postgres@127.0.0.1:5432/postgres'],
     ['redis://127.0.0.1:6379/0', 'redis://127.0.0.1:6379/0'],
     ['postgres://u:p@h/db?application_name=a@b', 'postgres://u:***@h/db?application_name=a@b'],
+    [
+      'postgres://u@h/db?sslmode=require&password=supersecret123',
+      'postgres://u@h/db?sslmode=require&password=***',
+    ],
+    ['redis://h:6379/?password=s3cret&db=1', 'redis://h:6379/?password=***&db=1'],
+    ['https://h/hook?Access_Token=abc#x', 'https://h/hook?Access_Token=***#x'],
   ])('redactUrl(%j) shows %j', (value, shown) => {
     expect(redactUrl(value)).toBe(shown);
   });
@@ -422,5 +429,16 @@ describe('loadConfig', () => {
     expect(loadConfig(['redis'], { REDIS_URL: 'redis://127.0.0.1:6379/2' }).redis.url).toBe(
       'redis://127.0.0.1:6379/2',
     );
+  });
+});
+
+describe('the demo schema', () => {
+  it.each([
+    ['perks', 'perks_demo'],
+    ['p'.repeat(63), `${'p'.repeat(58)}_demo`],
+    [`${'p'.repeat(58)}_demo`, `${'p'.repeat(57)}_demo2`],
+  ])('of %j is %j, never the schema itself', (schema, demo) => {
+    expect(demoSchemaOf(schema)).toBe(demo);
+    expect(demo.length).toBeLessThanOrEqual(63);
   });
 });
