@@ -79,6 +79,19 @@ export async function startPerksWorker(
   const { ctx, connection, metrics } = runtime;
   const draining = new AbortController();
   const { intake, server } = await listen(config, runtime, logger, tracing, draining.signal);
+  const queue = ctx.queues.webhooks;
+  let webhooks: ReturnType<typeof startWebhooks>;
+  try {
+    webhooks = startWebhooks(config, { store: ctx.store, connection, queue, metrics, logger });
+  } catch (error) {
+    // A start that fails part-way closes what it started: its open handles would keep a
+    // process that delivers nothing up, and answering ready, past SIGTERM.
+    await intake.close();
+    await closeServer(server);
+    await runtime.close();
+    await stopTracing(tracing);
+    throw error;
+  }
   // One mint before the jobs: wrong credentials or a token endpoint that is down show at once
   // (an error line, /readyz, `status`) and pause the API queues until a mint works.
   const probe = runtime.mintOutage.probe();
@@ -87,8 +100,6 @@ export async function startPerksWorker(
   const { queuePrefix: prefix } = redis;
   const worker = startWorker(ctx, connection, prefix, settings, telemetry);
   runtime.mintOutage.attach([worker.workers.enrollment, worker.workers.rewardSync]);
-  const queue = ctx.queues.webhooks;
-  const webhooks = startWebhooks(config, { store: ctx.store, connection, queue, metrics, logger });
   // Registers (or with `off` removes) the schedules; a failure is logged, the worker runs on.
   const failed = (what: string) => (error: unknown) =>
     logger.error({ err: { message: String(error) } }, `could not register ${what}`);

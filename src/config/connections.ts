@@ -1,14 +1,14 @@
 /** Where the queues and the datastore are (see define.ts). */
 import { z } from 'zod';
-import { commaList, group, matches, variable, wholeNumber } from './define.js';
+import { commaList, group, matches, serviceUrl, variable, wholeNumber } from './define.js';
 
-const postgresUrl = z.url({ protocol: /^postgres(ql)?$/, error: 'must be a postgres:// URL' });
-const redisUrl = z
-  .url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' })
-  // Run after a failed url check too (zod 4): a value that is no URL is that check's to name.
-  .refine((url) => !URL.canParse(url) || /^\/?\d*$/.test(new URL(url).pathname), {
+const postgresUrl = serviceUrl(/^postgres(ql)?$/, 'must be a postgres:// URL');
+const redisUrl = serviceUrl(/^rediss?$/, 'must be a redis:// or rediss:// URL').refine(
+  (url) => !URL.canParse(url) || /^\/?\d*$/.test(new URL(url).pathname),
+  {
     error: 'must name its database by number (redis://host:6379/0), if at all',
-  });
+  },
+);
 const prefix = matches(/^[{}A-Za-z0-9_.-]{1,64}$/, 'must be 1 to 64 of A-Z a-z 0-9 _ . - { }');
 const identifier = matches(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case SQL identifier');
 const hostPorts = 'must be a comma list of host:port';

@@ -82,11 +82,29 @@ export const listenAddress = z.union([z.ipv4(), z.ipv6(), z.literal('localhost')
   error: 'must be an IP address to listen on (0.0.0.0, 127.0.0.1, ::) or localhost',
 });
 
+/**
+ * A URL of one of `protocol`'s schemes whose user, password and path decode: clients decode them
+ * (`decodeURIComponent`), and a `%` that starts no escape would throw there, far from the variable.
+ */
+export const serviceUrl = (protocol: RegExp, error: string) =>
+  z
+    .url({ protocol, error })
+    // Run after a failed url check too (zod 4): a value that is no URL is that check's to name.
+    .refine((url) => !URL.canParse(url) || decodes(new URL(url)), {
+      error: 'has a % that starts no escape in its user, password or path (write % as %25)',
+    });
+
+function decodes({ username, password, pathname }: URL): boolean {
+  try {
+    for (const part of [username, password, pathname]) decodeURIComponent(part);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** An absolute http(s) URL, as given: a receiver's path may end in a slash it routes on. */
-export const httpUrlAsIs = z.url({
-  protocol: /^https?$/,
-  error: 'must be an absolute http(s) URL',
-});
+export const httpUrlAsIs = serviceUrl(/^https?$/, 'must be an absolute http(s) URL');
 
 /** A base URL, paths appended to it: without its trailing slashes. */
 export const httpUrl = httpUrlAsIs.transform((url) => url.replace(/\/+$/, ''));

@@ -1,10 +1,10 @@
 /** How signups reach `work` besides the Node producer: HTTP, the outbox table, RabbitMQ. */
 import { z } from 'zod';
-import { group, listenAddress, matches, variable, wholeNumber } from './define.js';
+import { group, listenAddress, matches, serviceUrl, variable, wholeNumber } from './define.js';
 
 const token = z.string().min(24, { error: 'must be at least 24 characters' });
 const onOff = z.enum(['on', 'off'], { error: 'must be on or off' }).transform((v) => v === 'on');
-const amqpUrl = z.url({ protocol: /^amqps?$/, error: 'must be an amqp:// or amqps:// URL' });
+const amqpUrl = serviceUrl(/^amqps?$/, 'must be an amqp:// or amqps:// URL');
 const amqpQueue = matches(/^[A-Za-z0-9_.:-]{1,200}$/, 'must be 1 to 200 of A-Z a-z 0-9 _ . : -');
 
 export const intakeVariables = group('intake', {

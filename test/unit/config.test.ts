@@ -162,6 +162,26 @@ describe('loadConfig', () => {
     ]);
   });
 
+  it('refuses a URL whose user, password or path holds a % that starts no escape, naming it', () => {
+    const problems = problemsOf(() =>
+      loadConfig(['redis', 'database', 'events'], {
+        DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/db%zz',
+        REDIS_URL: 'redis://:50%off@127.0.0.1:6379',
+        WEBHOOK_URL: 'https://hook:50%off@hooks.example.com/perks',
+        WEBHOOK_SECRET: `whsec_${Buffer.alloc(24, 7).toString('base64')}`,
+      }),
+    );
+    const reason = 'has a % that starts no escape in its user, password or path (write % as %25)';
+    expect(problems).toEqual([
+      `REDIS_URL: is invalid: ${reason}, got "redis://:***@127.0.0.1:6379"`,
+      `DATABASE_URL: is invalid: ${reason}, got "postgres://postgres@127.0.0.1:5432/db%zz"`,
+      `WEBHOOK_URL: is invalid: ${reason}, got "https://hook:***@hooks.example.com/perks"`,
+    ]);
+    expect(
+      loadConfig(['database'], { DATABASE_URL: 'postgres://u:50%25off@h/db' }).database.url,
+    ).toBe('postgres://u:50%25off@h/db');
+  });
+
   it('never shows the password of a URL in an error', () => {
     const problems = problemsOf(() =>
       loadConfig(['redis', 'database'], {
