@@ -5,6 +5,7 @@
  */
 import { Webhook } from 'standardwebhooks';
 import { Pool } from 'undici';
+import { linkSignals } from '../signals.js';
 import type { FeedEvent } from '../store/event-deliveries.js';
 
 class DeliveryError extends Error {
@@ -57,27 +58,40 @@ export class WebhookSender {
       'webhook-signature': this.#signer.sign(id, now, payload),
       ...this.#authorization,
     };
-    const response = await this.#pool
-      .request({
-        method: 'POST',
-        path: `${this.#url.pathname}${this.#url.search}`,
-        headers,
-        body: payload,
-        headersTimeout: this.options.timeoutMs,
-        bodyTimeout: this.options.timeoutMs,
-        ...(signal ? { signal } : {}),
-      })
-      .catch((error: { code?: string; name: string }) => {
-        throw new DeliveryError(
-          `no answer from the webhook receiver (${error.code ?? error.name})`,
-        );
-      });
-    const text = await snippet(response.body).catch(() => '');
-    if (response.statusCode >= 200 && response.statusCode < 300) return;
-    const quoted = text.replace(/\s+/g, ' ').trim().slice(0, maxQuotedBody);
-    throw new DeliveryError(
-      `the webhook receiver answered ${response.statusCode}${quoted ? `: ${quoted}` : ''}`,
-    );
+    // One deadline over the whole exchange, body included: undici's bodyTimeout is the gap
+    // between two chunks, and a receiver trickling its answer would hold a delivery slot.
+    const { timeoutMs } = this.options;
+    const linked = linkSignals([signal], timeoutMs);
+    try {
+      const response = await this.#pool
+        .request({
+          method: 'POST',
+          path: `${this.#url.pathname}${this.#url.search}`,
+          headers,
+          body: payload,
+          headersTimeout: timeoutMs,
+          bodyTimeout: timeoutMs,
+          signal: linked.signal,
+        })
+        .catch((error: { code?: string; name: string }) => {
+          const why = linked.timedOut()
+            ? `none within ${timeoutMs} ms`
+            : (error.code ?? error.name);
+          throw new DeliveryError(`no answer from the webhook receiver (${why})`);
+        });
+      if (response.statusCode >= 200 && response.statusCode < 300) {
+        // Read to its end (the connection is kept), or given up at the deadline: delivered.
+        await response.body.dump().catch(() => undefined);
+        return;
+      }
+      const text = await snippet(response.body);
+      const quoted = text.replace(/\s+/g, ' ').trim().slice(0, maxQuotedBody);
+      throw new DeliveryError(
+        `the webhook receiver answered ${response.statusCode}${quoted ? `: ${quoted}` : ''}`,
+      );
+    } finally {
+      linked.dispose();
+    }
   }
 
   close(): Promise<void> {
@@ -85,12 +99,19 @@ export class WebhookSender {
   }
 }
 
-/** The start of a body, for an error message; the rest is left unread (the stream is dropped). */
+/**
+ * The start of a body, for an error message, as much as came before the deadline; the rest is
+ * left unread (the stream is dropped).
+ */
 async function snippet(body: AsyncIterable<Buffer> & { destroy(): unknown }): Promise<string> {
   let text = '';
-  for await (const chunk of body) {
-    text += chunk.toString('utf8');
-    if (text.length >= maxQuotedBody) break;
+  try {
+    for await (const chunk of body) {
+      text += chunk.toString('utf8');
+      if (text.length >= maxQuotedBody) break;
+    }
+  } catch {
+    // Aborted at the deadline, or the connection lost: what came is enough.
   }
   body.destroy();
   return text;

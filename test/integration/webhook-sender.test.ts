@@ -58,3 +58,42 @@ it('check fails a WEBHOOK_URL that redirects: deliveries would not follow it', a
     await new Promise((resolve) => redirecting.close(resolve));
   }
 });
+
+it('WEBHOOK_TIMEOUT_MS bounds the whole exchange: a receiver trickling its answer holds no slot', async () => {
+  // A byte every 100 ms, never ending: undici's bodyTimeout (the gap between chunks) never fires.
+  const trickling = createServer((req, res) => {
+    req.resume().on('end', () => {
+      res.writeHead(req.url === '/ok' ? 200 : 503);
+      const timer = setInterval(() => res.write('x'), 100);
+      res.on('close', () => clearInterval(timer));
+    });
+  });
+  await new Promise<void>((resolve) => trickling.listen(0, '127.0.0.1', resolve));
+  const { port: at } = trickling.address() as AddressInfo;
+  const event = {
+    id: '8',
+    type: 'reward.created',
+    consumer_id: 'c_1',
+    user_id: null,
+    reward_id: '0b4c6f0e-5d0a-4a52-9a43-6b1a8f0c2d11',
+    data: {},
+    created_at: new Date(),
+  } as Parameters<WebhookSender['send']>[0];
+  const senderFor = (path: string) =>
+    new WebhookSender({
+      url: `http://127.0.0.1:${at}${path}`,
+      secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+      timeoutMs: 500,
+      connections: 1,
+    });
+  const [ok, refusing] = [senderFor('/ok'), senderFor('/refusing')];
+  try {
+    // Without the bound, each would read on for minutes: past this test's own timeout.
+    await expect(ok.send(event)).resolves.toBeUndefined();
+    await expect(refusing.send(event)).rejects.toThrow(/answered 503: x/);
+  } finally {
+    trickling.closeAllConnections();
+    trickling.close();
+    await Promise.all([ok.close(), refusing.close()]);
+  }
+});
