@@ -38,6 +38,8 @@ export type DeliveryJobData = {
   attemptsBefore?: number;
   /** When the receiver began refusing the job's next event (ISO), cleared once it is delivered or given up. */
   refusedSince?: string;
+  /** That event's id: a replay rewinding the cursor meanwhile makes another one next. */
+  refusedEventId?: string;
 };
 
 export type Webhooks = { close(): Promise<void> };
@@ -153,18 +155,23 @@ async function deliverConsumerEvents(
         // Cancelled (its lock lost, or the shutdown's grace over): no refusal, never a give-up;
         // the job runs again, here or on the replica that holds it now.
         if (signal?.aborted) throw error;
-        // The age counts from the later of the event's recording and the start of the refusals:
-        // an old event (a replay, a long stop) is tried for the whole age too, not just once.
-        const refusedSince = job.data.refusedSince ?? new Date().toISOString();
+        // The age counts from the later of the event's recording and the start of its own
+        // refusals: an old event (a replay, a long stop) is tried for the whole age too, and so
+        // is one a replay put before the event that was being refused.
+        const streak = job.data.refusedEventId === event.id ? job.data.refusedSince : undefined;
+        const refusedSince = streak ?? new Date().toISOString();
         const from = Math.max(event.created_at.getTime(), Date.parse(refusedSince));
         if (Date.now() - from < ctx.maxAgeMs) {
-          if (!job.data.refusedSince) await job.updateData({ ...job.data, refusedSince });
+          if (!streak) {
+            await job.updateData({ ...job.data, refusedSince, refusedEventId: event.id });
+          }
           ctx.metrics.webhookDelivery('retried');
           throw error;
         }
         // Refused for WEBHOOK_MAX_AGE_HOURS: given up, so the next events go.
         const message = error instanceof Error ? error.message : String(error);
-        const attempts = job.attemptsMade + 1;
+        // This event's tries: the job's since an event last went.
+        const attempts = job.attemptsMade + 1 - (job.data.attemptsBefore ?? 0);
         await recordFailure(ctx.pool, ctx.schema, event, { attempts, lastError: message });
         // The refusals of the next event are its own: it gets the whole age too.
         await wentOn(job);

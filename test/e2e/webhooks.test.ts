@@ -335,6 +335,65 @@ describe('reward events as signed webhooks', () => {
     }
   }, 60_000);
 
+  it("counts a given-up event's own tries, and gives one a replay puts first its own max age", async () => {
+    const queue = await ownWebhooksQueue();
+    harness.sandbox.state.addConsumer('wh_own_tries', { rewards: 3 });
+    await syncAll(['wh_own_tries']);
+    const pool = harness.runtime.ctx.store.pool;
+    const ids = (
+      await pool.query<{ id: string }>(
+        `select id from perks.reward_events where consumer_id = 'wh_own_tries' order by id`,
+      )
+    ).rows.map((row) => row.id);
+    // The first event is refused twice, then delivered; the second refused until given up,
+    // and replayed once its refusals are underway; the third always refused.
+    const tries = new Map<string, number>();
+    let replayed = false;
+    const sender = new (class extends WebhookSender {
+      override async send(event: Parameters<WebhookSender['send']>[0], signal?: AbortSignal) {
+        const n = (tries.get(event.id) ?? 0) + 1;
+        tries.set(event.id, n);
+        if (event.id === ids[0] && (n <= 2 || replayed)) throw new Error(`refused try ${n}`);
+        if (event.id !== ids[0]) throw new Error(`refused try ${n}`);
+        return super.send(event, signal);
+      }
+    })(senderOptions());
+    const failedOf = async () =>
+      (await listDeliveries(pool, '"perks"', { failed: true, limit: 10 })).filter(
+        (row) => row.consumer_id === 'wh_own_tries',
+      );
+    const delivery = deliveryOf(queue, sender, { maxAgeMs: 2500 });
+    try {
+      await waitFor(
+        'the second event given up',
+        async () => ((await failedOf()).some((row) => row.id === ids[1]) ? true : undefined),
+        30_000,
+        100,
+      );
+      const [secondGivenUp] = (await failedOf()).filter((row) => row.id === ids[1]);
+      expect(secondGivenUp?.attempts).toBe(tries.get(ids[1] ?? ''));
+      // The third refused a second time, a second into its refusals: a replay from the first
+      // puts it before the third, for a try when the third's streak is 3 s old.
+      await waitFor('the third refused twice', () =>
+        (tries.get(ids[2] ?? '') ?? 0) >= 2 ? true : undefined,
+      );
+      const triesBefore = tries.get(ids[0] ?? '') ?? 0;
+      replayed = true;
+      await replayFrom(pool, '"perks"', ids[0] ?? '');
+      await waitFor(
+        'the first given up again',
+        async () => ((await failedOf()).some((row) => row.id === ids[0]) ? true : undefined),
+        30_000,
+        100,
+      );
+      // Its own refusals span the max age (1 s, then 2 s of backoff), not the third's rest.
+      expect((tries.get(ids[0] ?? '') ?? 0) - triesBefore).toBeGreaterThanOrEqual(2);
+    } finally {
+      await delivery.close();
+      await queue.close();
+    }
+  }, 60_000);
+
   it('a delivery whose lock was lost stops, and gives up no event for it', async () => {
     const queue = await ownWebhooksQueue();
     harness.sandbox.state.addConsumer('wh_lock', { rewards: 1 });
