@@ -22,7 +22,11 @@ import { within } from './ops/timeouts.js';
 import { startTracing, type Tracing } from './ops/tracing.js';
 import { consumerIdKeyWarning } from './queues/consumer-id.js';
 import { pingQueueStore } from './redis/connection.js';
-import { MigrationChecksumError, MigrationFileError } from './store/errors.js';
+import {
+  MigrationChecksumError,
+  MigrationFileError,
+  MigrationRefusedError,
+} from './store/errors.js';
 import { migrate } from './store/migrate.js';
 
 export interface StartOptions {
@@ -213,7 +217,9 @@ async function migrateWithRetry(
       return;
     } catch (error) {
       const permanent =
-        error instanceof MigrationChecksumError || error instanceof MigrationFileError;
+        error instanceof MigrationChecksumError ||
+        error instanceof MigrationFileError ||
+        (error instanceof MigrationRefusedError && error.permanent);
       if (permanent || Date.now() > deadline) throw error;
       const err = { message: (error as Error).message };
       logger.warn({ attempt, err }, 'cannot migrate yet; retrying');

@@ -1,5 +1,6 @@
 /** Where the queues and the datastore are (see define.ts). */
 import { z } from 'zod';
+import { schemaPattern } from '../store/identifier.js';
 import { commaList, group, matches, serviceUrl, variable, wholeNumber } from './define.js';
 
 const postgresUrl = serviceUrl(/^postgres(ql)?$/, 'must be a postgres:// URL');
@@ -10,7 +11,7 @@ const redisUrl = serviceUrl(/^rediss?$/, 'must be a redis:// or rediss:// URL').
   },
 );
 const prefix = matches(/^[{}A-Za-z0-9_.-]{1,64}$/, 'must be 1 to 64 of A-Z a-z 0-9 _ . - { }');
-const identifier = matches(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case SQL identifier');
+const identifier = matches(schemaPattern, 'must be a lower-case SQL identifier, not pg_…');
 const hostPorts = 'must be a comma list of host:port';
 
 const hostPort = matches(/^[A-Za-z0-9.-]+:\d{1,5}$/, hostPorts)

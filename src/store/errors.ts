@@ -48,6 +48,31 @@ export class MigrationChecksumError extends OperationalError {
   }
 }
 
+/** PostgreSQL refused a migration statement: a right missing, a reserved schema name. */
+export class MigrationRefusedError extends OperationalError {
+  override readonly name = 'MigrationRefusedError';
+  constructor(
+    schema: string,
+    readonly code: string,
+    cause: unknown,
+  ) {
+    const hints: Record<string, string> = {
+      '42501':
+        'the user of DATABASE_DIRECT_URL (else DATABASE_URL) needs CREATE on the database, and CREATEDB to create it',
+      '42939': 'DATABASE_SCHEMA must not start with pg_',
+    };
+    const hint = hints[code] ? `: ${hints[code]}` : '';
+    super(`PostgreSQL refused to migrate schema ${schema}: ${describeError(cause)}${hint}`, {
+      cause,
+    });
+  }
+
+  /** Class 42 (a right, a name): trying again changes nothing. */
+  get permanent(): boolean {
+    return this.code.startsWith('42');
+  }
+}
+
 /** A reward or argument the store refuses before sending anything to the database. */
 export class StoreInputError extends Error {
   override readonly name = 'StoreInputError';

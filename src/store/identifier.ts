@@ -1,5 +1,5 @@
-/** SQL identifiers cannot be bound as parameters. DATABASE_SCHEMA's rule: */
-const schemaPattern = /^[a-z_][a-z0-9_]{0,62}$/;
+/** SQL identifiers cannot be bound as parameters. DATABASE_SCHEMA's rule (pg_ is reserved): */
+export const schemaPattern = /^(?!pg_)[a-z_][a-z0-9_]{0,62}$/;
 
 export function assertSchemaName(schema: string): string {
   if (!schemaPattern.test(schema)) {

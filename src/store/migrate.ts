@@ -16,10 +16,10 @@
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import type pg from 'pg';
-import { errorCode } from '../errors.js';
+import { errorCode, OperationalError } from '../errors.js';
 import type { Logger } from '../ops/logger.js';
 import { connectCreating } from './database.js';
-import { MigrationChecksumError, MigrationFileError } from './errors.js';
+import { MigrationChecksumError, MigrationFileError, MigrationRefusedError } from './errors.js';
 import { assertSchemaName, quoteIdentifier } from './identifier.js';
 
 export interface MigrateOptions {
@@ -73,6 +73,22 @@ export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
   const directory = options.migrations ?? migrationsDirectory;
   const files = await loadMigrationFiles(directory);
   const repeatables = await loadRepeatableFiles(directory);
+  try {
+    return await migrateSchema(options, schema, files, repeatables);
+  } catch (error) {
+    // A statement refused (a right missing): one line naming the fix, not a driver's stack.
+    const code = errorCode(error);
+    if (error instanceof OperationalError || !code || !/^[0-9A-Z]{5}$/.test(code)) throw error;
+    throw new MigrationRefusedError(schema, code, error);
+  }
+}
+
+async function migrateSchema(
+  options: MigrateOptions,
+  schema: string,
+  files: MigrationFile[],
+  repeatables: SqlFile[],
+): Promise<MigrateResult> {
   const { client, databaseCreated } = await connectCreating(options.databaseUrl, (database) =>
     options.logger?.info({ database }, 'created database'),
   );

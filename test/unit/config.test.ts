@@ -182,6 +182,12 @@ describe('loadConfig', () => {
     ).toBe('postgres://u:50%25off@h/db');
   });
 
+  it('refuses a DATABASE_SCHEMA PostgreSQL reserves (pg_…)', () => {
+    expect(problemsOf(() => loadConfig(['database'], { DATABASE_SCHEMA: 'pg_perks' }))).toEqual([
+      'DATABASE_SCHEMA: is invalid: must be a lower-case SQL identifier, not pg_…, got "pg_perks"',
+    ]);
+  });
+
   it('never shows the password of a URL in an error', () => {
     const problems = problemsOf(() =>
       loadConfig(['redis', 'database'], {

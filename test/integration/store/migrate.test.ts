@@ -11,7 +11,11 @@ import { afterAll, afterEach, describe, expect, inject, it, vi } from 'vitest';
 import { run } from '../../../src/cli/migrate.js';
 import { runCli } from '../../../src/cli/program.js';
 import type { Logger } from '../../../src/ops/logger.js';
-import { DatabaseUnreachableError, MigrationChecksumError } from '../../../src/store/errors.js';
+import {
+  DatabaseUnreachableError,
+  MigrationChecksumError,
+  MigrationRefusedError,
+} from '../../../src/store/errors.js';
 import { loadMigrationFiles, migrate } from '../../../src/store/migrate.js';
 import { createTestDatabase } from '../../support/database.js';
 
@@ -139,6 +143,25 @@ describe('migrate', () => {
     await expect(
       migrate({ databaseUrl: adminUrl, schema: 'perks"; drop table x; --' }),
     ).rejects.toThrow(/invalid schema name/);
+  });
+
+  it('names the missing right in one line when PostgreSQL refuses a statement', async () => {
+    const { url, name } = newDatabaseUrl();
+    const role = `perks_test_norights_${randomBytes(4).toString('hex')}`;
+    await query(adminUrl, `create database ${name}`);
+    await query(adminUrl, `create role ${role} login`);
+    try {
+      const asRole = new URL(url);
+      asRole.username = role;
+      const refused = migrate({ databaseUrl: asRole.toString(), schema: 'perks' });
+      await expect(refused).rejects.toBeInstanceOf(MigrationRefusedError);
+      await expect(refused).rejects.toThrow(
+        /^PostgreSQL refused to migrate schema perks: permission denied for database .* \(42501\): the user of DATABASE_DIRECT_URL \(else DATABASE_URL\) needs CREATE on the database/,
+      );
+    } finally {
+      await query(adminUrl, `drop database if exists ${name} with (force)`);
+      await query(adminUrl, `drop role ${role}`);
+    }
   });
 
   it('refuses to run when an applied migration was edited', async () => {
