@@ -12,6 +12,7 @@ import type { Worker } from 'bullmq';
 import { z } from 'zod';
 import { NotReadyError } from '../ops/health.js';
 import type { Logger } from '../ops/logger.js';
+import { withTimeout } from '../ops/timeouts.js';
 import type { CredentialSource } from '../perks/client.js';
 import { TokenMintError, tryJson } from '../perks/errors.js';
 import type { Queues } from '../queues/queues.js';
@@ -149,7 +150,12 @@ export class MintOutage {
   /** For /readyz: throws while a replica holding these credentials records a failing mint. */
   async check(): Promise<void> {
     const { redis, prefix, name } = this.options;
-    const [failure] = await readMintFailures(redis, prefix, name());
+    // Redis away or silent (its own check says so): this replica's own mints tell, within the
+    // ops server's 2 s for a check.
+    const record = withTimeout(readMintFailures(redis, prefix, name()), 1000);
+    const [failure] = await record.catch(() =>
+      this.#failures > 0 ? [{ refused: this.#refused, reason: 'this replica' }] : [],
+    );
     // Refused: at the mint (401, 403) or by the API for the token's scope (403).
     const state = failure?.refused ? 'credentials refused' : 'token mint failing';
     if (failure) throw new NotReadyError(`${state} (${failure.reason})`);
