@@ -2,7 +2,7 @@
 import { once } from 'node:events';
 import { loadConfig } from '../config.js';
 import { UsageError } from '../errors.js';
-import { PortInUseError } from '../ops/health.js';
+import { listenFailure, PortInUseError } from '../ops/health.js';
 import { createLogger } from '../ops/logger.js';
 import { loadScenario } from '../sandbox/scenario.js';
 import { sandboxApiEnv, startSandbox } from '../sandbox/server.js';
@@ -47,8 +47,11 @@ export async function run(
     scenario,
     logger: createLogger(loadConfig(['log']).log, { component: 'sandbox' }),
   }).catch((error: unknown) => {
-    if ((error as { code?: string }).code !== 'EADDRINUSE') throw error;
-    throw new PortInUseError('--port', options.port, 'give the sandbox a free --port');
+    if ((error as { code?: string }).code === 'EADDRINUSE') {
+      throw new PortInUseError('--port', options.port, 'give the sandbox a free --port');
+    }
+    const at = { portVariable: '--port', port: options.port, hostVariable: '--host' };
+    throw listenFailure(error, { ...at, host: options.host }) ?? error;
   });
   (io.stdout ?? process.stdout).write(
     [

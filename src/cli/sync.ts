@@ -8,9 +8,13 @@ export async function run(consumerId: string): Promise<number> {
       `sync: <consumer-id> ${JSON.stringify(consumerId.slice(0, 120))} is not a consumer id (2 to 100 of a-z A-Z 0-9 _ -)`,
     );
   }
-  const { jobId } = await withProducer((producer) =>
+  const { jobId, alreadyPending } = await withProducer((producer) =>
     producer.enqueueRewardSync({ consumerId, reason: 'manual' }),
   );
-  process.stdout.write(`enqueued reward sync of consumer ${consumerId} (job ${jobId})\n`);
+  process.stdout.write(
+    alreadyPending
+      ? `reward sync of consumer ${consumerId} already pending (job ${jobId}); not enqueued again\n`
+      : `enqueued reward sync of consumer ${consumerId} (job ${jobId})\n`,
+  );
   return 0;
 }

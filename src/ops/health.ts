@@ -61,7 +61,7 @@ export function listenFailure(
 ): OperationalError | undefined {
   const code = (error as NodeJS.ErrnoException).code;
   if (code === 'EADDRINUSE') return new PortInUseError(at.portVariable, at.port);
-  if (code === 'EADDRNOTAVAIL') {
+  if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
     return new OperationalError(
       `${at.hostVariable} ${at.host} cannot be listened on (${code}): give an address of this host, such as 0.0.0.0 (every interface) or 127.0.0.1`,
     );

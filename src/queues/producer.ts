@@ -163,9 +163,12 @@ export async function createProducer(options: ProducerOptions) {
     connection,
     enqueueEnrollment: (request: EnrollmentRequest) =>
       enqueueEnrollment(queues, request, options.consumerIdKey),
-    enqueueRewardSync: async (payload: RewardSyncPayload): Promise<{ jobId: string }> => ({
-      jobId: (await enqueueRewardSync(queues, payload)).id ?? '',
-    }),
+    /** `alreadyPending`: a sync of the consumer was waiting, and absorbed this one. */
+    async enqueueRewardSync(payload: RewardSyncPayload) {
+      const pending = await queues.rewardSync.getDeduplicationJobId(payload.consumerId);
+      const jobId = (await enqueueRewardSync(queues, payload)).id ?? '';
+      return { jobId, alreadyPending: jobId === pending };
+    },
     startReconciliation: () => startReconciliation(queues),
     async close(): Promise<void> {
       await closeQueues(queues);

@@ -102,7 +102,9 @@ export async function startSandbox(options: SandboxOptions = {}) {
   server.listen(settings.port, settings.host);
   await once(server, 'listening');
   const address = server.address() as AddressInfo;
-  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  // Listening on every interface, it is reached on loopback: the URL clients are given.
+  const reached = { '0.0.0.0': '127.0.0.1', '::': '::1' }[address.address] ?? address.address;
+  const host = address.family === 'IPv6' ? `[${reached}]` : reached;
   const baseUrl = `http://${host}:${address.port}`;
   settings.logger?.debug({ baseUrl, consumers: settings.consumers }, 'sandbox listening');
 

@@ -2,6 +2,7 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, inject, it } from 'vitest';
+import { testQueuePrefix } from '../support/redis.js';
 
 const bin = fileURLToPath(new URL('../../dist/src/index.js', import.meta.url));
 
@@ -142,6 +143,29 @@ describe('perks-worker CLI', () => {
     const { status, stderr } = run(args, { REDIS_URL: inject('redisUrl') });
     expect(stderr).toBe(`${message}\n`);
     expect(status).toBe(2);
+  });
+
+  it('says in one line that the sandbox cannot listen on --host', () => {
+    const result = run(['sandbox', '--port', '0', '--host', 'bogus.invalid']);
+    expect(result.stderr).toBe(
+      'perks-worker: --host bogus.invalid cannot be listened on (ENOTFOUND): give an address of this host, such as 0.0.0.0 (every interface) or 127.0.0.1\n',
+    );
+    expect(result.status).toBe(1);
+  });
+
+  it('says a sync already pending absorbed the request, enqueueing nothing', async () => {
+    const queues = testQueuePrefix();
+    try {
+      const env = { REDIS_URL: queues.redisUrl, QUEUE_PREFIX: queues.prefix };
+      const first = run(['sync', 'sbx_0007'], env);
+      const again = run(['sync', 'sbx_0007'], env);
+      expect([first.stdout, again.stdout]).toEqual([
+        'enqueued reward sync of consumer sbx_0007 (job 1)\n',
+        'reward sync of consumer sbx_0007 already pending (job 1); not enqueued again\n',
+      ]);
+    } finally {
+      await queues.cleanup();
+    }
   });
 
   it('says in one line that Redis or Postgres cannot be reached, exit 1', () => {

@@ -17,7 +17,8 @@ describe('perks-worker sandbox', () => {
     const printed = firstOutput(stdout);
     const exit = run(
       {
-        host: '127.0.0.1',
+        // Every interface: the URL printed is the loopback one, which clients can use.
+        host: '0.0.0.0',
         port: 0,
         consumers: 3,
         seed: 9,
