@@ -104,10 +104,15 @@ export function loadConfig<G extends ConfigGroup>(
 
 /** The rules that involve more than one variable, for the variables that parsed. */
 function combinationProblems(
-  { perks, events, redis }: Loaded,
+  { perks, events, redis, worker, intake }: Loaded,
   found: readonly ConfigProblem[],
 ): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
+  // The HTTP intake is a server of its own, beside the ops server (0: a port picked for each).
+  if (intake?.token !== undefined && intake.port !== 0 && intake.port === worker?.port) {
+    const reason = 'must differ from PORT, where the ops server listens';
+    problems.push(problemOf('INTAKE_PORT', invalid(reason, String(intake.port))));
+  }
   if (typeof perks?.baseUrl === 'string' && !perks.insecureHttp && insecure(perks.baseUrl)) {
     const reason =
       'must be https:// (plain http would send the client secret in clear; it is accepted for a loopback host, or with PERKS_INSECURE_HTTP=allow)';

@@ -28,7 +28,13 @@ export async function runCli(argv: readonly string[], version: string): Promise<
       status = await (await load()).run(...(args.slice(0, -1) as never[]));
     };
   try {
-    await declare(new Command('perks-worker'), version, lazy).parseAsync(argv, { from: 'user' });
+    const program = declare(new Command('perks-worker'), version, lazy);
+    // `help <name>` of no command is refused as `perks-worker <name>` is (commander would
+    // print the whole help and say nothing).
+    const [first, topic] = argv;
+    const unknownTopic =
+      first === 'help' && topic && !program.commands.some((c) => c.name() === topic);
+    await program.parseAsync(unknownTopic ? [topic] : argv, { from: 'user' });
   } catch (error) {
     // Help and --version end with exit code 0; a bare `perks-worker` shows its help and fails.
     if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2;

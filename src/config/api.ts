@@ -27,7 +27,7 @@ export const perksVariables = group('perks', {
     doc: 'Path of a file holding the client id; read when `PERKS_CLIENT_ID` is unset. Given as files, id and secret are read again on SIGHUP and when the token endpoint refuses them: rotating them needs no restart.',
   }),
   PERKS_CLIENT_SECRET: variable('clientSecret', clientSecretSchema.optional(), {
-    example: 'sk_sandbox_xxxxxxxx',
+    example: 'sk_<env>_<secret>',
     doc: 'API client secret (`sk_<env>_...`). Required, unless `PERKS_CLIENT_SECRET_FILE` is set.',
     secret: true,
   }),

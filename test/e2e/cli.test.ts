@@ -61,6 +61,12 @@ describe('perks-worker CLI', () => {
     expect(run(['frobnicate']).stderr).toBe(
       `perks-worker: unknown command "frobnicate"; run 'perks-worker --help'\n`,
     );
+    const help = run(['help', 'enrol']);
+    expect(help).toEqual({
+      status: 2,
+      stdout: '',
+      stderr: `perks-worker: unknown command "enrol"; did you mean 'enroll'? run 'perks-worker --help'\n`,
+    });
   });
 
   it('prints its usage to stderr when given no command, exit 2', () => {

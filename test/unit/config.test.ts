@@ -182,6 +182,15 @@ describe('loadConfig', () => {
     ).toBe('postgres://u:50%25off@h/db');
   });
 
+  it('refuses INTAKE_PORT equal to PORT while the intake is on', () => {
+    const env = { PORT: '9486', INTAKE_PORT: '9486', INTAKE_TOKEN: 'x'.repeat(32) };
+    expect(problemsOf(() => loadConfig(['worker', 'intake'], env))).toEqual([
+      'INTAKE_PORT: is invalid: must differ from PORT, where the ops server listens, got "9486"',
+    ]);
+    const { INTAKE_TOKEN: _, ...off } = env;
+    expect(() => loadConfig(['worker', 'intake'], off)).not.toThrow();
+  });
+
   it('refuses a DATABASE_SCHEMA PostgreSQL reserves (pg_…)', () => {
     expect(problemsOf(() => loadConfig(['database'], { DATABASE_SCHEMA: 'pg_perks' }))).toEqual([
       'DATABASE_SCHEMA: is invalid: must be a lower-case SQL identifier, not pg_…, got "pg_perks"',
