@@ -5,7 +5,8 @@
  * moved during the walk, rows may have shifted between pages: it scans once more. Only a
  * complete, consistent scan may mark rewards missing, and not one that refused an item (kept in
  * rejected_rewards, the rest of its page written): the item may be a stored reward. After a
- * walk of several pages each one to mark is first asked for by id (stillThere).
+ * walk of several pages each one to mark is first asked for by id (stillThere); more than 50,
+ * and the consumer is walked again.
  */
 import type { Job } from 'bullmq';
 import type { RewardPage } from '../perks/client.js';
@@ -75,8 +76,11 @@ export async function syncConsumer(
     while (result.scans < maxScans && !result.consistent) {
       result.scans += 1;
       result.consistent = await scanOnce(ctx, job, log, signal, result);
-      if (!result.consistent)
-        log.warn({ scan: result.scans }, 'total moved during the walk; rescanning');
+      if (!result.consistent && result.scans < maxScans)
+        log.warn(
+          { scan: result.scans },
+          'the walk may have skipped rewards (its total moved, or too many unseen to confirm); rescanning',
+        );
     }
   } catch (error) {
     if (!(error instanceof ConsumerNotEnrolledError)) throw error;
@@ -112,11 +116,15 @@ async function scanOnce(
     // Stamped when its answered request went out: a slow answer must not pass for newer.
     const at = page.requestedAt;
     if (page.rejected.length > 0) await recordRejected(ctx, log, consumerId, page);
+    // A walk of several pages may skip rewards with the total unchanged (some gone from a page
+    // read, as many come after it): each it would mark missing is asked for by id first. Too
+    // many to ask: a second walk tells such a shift from a deletion, and is trusted.
+    if (page.lastPage && consistent && rejected === 0 && page.page > 1) {
+      const present = await stillThere(ctx, consumerId, seenIds, startedAt, signal);
+      if (present === undefined && result.scans < maxScans) consistent = false;
+      else seenIds.push(...(present ?? []));
+    }
     const ends = page.lastPage && (consistent || result.scans >= maxScans);
-    // A walk of several pages may skip a reward with the total unchanged (one gone from a page
-    // read, one come after it): each it would mark missing is asked for by id first.
-    if (ends && consistent && rejected === 0 && page.page > 1)
-      seenIds.push(...(await stillThere(ctx, consumerId, seenIds, startedAt, signal)));
     const missing = consistent
       ? { seenIds, scanStartedAt: startedAt, rejected: rejected > 0 }
       : null;
@@ -149,24 +157,27 @@ async function scanOnce(
   return consistent;
 }
 
-/** Most rewards asked for by id at the end of a walk; past it, the walk alone is trusted. */
+/** Most rewards asked for by id at the end of a walk. */
 const maxConfirmations = 50;
 
-/** The stored rewards the walk did not see that the API still answers for (a 404: gone). */
+/**
+ * The stored rewards the walk did not see that the API still answers for (a 404: gone);
+ * undefined when there are more than `maxConfirmations` of them.
+ */
 async function stillThere(
   ctx: JobContext,
   consumerId: string,
   seenIds: readonly string[],
   scanStartedAt: Date,
   signal: AbortSignal | undefined,
-): Promise<string[]> {
+): Promise<string[] | undefined> {
   const unseen = await ctx.store.unseenRewards(
     consumerId,
     seenIds,
     scanStartedAt,
     maxConfirmations + 1,
   );
-  if (unseen.length > maxConfirmations) return [];
+  if (unseen.length > maxConfirmations) return undefined;
   const present: string[] = [];
   for (const rewardId of unseen) {
     try {

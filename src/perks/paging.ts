@@ -120,16 +120,19 @@ export async function* walkRewardPages(
     if (received > announced) {
       throw fail(`${received} items where total ${parsed.total} leaves ${announced}`);
     }
+    firstTotal ??= parsed.total;
+    const totalChanged = parsed.total !== firstTotal;
+    // With the total moved, a page may start where the last did (per_page records came ahead
+    // of it): a shift the rescan handles, not a server repeating itself.
     const firstId = parsed.ids[0];
-    if (firstId !== undefined && firstId === previousFirstId) {
+    if (firstId !== undefined && firstId === previousFirstId && !totalChanged) {
       throw fail('the server repeated the previous page');
     }
 
-    firstTotal ??= parsed.total;
     const pageCount = Math.ceil(parsed.total / parsed.perPage);
     // An empty page ends the walk even if total promised more: records went away mid-walk.
     const lastPage = page >= pageCount || received === 0;
-    yield { ...parsed, lastPage, totalChanged: parsed.total !== firstTotal };
+    yield { ...parsed, lastPage, totalChanged };
     if (lastPage) return;
     previousFirstId = firstId;
   }

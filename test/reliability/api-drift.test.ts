@@ -77,29 +77,44 @@ describe('the API changing mid-walk', () => {
     expect(again.rows.map((r) => r.id)).toEqual([gone]);
   }, 60_000);
 
-  it('a shift with the total unchanged (one gone from page 1, one added at the end): no reward wrongly missing', async () => {
-    harness = await startHarness({ sandbox: { seed: 54, latencyMs: 300 } });
-    const h = harness;
-    h.sandbox.state.addConsumer('shifted', { rewards: 2500 });
-    expect((await syncAndWait(h, 'shifted')).state).toBe('completed');
-    const job = await enqueueRewardSync(h.runtime.ctx.queues, { consumerId: 'shifted' });
-    await pageReached(h, job.id ?? '', 1);
-    // The newest (page 1) goes: every later reward moves up one place, and page 2's first one
-    // onto page 1, read already. The one added sorts last, so the total stays 2,500.
-    const executedAt = (r: RewardJson) => r.transaction?.executed_at ?? '';
-    const rewards = h.sandbox.state.rewardsOf('shifted') as RewardJson[];
-    const newest = rewards.reduce((a, b) => (executedAt(b) > executedAt(a) ? b : a));
-    h.sandbox.state.removeReward('shifted', newest.id);
-    h.sandbox.state.addRewardItems('shifted', [{ id: lastId, transaction: null }]);
-    await h.idle(60_000);
+  // The walk that sees the gone ones marks none missing; the second walk, which does not, marks
+  // them, and them alone.
+  it.each([
+    ['one gone from page 1, one added at the end: confirmed by id', 1, 1, 0],
+    ['60 gone from page 1, 60 added at the end: too many to confirm, walked again', 60, 2, 60],
+  ])(
+    'a shift with the total unchanged (%s): no reward wrongly missing',
+    async (_, shifted, scans, missing) => {
+      harness = await startHarness({ sandbox: { seed: 54, latencyMs: 300 } });
+      const h = harness;
+      h.sandbox.state.addConsumer('shifted', { rewards: 2500 });
+      expect((await syncAndWait(h, 'shifted')).state).toBe('completed');
+      const job = await enqueueRewardSync(h.runtime.ctx.queues, { consumerId: 'shifted' });
+      await pageReached(h, job.id ?? '', 1);
+      // The newest (page 1) go: every later reward moves up, and the first of page 2 onto page
+      // 1, read already. Those added sort last, so the total stays 2,500.
+      const executedAt = (r: RewardJson) => r.transaction?.executed_at ?? '';
+      const rewards = h.sandbox.state.rewardsOf('shifted') as RewardJson[];
+      const newest = rewards.sort((a, b) => executedAt(b).localeCompare(executedAt(a)));
+      for (const gone of newest.slice(0, shifted)) h.sandbox.state.removeReward('shifted', gone.id);
+      const added = Array.from({ length: shifted }, (_, i) => ({
+        ...(i === 0 ? { id: lastId } : {}),
+        transaction: null,
+      }));
+      h.sandbox.state.addRewardItems('shifted', added);
+      await h.idle(60_000);
 
-    const done = await h.runtime.ctx.queues.rewardSync.getJob(job.id ?? '');
-    expect(done?.returnvalue).toMatchObject({ consistent: true, scans: 1 });
-    const { rows } = await h.runtime.ctx.store.pool.query<{ id: string }>(
-      "select id from perks.rewards where consumer_id = 'shifted' and missing_since is not null",
-    );
-    expect(rows.map((r) => r.id)).toEqual([]);
-  }, 60_000);
+      const done = await h.runtime.ctx.queues.rewardSync.getJob(job.id ?? '');
+      expect(done?.returnvalue).toMatchObject({ consistent: true, scans, markedMissing: missing });
+      const { rows } = await h.runtime.ctx.store.pool.query<{ id: string }>(
+        "select id from perks.rewards where consumer_id = 'shifted' and missing_since is not null",
+      );
+      const listed = new Set(h.sandbox.state.rewardsOf('shifted').map((r) => r.id));
+      expect(rows.filter((r) => listed.has(r.id))).toEqual([]);
+      expect(rows).toHaveLength(missing);
+    },
+    60_000,
+  );
 
   it('stores unknown type and status values and keeps extra fields in raw', async () => {
     harness = await startHarness({ sandbox: { seed: 53 } });

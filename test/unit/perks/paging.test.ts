@@ -99,6 +99,23 @@ describe('listRewardPages', () => {
     expect(pages).toHaveLength(1);
   });
 
+  it('takes a page starting where the last did, with the total moved, for a shift', async () => {
+    // per_page records came ahead of the cursor: page 2 starts with page 1's first item.
+    let pageOne: Record<string, unknown>[] = [];
+    api = fakeApi({
+      api: rewardsServer(10, (page, body) =>
+        page === 2 ? { items: pageOne, meta: { ...body.meta, total: 13 } } : body,
+      ),
+    });
+    const pages: RewardPage[] = [];
+    for await (const page of api.client.listRewardPages(CONSUMER, { perPage: 3 })) {
+      if (page.page === 1) pageOne = JSON.parse(page.json ?? '{}').items;
+      pages.push(page);
+      if (page.page === 2) break;
+    }
+    expect(pages.map((p) => p.totalChanged)).toEqual([false, true]);
+  });
+
   it('refuses more items than per_page', async () => {
     api = fakeApi({
       api: rewardsServer(10, (_page, body) => ({ ...body, items: [...body.items, wireReward()] })),
