@@ -159,13 +159,35 @@ export function insecureHttpWarning(perks: PerksConfig): string | undefined {
 /**
  * A value as it may be shown: the password of a URL (`//user:password@`) never is, a raw `@`
  * or `/` in it included, nor a query parameter whose name says it holds one (`?password=`, which
- * pg and ioredis take; `sslpassword`, `token`, `api_key`). A port followed by an `@` in the path
- * is masked with it.
+ * pg and ioredis take; `sslpassword`, `access_token`, `api_key`, %-encoded or not). A port
+ * followed by an `@` in the path is masked with it. Linear in the text: no pattern here
+ * backtracks over more than one parameter.
  */
 export function redactUrl(value: string): string {
   return value
     .replace(/(\/\/[^/?#@\s:]*):[^\s@]*@(?:[^\s@/?#]*@)*/g, '$1:***@')
-    .replace(/([?&][^=&#\s]*(?:pass|pwd|secret|token|key|auth|sig)[^=&#\s]*=)[^&#\s]+/gi, '$1***');
+    .replace(/([?&])([^=&#?\s]*)=([^&#\s]*)/g, (all, mark: string, name: string) =>
+      secretName(name) ? `${mark}${name}=***` : all,
+    );
+}
+
+const secretWords = new Set(
+  'pass password passwd pwd secret token key sig signature auth authorization credential credentials apikey sslpassword sslkey accesstoken'.split(
+    ' ',
+  ),
+);
+
+function secretName(name: string): boolean {
+  let decoded = name;
+  try {
+    decoded = decodeURIComponent(name);
+  } catch {
+    // Not %-encoded after all: the name as written.
+  }
+  return decoded
+    .toLowerCase()
+    .split(/[^a-z0-9]+/)
+    .some((word) => secretWords.has(word));
 }
 
 const credentialVariables = {

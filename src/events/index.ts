@@ -163,7 +163,10 @@ async function deliverConsumerEvents(
         const from = Math.max(event.created_at.getTime(), Date.parse(refusedSince));
         if (Date.now() - from < ctx.maxAgeMs) {
           if (!streak) {
-            await job.updateData({ ...job.data, refusedSince, refusedEventId: event.id });
+            // Its tries count from this one (the backoff, and its failure row's attempts).
+            const attemptsBefore = job.attemptsMade;
+            const data = { ...job.data, refusedSince, refusedEventId: event.id, attemptsBefore };
+            await job.updateData(data);
           }
           ctx.metrics.webhookDelivery('retried');
           throw error;

@@ -88,11 +88,21 @@ export async function startAmqpIntake(options: AmqpIntakeOptions) {
     messageHandler(options, connection, { publisher, log, brokerOutage, stopping }),
   );
   const deadQueue = deadQueueOf(options.queue);
-  const declareMissing = () =>
-    Promise.all([options.queue, deadQueue].map((queue) => ensureQueue(connection, queue)));
+  // One run at a time, a queue after the other: a refusal closes the channel they share, and
+  // the first error is the one that says why.
+  let declaring: Promise<void> | undefined;
+  const declareMissing = () => {
+    declaring ??= (async () => {
+      for (const queue of [options.queue, deadQueue]) await ensureQueue(connection, queue);
+    })().finally(() => {
+      declaring = undefined;
+    });
+    return declaring;
+  };
   // A queue missing fails the consumer's setup, and one deleted cancels it: declared here, it
   // is there for the consumer's next try (after its backoff, 0.5 s or more).
-  const redeclare = () => void declareMissing().catch(() => undefined);
+  // A queue that cannot be declared (a reserved name, no configure right) is logged so.
+  const redeclare = () => void declareMissing().catch(brokerOutage.error);
   redeclare();
   connection.on('connection', redeclare);
   consumer.on('error', (error: Error) => {

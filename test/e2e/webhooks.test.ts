@@ -386,8 +386,12 @@ describe('reward events as signed webhooks', () => {
         30_000,
         100,
       );
-      // Its own refusals span the max age (1 s, then 2 s of backoff), not the third's rest.
-      expect((tries.get(ids[0] ?? '') ?? 0) - triesBefore).toBeGreaterThanOrEqual(2);
+      // Its own refusals span the max age (1 s, then 2 s of backoff), not the third's rest,
+      // and its failure row counts them alone.
+      const ownTries = (tries.get(ids[0] ?? '') ?? 0) - triesBefore;
+      expect(ownTries).toBeGreaterThanOrEqual(2);
+      const [firstGivenUp] = (await failedOf()).filter((row) => row.id === ids[0]);
+      expect(firstGivenUp?.attempts).toBe(ownTries);
     } finally {
       await delivery.close();
       await queue.close();

@@ -232,8 +232,16 @@ describe('loadConfig', () => {
     ],
     ['redis://h:6379/?password=s3cret&db=1', 'redis://h:6379/?password=***&db=1'],
     ['https://h/hook?Access_Token=abc#x', 'https://h/hook?Access_Token=***#x'],
+    ['postgres://u@h/db?p%61ssword=hunter2', 'postgres://u@h/db?p%61ssword=***'],
+    ['https://h/?design=blue&monkey=1&api_key=k', 'https://h/?design=blue&monkey=1&api_key=***'],
   ])('redactUrl(%j) shows %j', (value, shown) => {
     expect(redactUrl(value)).toBe(shown);
+  });
+
+  it('redactUrl reads a server-sent text of 64 kB of query-like noise at once', () => {
+    // A pattern that backtracks took minutes on this (a title of "?key" repeated).
+    const noise = '?key'.repeat(16_000);
+    expect(redactUrl(`${noise}=v`)).toBe(`${noise}=***`);
   });
 
   it('reads the client secret from PERKS_CLIENT_SECRET_FILE', () => {

@@ -343,6 +343,24 @@ describe('RabbitMQ intake', () => {
     await waitFor('accepted again', () => (counts.accepted === 2 ? true : undefined));
   });
 
+  it('logs a queue it cannot declare, with the broker’s refusal', async () => {
+    const lines: string[] = [];
+    const logger = pino(
+      { level: 'info' },
+      new Writable({
+        write(chunk, _encoding, done) {
+          lines.push(String(chunk));
+          done();
+        },
+      }),
+    );
+    // amq.* is reserved: RabbitMQ refuses to declare it (ACCESS_REFUSED).
+    await start(`amq.${testAmqpQueue()}`, { logger, startTimeoutMs: 1000 });
+    await waitFor('the refusal logged', () =>
+      lines.some((line) => line.includes('ACCESS_REFUSED')) ? true : undefined,
+    );
+  });
+
   it('a dead letter whose headers no longer fit a frame goes without them, not redelivered for ever', async () => {
     const queue = await newQueue();
     const { counts } = await start(queue, { prefetch: 1 });
