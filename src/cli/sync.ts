@@ -13,7 +13,7 @@ export async function run(consumerId: string): Promise<number> {
   );
   process.stdout.write(
     alreadyPending
-      ? `reward sync of consumer ${consumerId} already pending (job ${jobId}); not enqueued again\n`
+      ? `reward sync of consumer ${consumerId} already waiting or running (job ${jobId}): not enqueued again (a running one is followed by another)\n`
       : `enqueued reward sync of consumer ${consumerId} (job ${jobId})\n`,
   );
   return 0;

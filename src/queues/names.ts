@@ -42,3 +42,8 @@ export const reconcileDeduplicationId = 'reconciliation';
 export function enrollmentJobId(consumerId: string, at: Date = new Date()): string {
   return `enroll-${consumerId}-${at.getTime().toString(36)}${randomBytes(2).toString('hex')}`;
 }
+
+/** A sync job's own id: a deduplicated add answers the pending job's, so the two tell. */
+export function syncJobId(consumerId: string, at: Date = new Date()): string {
+  return `sync-${consumerId}-${at.getTime().toString(36)}${randomBytes(2).toString('hex')}`;
+}

@@ -7,7 +7,7 @@ import type { Logger } from '../ops/logger.js';
 import { type StartedReconciliation, startReconciliation } from '../reconciliation/index.js';
 import { connected, createRedisConnection } from '../redis/connection.js';
 import { deriveConsumerId } from './consumer-id.js';
-import { enrollmentJobId, jobNames } from './names.js';
+import { enrollmentJobId, jobNames, syncJobId } from './names.js';
 import {
   type EnrollmentPayload,
   type EnrollmentRequest,
@@ -112,7 +112,9 @@ export async function enqueueRewardSyncs(
 export function rewardSyncJob(payload: RewardSyncPayload) {
   const data = parsePayload(rewardSyncPayloadSchema, payload, 'reward sync');
   const deduplication = { id: data.consumerId, keepLastIfActive: true };
-  return { name: jobNames.syncRewards, data, opts: { deduplication, ...priorityOf(data.reason) } };
+  const jobId = syncJobId(data.consumerId);
+  const opts = { jobId, deduplication, ...priorityOf(data.reason) };
+  return { name: jobNames.syncRewards, data, opts };
 }
 
 function rewardSyncBatchJob(payload: RewardSyncBatchPayload) {
@@ -163,11 +165,14 @@ export async function createProducer(options: ProducerOptions) {
     connection,
     enqueueEnrollment: (request: EnrollmentRequest) =>
       enqueueEnrollment(queues, request, options.consumerIdKey),
-    /** `alreadyPending`: a sync of the consumer was waiting, and absorbed this one. */
+    /**
+     * `alreadyPending`: a sync of the consumer was waiting, and absorbed this one, or running,
+     * and another follows it; either way no job was added.
+     */
     async enqueueRewardSync(payload: RewardSyncPayload) {
-      const pending = await queues.rewardSync.getDeduplicationJobId(payload.consumerId);
-      const jobId = (await enqueueRewardSync(queues, payload)).id ?? '';
-      return { jobId, alreadyPending: jobId === pending };
+      const { name, data, opts } = rewardSyncJob(payload);
+      const jobId = (await queues.rewardSync.add(name, data, opts)).id ?? '';
+      return { jobId, alreadyPending: jobId !== opts.jobId };
     },
     startReconciliation: () => startReconciliation(queues),
     async close(): Promise<void> {
