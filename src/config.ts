@@ -108,10 +108,15 @@ function combinationProblems(
   found: readonly ConfigProblem[],
 ): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
-  // The HTTP intake is a server of its own, beside the ops server (0: a port picked for each).
-  if (intake?.token !== undefined && intake.port !== 0 && intake.port === worker?.port) {
-    const reason = 'must differ from PORT, where the ops server listens';
-    problems.push(problemOf('INTAKE_PORT', invalid(reason, String(intake.port))));
+  // The HTTP intake is a server of its own, beside the ops server (0: a port picked for each):
+  // on one port, only on two addresses neither of which is every interface's.
+  const wildcard = (host: unknown) => host === '0.0.0.0' || host === '::';
+  const sharedHost =
+    intake?.host === worker?.opsHost || wildcard(intake?.host) || wildcard(worker?.opsHost);
+  const samePort = intake?.port !== 0 && intake?.port === worker?.port;
+  if (intake?.token !== undefined && samePort && sharedHost) {
+    const reason = 'must differ from PORT, where the ops server listens (on OPS_HOST)';
+    problems.push(problemOf('INTAKE_PORT', invalid(reason, String(intake?.port))));
   }
   if (typeof perks?.baseUrl === 'string' && !perks.insecureHttp && insecure(perks.baseUrl)) {
     const reason =

@@ -185,10 +185,12 @@ describe('loadConfig', () => {
   it('refuses INTAKE_PORT equal to PORT while the intake is on', () => {
     const env = { PORT: '9486', INTAKE_PORT: '9486', INTAKE_TOKEN: 'x'.repeat(32) };
     expect(problemsOf(() => loadConfig(['worker', 'intake'], env))).toEqual([
-      'INTAKE_PORT: is invalid: must differ from PORT, where the ops server listens, got "9486"',
+      'INTAKE_PORT: is invalid: must differ from PORT, where the ops server listens (on OPS_HOST), got "9486"',
     ]);
     const { INTAKE_TOKEN: _, ...off } = env;
     expect(() => loadConfig(['worker', 'intake'], off)).not.toThrow();
+    const apart = { ...env, OPS_HOST: '127.0.0.1', INTAKE_HOST: '127.0.0.2' };
+    expect(() => loadConfig(['worker', 'intake'], apart)).not.toThrow();
   });
 
   it('refuses a DATABASE_SCHEMA PostgreSQL reserves (pg_…)', () => {

@@ -382,11 +382,12 @@ describe('signup outbox', () => {
   it('frees the rows of a replica that vanished mid-batch (its session idle in transaction) for another', async () => {
     const redisProxy = await startTcpProxy(targetOf(h.config.redis.url));
     const pgProxy = await startTcpProxy(targetOf(h.db.url));
+    // Its Redis wait outlasts the steps below, so that only PostgreSQL can end its batch.
     const vanishing = await startRig({
       redisUrl: redisProxy.urlFor(h.config.redis.url),
-      poolUrl: pgProxy.urlFor(h.db.url),
+      poolUrl: `${pgProxy.urlFor(h.db.url)}?application_name=perks-test-vanishing`,
       pollMs: 60_000,
-      enqueueTimeoutMs: 1000,
+      enqueueTimeoutMs: 3000,
     });
     // Run before the rig's own: it cannot close over frozen connections.
     cleanups.push(
@@ -400,7 +401,7 @@ describe('signup outbox', () => {
     const idleInTransaction = async () => {
       const { rows } = await pool.query<{ n: number }>(
         `select count(*)::int as n from pg_stat_activity
-          where datname = current_database() and state = 'idle in transaction'`,
+          where application_name = 'perks-test-vanishing' and state = 'idle in transaction'`,
       );
       return rows[0]?.n;
     };
