@@ -15,8 +15,8 @@
  */
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
-import type pg from 'pg';
-import { errorCode, OperationalError } from '../errors.js';
+import pg from 'pg';
+import { errorCode } from '../errors.js';
 import type { Logger } from '../ops/logger.js';
 import { connectCreating } from './database.js';
 import { MigrationChecksumError, MigrationFileError, MigrationRefusedError } from './errors.js';
@@ -77,9 +77,8 @@ export async function migrate(options: MigrateOptions): Promise<MigrateResult> {
     return await migrateSchema(options, schema, files, repeatables);
   } catch (error) {
     // A statement refused (a right missing): one line naming the fix, not a driver's stack.
-    const code = errorCode(error);
-    if (error instanceof OperationalError || !code || !/^[0-9A-Z]{5}$/.test(code)) throw error;
-    throw new MigrationRefusedError(schema, code, error);
+    if (!(error instanceof pg.DatabaseError) || !error.code) throw error;
+    throw new MigrationRefusedError(schema, error.code, error);
   }
 }
 
