@@ -16,6 +16,17 @@ beforeAll(async () => {
 });
 afterAll(() => new Promise((resolve) => server.close(resolve)));
 
+const feedEvent = (id: string) =>
+  ({
+    id,
+    type: 'reward.created',
+    consumer_id: 'c_1',
+    user_id: null,
+    reward_id: '0b4c6f0e-5d0a-4a52-9a43-6b1a8f0c2d11',
+    data: {},
+    created_at: new Date(),
+  }) as Parameters<WebhookSender['send']>[0];
+
 it('POSTs to the path as given, with user:password@ of the URL as HTTP Basic', async () => {
   seen = [];
   const sender = new WebhookSender({
@@ -25,15 +36,7 @@ it('POSTs to the path as given, with user:password@ of the URL as HTTP Basic', a
     connections: 1,
   });
   try {
-    await sender.send({
-      id: '7',
-      type: 'reward.created',
-      consumer_id: 'c_1',
-      user_id: null,
-      reward_id: '0b4c6f0e-5d0a-4a52-9a43-6b1a8f0c2d11',
-      data: {},
-      created_at: new Date(),
-    } as Parameters<WebhookSender['send']>[0]);
+    await sender.send(feedEvent('7'));
   } finally {
     await sender.close();
   }
@@ -70,15 +73,7 @@ it('WEBHOOK_TIMEOUT_MS bounds the whole exchange: a receiver trickling its answe
   });
   await new Promise<void>((resolve) => trickling.listen(0, '127.0.0.1', resolve));
   const { port: at } = trickling.address() as AddressInfo;
-  const event = {
-    id: '8',
-    type: 'reward.created',
-    consumer_id: 'c_1',
-    user_id: null,
-    reward_id: '0b4c6f0e-5d0a-4a52-9a43-6b1a8f0c2d11',
-    data: {},
-    created_at: new Date(),
-  } as Parameters<WebhookSender['send']>[0];
+  const event = feedEvent('8');
   const senderFor = (path: string) =>
     new WebhookSender({
       url: `http://127.0.0.1:${at}${path}`,
