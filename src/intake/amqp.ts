@@ -99,9 +99,8 @@ export async function startAmqpIntake(options: AmqpIntakeOptions) {
     });
     return declaring;
   };
-  // A queue missing fails the consumer's setup, and one deleted cancels it: declared here, it
-  // is there for the consumer's next try (after its backoff, 0.5 s or more).
-  // A queue that cannot be declared (a reserved name, no configure right) is logged so.
+  // A queue missing fails the consumer's setup, one deleted cancels it: declared here, it is
+  // there for the consumer's next try (0.5 s or more); one refused (amq.*, no right) is logged.
   const redeclare = () => void declareMissing().catch(brokerOutage.error);
   redeclare();
   connection.on('connection', redeclare);

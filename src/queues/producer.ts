@@ -170,9 +170,9 @@ export async function createProducer(options: ProducerOptions) {
      * and another follows it; either way no job was added.
      */
     async enqueueRewardSync(payload: RewardSyncPayload) {
-      const { name, data, opts } = rewardSyncJob(payload);
-      const jobId = (await queues.rewardSync.add(name, data, opts)).id ?? '';
-      return { jobId, alreadyPending: jobId !== opts.jobId };
+      // A deduplicated add answers the pending job's id; its options keep the one asked for.
+      const job = await enqueueRewardSync(queues, payload);
+      return { jobId: job.id ?? '', alreadyPending: job.id !== job.opts.jobId };
     },
     startReconciliation: () => startReconciliation(queues),
     async close(): Promise<void> {
