@@ -95,7 +95,7 @@ export function retryingBlock(jobs: readonly FailedJob[]): string {
 export function mintFailureLine(f: MintFailure): string {
   const [state, effect] = f.refused
     ? ['REFUSED', 'the replicas holding these credentials take no API job']
-    : ['FAILING', 'API queues paused'];
+    : ['FAILING', 'the replicas meeting it take no API job'];
   return `perks api: TOKEN MINT ${state} for client ${f.clientId} since ${f.since} (${f.reason}: ${clip(f.message, 200)}); ${effect}, next try ${f.nextTryAt}`;
 }
 

@@ -1,12 +1,11 @@
 /**
  * A failing token mint is an outage of credentials or of the token endpoint, never of one
- * consumer, so no job spends an attempt on it: a job that meets it goes back to wait, and the
- * API jobs pause for 1 s, doubling with each failed mint up to 60 s. Refused (401, 403), the
- * credentials are this replica's (others may hold good ones): its own API workers pause. Else
- * the endpoint fails for all: both API queues pause (`queue.rateLimit`, seen by every replica).
- * At each pause's end this replica mints again (a queue's pause lasts a little longer, so that
- * mint is the round's only one); the first that works lifts the pause. The failure is kept in
- * Redis by credentials while it lasts, for /readyz of the replicas holding them and `status`.
+ * consumer, so no job spends an attempt on it: a job that meets it goes back to wait, and this
+ * replica's API workers pause for 1 s, doubling with each failed mint up to 60 s, at whose end
+ * it mints again; the first that works resumes them. Only this replica's: the cause may be its
+ * own (a wrong PERKS_BASE_URL, its network, a proxy), and a replica that can mint, or holds a
+ * token, works on. The failure is kept in Redis by credentials while it lasts, for `status`, and
+ * for /readyz of the replicas holding credentials the endpoint refused (401, 403).
  */
 import type { Worker } from 'bullmq';
 import { z } from 'zod';
@@ -15,9 +14,7 @@ import type { Logger } from '../ops/logger.js';
 import { withTimeout } from '../ops/timeouts.js';
 import type { CredentialSource } from '../perks/client.js';
 import { TokenMintError, tryJson } from '../perks/errors.js';
-import type { Queues } from '../queues/queues.js';
 import type { RedisClient } from '../redis/connection.js';
-import { pauseApiQueues } from './failures.js';
 
 // Whose (client id), refused or not, since when, why (`mintFailureReason`), the error's message
 // (our text, no secrets), failed mints in a row (by the replica that wrote it), next mint.
@@ -51,7 +48,6 @@ function mintFailureReason(error: TokenMintError): string {
 interface MintOutageOptions {
   redis: RedisClient;
   prefix: string;
-  queues: Pick<Queues, 'enrollment' | 'rewardSync'>;
   logger: Logger;
   /** Mints a new token and tries its scope (PerksClient.checkCredentialsInUse). */
   mint: () => Promise<void>;
@@ -63,8 +59,6 @@ interface MintOutageOptions {
 const [minPauseMs, maxPauseMs] = [1000, 60_000];
 /** The record outlives its pause by this much: a replica that died mid-outage leaves no trace. */
 const recordSlackMs = 120_000;
-/** The queues' pause outlasts this replica's next mint by this much; that mint lifts it. */
-const probeSlackMs = 5_000;
 /** A probe that worked this recently answers for a new one. */
 const probeReuseMs = 10_000;
 
@@ -78,25 +72,26 @@ export class MintOutage {
   /** The credentials of the failure recorded, and whether they were refused. */
   #recordedAs: string | undefined;
   #refused = false;
+  #reason = '';
   #workers: Worker[] = [];
   /** When a probe last worked. */
   #workedAt = 0;
 
   constructor(private readonly options: MintOutageOptions) {}
 
-  /** The workers of the API queues, paused while this replica's credentials are refused. */
+  /** The workers of the API queues, paused while this replica cannot mint. */
   attach(workers: Worker[]): void {
     this.#workers = workers;
-    if (this.#refused) void this.#pauseWorkers();
+    if (this.#failures > 0) void this.#pauseWorkers();
   }
 
   /**
-   * Mints now. True when it worked; a failure pauses the queues as `failed` does. One that
+   * Mints now. True when it worked; a failure pauses as `failed` does. One that
    * worked in the last few seconds with no failure since answers for it: a run of 403s of
-   * single consumers (each asks) must not mint a token each.
+   * single consumers (each asks) must not mint a token each. `fresh`: new credentials, no reuse.
    */
-  probe(): Promise<boolean> {
-    if (this.#failures === 0 && Date.now() - this.#workedAt < probeReuseMs) {
+  probe(fresh = false): Promise<boolean> {
+    if (!fresh && this.#failures === 0 && Date.now() - this.#workedAt < probeReuseMs) {
       return Promise.resolve(true);
     }
     this.#probing ??= this.#probe().finally(() => {
@@ -106,7 +101,8 @@ export class MintOutage {
   }
 
   /**
-   * A mint failed, in a job or a probe: pause the API queues, mint again when the pause ends.
+   * A mint failed, in a job or a probe: pause this replica's API workers, mint again when the
+   * pause ends.
    * Failures during a pause are the same round's. Never throws: the job must go back to wait.
    */
   async failed(error: TokenMintError): Promise<void> {
@@ -116,28 +112,29 @@ export class MintOutage {
     this.#failures += 1;
     this.#since ??= new Date(now);
     this.#refused = error.status === 401 || error.status === 403;
-    const { queues, redis, prefix, logger } = this.options;
+    const { redis, prefix, logger } = this.options;
     const [name, { clientId }] = [this.options.name(), this.options.credentials.current()];
     const pauseMs = Math.min(minPauseMs * 2 ** (this.#failures - 1), maxPauseMs);
     this.#pausedUntil = now + pauseMs;
     this.#recordedAs = name;
+    this.#reason = mintFailureReason(error);
     const failure: MintFailure = {
       clientId,
       refused: this.#refused,
       since: this.#since.toISOString(),
-      reason: mintFailureReason(error),
+      reason: this.#reason,
       message: error.message,
       failures: this.#failures,
       nextTryAt: new Date(this.#pausedUntil).toISOString(),
     };
     const fields = { clientId, reason: failure.reason, failures: this.#failures, pauseMs };
-    const paused = this.#refused ? 'this replica takes no API job' : 'the API queues are paused';
-    const first = `perks api: cannot mint a token; ${paused} until a mint works`;
+    const first =
+      'perks api: cannot mint a token; this replica takes no API job until a mint works';
     if (this.#failures > 1) logger.warn(fields, 'perks api: token mint still failing');
     else logger.error({ ...fields, err: { name: error.name, message: error.message } }, first);
     const key = mintFailuresKey(prefix);
     await Promise.allSettled([
-      this.#refused ? this.#pauseWorkers() : pauseApiQueues(queues, pauseMs + probeSlackMs),
+      this.#pauseWorkers(),
       redis.hset(key, name, JSON.stringify(failure)),
       redis.pexpire(key, pauseMs + recordSlackMs),
     ]);
@@ -147,18 +144,19 @@ export class MintOutage {
     this.#timer.unref();
   }
 
-  /** For /readyz: throws while a replica holding these credentials records a failing mint. */
+  /**
+   * For /readyz: throws while this replica cannot mint, or while a replica holding these
+   * credentials records them refused (another failure is that replica's own).
+   */
   async check(): Promise<void> {
-    const { redis, prefix, name } = this.options;
-    // Redis away or silent (its own check says so): this replica's own mints tell, within the
-    // ops server's 2 s for a check.
-    const record = withTimeout(readMintFailures(redis, prefix, name()), 1000);
-    const [failure] = await record.catch(() =>
-      this.#failures > 0 ? [{ refused: this.#refused, reason: 'this replica' }] : [],
-    );
     // Refused: at the mint (401, 403) or by the API for the token's scope (403).
-    const state = failure?.refused ? 'credentials refused' : 'token mint failing';
-    if (failure) throw new NotReadyError(`${state} (${failure.reason})`);
+    const state = (refused: boolean) => (refused ? 'credentials refused' : 'token mint failing');
+    if (this.#failures > 0) throw new NotReadyError(`${state(this.#refused)} (${this.#reason})`);
+    const { redis, prefix, name } = this.options;
+    // Redis away or silent (its own check says so): within the ops server's 2 s for a check.
+    const record = withTimeout(readMintFailures(redis, prefix, name()), 1000);
+    const [refused] = (await record.catch(() => [])).filter((failure) => failure.refused);
+    if (refused) throw new NotReadyError(`${state(true)} (${refused.reason})`);
   }
 
   /** Stops probing; its record goes (a replica with the same credentials renews it). */
@@ -186,7 +184,7 @@ export class MintOutage {
   }
 
   async #recovered(): Promise<void> {
-    const { queues, redis, prefix, logger } = this.options;
+    const { redis, prefix, logger } = this.options;
     const failures = this.#failures;
     const since = this.#since;
     const names = [this.options.name(), this.#recordedAs ?? ''];
@@ -196,14 +194,10 @@ export class MintOutage {
     this.#refused = false;
     this.#recordedAs = undefined;
     // A record of the outage, ours or of another replica with these credentials (one restarted
-    // finds its predecessor's): a mint works now, so it goes, and so does the pause. With
-    // neither, a pause is a 429's, and stays.
+    // finds its predecessor's): a mint works now, so it goes.
     const recorded = await redis.hdel(mintFailuresKey(prefix), ...names).catch(() => 0);
     if (failures === 0 && recorded === 0) return;
-    await Promise.allSettled([
-      ...this.#workers.map((worker) => worker.resume()),
-      ...[queues.enrollment, queues.rewardSync].map((q) => q.removeRateLimitKey()),
-    ]);
+    await Promise.allSettled(this.#workers.map((worker) => worker.resume()));
     logger.info(
       { failures, downMs: since ? Date.now() - since.getTime() : undefined },
       'perks api: token mint works again; the API jobs resume',

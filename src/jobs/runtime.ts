@@ -47,7 +47,7 @@ export function createRuntime(
   });
   metrics.watchApiConcurrency(async () => client.concurrency.limit);
   const mint = () => client.checkCredentialsInUse();
-  const outage = { redis: connection, prefix, queues, logger, mint, credentials, name };
+  const outage = { redis: connection, prefix, logger, mint, credentials, name };
   const mintOutage = new MintOutage(outage);
   const ctx: JobContext = {
     client,
@@ -76,7 +76,7 @@ export function createRuntime(
     mintOutage,
     /** SIGHUP: reads the credentials' files again; new ones are minted with at once. */
     async rereadCredentials(): Promise<void> {
-      if (credentials.reread('SIGHUP')) await mintOutage.probe();
+      if (credentials.reread('SIGHUP')) await mintOutage.probe(true);
     },
     async close(): Promise<void> {
       await within(5000, mintOutage.close());

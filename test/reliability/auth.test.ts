@@ -64,7 +64,7 @@ describe('tokens', () => {
     h.sandbox.faults.inject({ route: 'token', count: 1_000_000, kind: 'empty', status: 503 });
     h.sandbox.state.revokeTokens();
     const single = await enqueueRewardSync(h.runtime.ctx.queues, { consumerId: ids[1] ?? '' });
-    // A job of several consumers: the failing mint stops all its syncs and pauses the queues.
+    // A job of several consumers: the failing mint stops all its syncs and pauses the workers.
     await enqueueRewardSyncs(h.runtime.ctx.queues, ids.slice(2), 'manual', { consumersPerJob: 3 });
     await sleep(5000);
 
@@ -72,11 +72,11 @@ describe('tokens', () => {
     expect(await q.getFailedCount()).toBe(0);
     expect(await q.getDelayedCount()).toBe(0); // paused in wait, not retrying on backoff
     for (const id of ids.slice(1)) expect(await h.rewardIds(id)).toEqual([]);
-    // `status` says so: this client's mint failing, the queues of all replicas paused.
+    // `status` says so: this client's mint failing, the replicas meeting it taking no API job.
     const statusEnv = { REDIS_URL: h.config.redis.url, QUEUE_PREFIX: h.prefix };
     const shown = await runCli(['status'], { ...statusEnv, DATABASE_URL: h.config.database.url });
     expect(shown.stdout).toMatch(
-      /^perks api: TOKEN MINT FAILING for client sandbox-client since \S+ \(503: .*\); API queues paused, next try \S+\n/,
+      /^perks api: TOKEN MINT FAILING for client sandbox-client since \S+ \(503: .*\); the replicas meeting it take no API job, next try \S+\n/,
     );
     const mintsWhileDown = h.sandbox.state.counters().requests.token ?? 0;
     h.sandbox.faults.clear();
@@ -89,7 +89,7 @@ describe('tokens', () => {
     expect(completed.length).toBe(3);
     for (const job of completed) expect(job.attemptsMade, job.id).toBe(1);
     expect((await q.getJob(single.id ?? ''))?.attemptsMade).toBe(1);
-    // Backoff, not a storm: the queues pause 1, 2 then 4 s between mints.
+    // Backoff, not a storm: the workers pause 1, 2 then 4 s between mints.
     expect(mintsWhileDown).toBeLessThan(20);
   }, 90_000);
 

@@ -2,7 +2,8 @@
  * A wrong client secret, met as an operator meets it: the real `work` process says so at
  * start (an error line, /readyz, `status`), takes no job and spends no attempt while minting
  * fails, backs its mints off, and resumes at once when restarted with the right secret. Beside
- * a replica with the right secret, it stops nobody but itself.
+ * a replica with the right secret, it stops nobody but itself; so does one whose token endpoint
+ * fails for it alone (a wrong PERKS_BASE_URL).
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -135,7 +136,7 @@ describe('a token mint that fails', () => {
     await startedPort(wrong);
     const enrollsBefore = rig.sandbox.state.counters().requests.enroll ?? 0;
     const enrollment = await rig.producer.enqueueEnrollment({ consumerId: 'mint_cached' });
-    // Past the first pause (1 s, and its 5 s slack): the jobs run, and must mint for themselves.
+    // Past the first pauses (1, 2 and 4 s): the jobs run, and must mint for themselves.
     await sleep(9000);
     expect(logLines(wrong, 'cannot mint a token')).toHaveLength(1);
     expect(await queues.enrollment.getJobState(enrollment.jobId)).toBe('waiting');
@@ -178,5 +179,31 @@ describe('a token mint that fails', () => {
     expect(await right.stop()).toBe(0);
   }, 60_000);
 });
+
+it('a replica whose token endpoint fails for it alone (a wrong base URL) stops nobody else', async () => {
+  const right = start();
+  const rightPort = await startedPort(right);
+  const misrouted = start({ PERKS_BASE_URL: `${rig.workerEnv().PERKS_BASE_URL}/typo` });
+  const misroutedPort = await startedPort(misrouted);
+  expect(logLines(misrouted, 'cannot mint a token')[0]).toMatchObject({
+    reason: '404 ERR-404-00',
+  });
+  const { enrollment: enrollQueue } = rig.producer.queues;
+  for (const consumerId of ['misrouted_beside_1', 'misrouted_beside_2']) {
+    const { jobId } = await rig.producer.enqueueEnrollment({ consumerId });
+    await waitFor(`${consumerId} enrolled`, async () =>
+      (await enrollQueue.getJobState(jobId)) === 'completed' ? true : undefined,
+    );
+  }
+  const perksApi = async (port: number) =>
+    ((await (await fetch(`http://127.0.0.1:${port}/readyz`)).json()) as Checks).checks['perks api'];
+  expect(await perksApi(rightPort)).toBe('ok');
+  expect(await perksApi(misroutedPort)).toBe('token mint failing (404 ERR-404-00)');
+  expect((await status()).split('\n')[0]).toMatch(
+    /^perks api: TOKEN MINT FAILING for client sandbox-client since \S+ \(404 ERR-404-00: .*\); the replicas meeting it take no API job, next try /,
+  );
+  expect(await misrouted.stop()).toBe(0);
+  expect(await right.stop()).toBe(0);
+}, 60_000);
 
 type Checks = { checks: Record<string, string> };

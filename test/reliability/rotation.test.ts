@@ -121,6 +121,35 @@ describe('rotating the API client', () => {
     await expectRotatedTo(h, ids, clientB);
   }, 90_000);
 
+  it('SIGHUP right after the start-up mint mints with what it read: a wrong new secret shows at once', async () => {
+    const rig = await startProcessRig({
+      sandbox: { seed: 91, clientId: clientA.client_id, clientSecret: clientA.client_secret },
+    });
+    const files = credentialFiles();
+    const worker = startWorkerProcess(
+      rig.workerEnv({ PERKS_CLIENT_ID: '', PERKS_CLIENT_SECRET: '', ...files.env }),
+    );
+    cleanup = async () => {
+      await worker.stop('SIGKILL');
+      await rig.close();
+    };
+    const port = await waitFor('worker started', () => {
+      const line = worker
+        .output()
+        .split('\n')
+        .find((l) => l.includes('"worker started"'));
+      return line ? (JSON.parse(line).port as number) : undefined;
+    });
+    const mintsBefore = rig.sandbox.state.counters().requests.token ?? 0;
+    files.write({ ...clientA, client_secret: 'sk_sandbox_typo_in_new_secret' });
+    worker.child.kill('SIGHUP');
+    await waitFor('refused at once', async () => {
+      const answer = await fetch(`http://127.0.0.1:${port}/readyz`);
+      return answer.status === 503 ? true : undefined;
+    });
+    expect(rig.sandbox.state.counters().requests.token ?? 0).toBeGreaterThan(mintsBefore);
+  }, 60_000);
+
   it('`work` reads the files again on SIGHUP, logs the new client id, and mints with it', async () => {
     const rig = await startProcessRig({
       sandbox: { seed: 73, clientId: clientA.client_id, clientSecret: clientA.client_secret },
