@@ -46,23 +46,28 @@ const LOCK_POLL_MS = 50;
 export class TokenProvider {
   #memo: CachedToken | undefined;
   #inflight: Promise<CachedToken> | undefined;
+  /** The last token a 401 refused: never handed out again, whoever still holds it. */
+  #refused: string | undefined;
 
   constructor(private readonly options: TokenProviderOptions) {}
 
   /** A token valid now. The caller's signal stops its wait, not the shared refresh. */
   async accessToken(signal: AbortSignal): Promise<string> {
     if (this.#isFresh(this.#memo)) return this.#memo.accessToken;
-    this.#inflight ??= this.#findOrMint()
-      .catch((error: unknown) => this.#keepHeld(error))
-      .then((token) => {
-        this.#memo = token;
-        return token;
-      })
-      .finally(() => {
-        this.#inflight = undefined;
-      });
-    const token = await abortable(this.#inflight, signal);
-    return token.accessToken;
+    // A lookup that began before a 401 may bring back the token it refused: once more.
+    for (let lookup = 1; ; lookup++) {
+      this.#inflight ??= this.#findOrMint()
+        .catch((error: unknown) => this.#keepHeld(error))
+        .then((token) => {
+          if (token.accessToken !== this.#refused) this.#memo = token;
+          return token;
+        })
+        .finally(() => {
+          this.#inflight = undefined;
+        });
+      const token = await abortable(this.#inflight, signal);
+      if (token.accessToken !== this.#refused || lookup > 1) return token.accessToken;
+    }
   }
 
   /** Mints a token now, whatever the cache holds, and keeps it for the next calls. */
@@ -72,6 +77,7 @@ export class TokenProvider {
 
   /** After a 401: forget this token here and in the shared cache. */
   async invalidate(accessToken: string): Promise<void> {
+    this.#refused = accessToken;
     if (this.#memo?.accessToken === accessToken) this.#memo = undefined;
     await this.#cacheOp('invalidate', async () => this.options.tokenCache?.invalidate(accessToken));
   }
@@ -93,12 +99,17 @@ export class TokenProvider {
     return { ...held, refreshAt: Math.min(retryAt, held.expiresAt - MIN_REMAINING_MS) };
   }
 
+  /** Before its refresh time (and usable: a short lifetime's margin may be under a second). */
   #isFresh(token: CachedToken | undefined): token is CachedToken {
-    return token !== undefined && this.options.now() < token.refreshAt;
+    return this.#isUsable(token) && this.options.now() < token.refreshAt;
   }
 
   #isUsable(token: CachedToken | undefined): token is CachedToken {
-    return token !== undefined && this.options.now() < token.expiresAt - MIN_REMAINING_MS;
+    return (
+      token !== undefined &&
+      token.accessToken !== this.#refused &&
+      this.options.now() < token.expiresAt - MIN_REMAINING_MS
+    );
   }
 
   async #findOrMint(): Promise<CachedToken> {

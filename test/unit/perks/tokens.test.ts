@@ -298,3 +298,18 @@ describe('a failing token cache', () => {
     expect(warnings.length).toBeGreaterThan(0);
   });
 });
+
+it('a short lifetime (expires_in 5): no token goes out with under 1 s left', async () => {
+  let now = Date.parse('2024-05-01T10:00:00Z');
+  let n = 0;
+  api = fakeApi({
+    tokens: () => ({ status: 200, body: { access_token: fakeToken(++n), expires_in: 5 } }),
+    api: () => ({ status: 200, body: wireReward({ id: REWARD_ID }) }),
+    client: { now: () => now },
+  });
+  await api.client.getReward(CONSUMER, REWARD_ID);
+  now += 4_300; // 0.7 s left of 5 s
+  await api.client.getReward(CONSUMER, REWARD_ID);
+  const [first, second] = api.apiRequests().map((r) => r.headers.authorization);
+  expect(second).not.toBe(first);
+});
