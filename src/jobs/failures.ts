@@ -69,6 +69,7 @@ export async function pauseApiQueues(
 
 /** An attempt's failure, for the metrics. */
 export function failureReason(error: unknown): FailureReason {
+  if (error instanceof BackToWait && error.why === 'worker shutting down') return 'shutdown';
   if (error instanceof RateLimitError) return 'rate_limited';
   if (error instanceof UnrecoverableError) return 'unrecoverable';
   return 'error';

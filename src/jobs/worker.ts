@@ -85,10 +85,12 @@ export function startWorker(
       }
       return (processors[name] as (job: Job, signal?: AbortSignal) => unknown)(job, signal);
     });
-    const processor: Processor = async (...args) => {
+    // Three parameters declared: BullMQ passes the abort signal only to a processor whose
+    // `length` is 3 or more, and a rest parameter's is 0 (the shutdown's cancel would reach none).
+    const processor: Processor = async (job, token, signal) => {
       running += 1;
       try {
-        return await attempt(...args);
+        return await attempt(job, token, signal);
       } finally {
         running -= 1;
       }
@@ -134,7 +136,7 @@ function steered(ctx: JobContext, processor: Processor): Processor {
             );
       const reason = failureReason(error);
       ctx.metrics.jobAttempt(job.queueName, reason, seconds());
-      if (reason === 'rate_limited') {
+      if (reason === 'rate_limited' || reason === 'shutdown') {
         const why = error instanceof BackToWait ? error.why : 'rate limited';
         const durationMs = Math.round(seconds() * 1000);
         const fields = { ...attemptOf(job), attempt: job.attemptsMade + 1, durationMs };
