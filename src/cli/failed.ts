@@ -1,5 +1,6 @@
 import { failedPermanently } from '../jobs/failures.js';
 import { failedJobs } from '../queues/inspect.js';
+import { jobNames } from '../queues/names.js';
 import { withProducer } from './producer-session.js';
 import { clip, jobJson, renderTable, say } from './report.js';
 
@@ -15,10 +16,13 @@ export async function run(options: { retry?: boolean; limit: number; json?: bool
     // A fresh set of attempts, with their backoff: one more try would rarely be enough. A job
     // that failed permanently would only fail again: it is skipped. So is a webhook delivery:
     // the dispatcher sends its consumer's events again by itself, and a retried job, outside
-    // the deduplication, could run beside that one, out of order.
+    // the deduplication, could run beside that one, out of order. So is a reconciliation: BullMQ
+    // retries it without its deduplication, and it would fan out beside a new one.
     const reset = { resetAttemptsMade: true, resetAttemptsStarted: true };
+    const outsideDeduplication = (f: (typeof failed)[number]) =>
+      f.queue === 'webhooks' || f.job.name === jobNames.reconcile;
     const retryable = retry
-      ? failed.filter((f, i) => !jobs[i]?.permanent && f.queue !== 'webhooks')
+      ? failed.filter((f, i) => !jobs[i]?.permanent && !outsideDeduplication(f))
       : [];
     for (const { job } of retryable) await job.retry('failed', reset);
     const retried = retryable.length;
@@ -38,7 +42,7 @@ export async function run(options: { retry?: boolean; limit: number; json?: bool
       ]);
       const skips =
         skipped > 0
-          ? `; skipped ${skipped} that failed permanently (retrying cannot help: fix the cause and enqueue them again) or deliver webhooks (their events are sent again by the dispatcher)`
+          ? `; skipped ${skipped} that failed permanently (retrying cannot help: fix the cause and enqueue them again), deliver webhooks (their events are sent again by the dispatcher) or reconcile (run \`perks-worker reconcile\`)`
           : '';
       say(renderTable(header, rows), ...(retry ? [`retried ${retried} job(s)${skips}`] : []));
     }

@@ -101,9 +101,28 @@ describe('perks-worker failed', () => {
     expect(await bad.getState()).toBe('failed');
     expect((await rig.producer.queues.enrollment.getJob(bad.id ?? ''))?.attemptsMade).toBe(1);
 
+    // A failed reconciliation: BullMQ would retry it outside its deduplication, beside a new one.
+    expect(await worker.stop()).toBe(0);
+    const { reconciliation } = rig.producer.queues;
+    const fanOut = await reconciliation.add(jobNames.reconcile, {}, { attempts: 1 });
+    const fanOutConnection = new Redis(env.REDIS_URL ?? '', { maxRetriesPerRequest: null });
+    const failingFanOut = new Worker(
+      queueNames.reconciliation,
+      async () => {
+        throw new Error('connection terminated');
+      },
+      { connection: fanOutConnection, prefix: env.QUEUE_PREFIX ?? '' },
+    );
+    await waitFor('the reconciliation failed', async () =>
+      (await fanOut.getState()) === 'failed' ? true : undefined,
+    );
+    await failingFanOut.close();
+    fanOutConnection.disconnect();
+
     const again = await runCli(['failed', '--retry'], env);
     expect(again.stdout).toMatch(
-      /\nretried 0 job\(s\); skipped 2 that failed permanently \(retrying cannot help: fix the cause and enqueue them again\) or deliver webhooks \(their events are sent again by the dispatcher\)\n$/,
+      /\nretried 0 job\(s\); skipped 3 that failed permanently \(retrying cannot help: fix the cause and enqueue them again\), deliver webhooks \(their events are sent again by the dispatcher\) or reconcile \(run `perks-worker reconcile`\)\n$/,
     );
+    expect(await fanOut.getState()).toBe('failed');
   }, 60_000);
 });
