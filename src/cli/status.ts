@@ -1,6 +1,12 @@
 import { type Config, loadConfig, redactUrl } from '../config.js';
 import { readMintFailures } from '../jobs/mint-outage.js';
-import { failedJobs, lastReconciliation, queueCounts, retryingJobs } from '../queues/inspect.js';
+import {
+  apiQueuesHeldMs,
+  failedJobs,
+  lastReconciliation,
+  queueCounts,
+  retryingJobs,
+} from '../queues/inspect.js';
 import type { Producer } from '../queues/producer.js';
 import { datastoreProblem } from '../store/errors.js';
 import { deliveryLag } from '../store/event-deliveries.js';
@@ -39,14 +45,15 @@ const healthy = (s: Status): boolean => s.datastore !== undefined && s.mintFailu
 async function gather(producer: Producer, config: StatusConfig) {
   const { queuePrefix: prefix } = config.redis;
   const { schema } = config.database;
-  const [queues, reconciliation, failed, retrying, mintFailures] = await Promise.all([
+  const [queues, reconciliation, failed, retrying, mintFailures, heldMs] = await Promise.all([
     queueCounts(producer.queues),
     lastReconciliation(producer.queues, { redis: producer.connection, prefix }),
     failedJobs(producer.queues, 5),
     retryingJobs(producer.queues, 5),
     readMintFailures(producer.connection, prefix),
+    apiQueuesHeldMs(producer.queues),
   ]);
-  const status = { mintFailures, queues, reconciliation, retrying, failedJobs: failed };
+  const status = { mintFailures, heldMs, queues, reconciliation, retrying, failedJobs: failed };
   const store = createStore(config.database);
   try {
     const [summary, consumers, lag] = await Promise.all([
@@ -75,6 +82,7 @@ function render(s: Status, config: StatusConfig): string {
       ];
   return [
     ...(s.mintFailures.length > 0 ? [s.mintFailures.map(mintFailureLine).join('\n')] : []),
+    ...(s.heldMs > 0 ? [heldLine(s.heldMs)] : []),
     `queues (prefix ${config.redis.queuePrefix}; completed and failed count the jobs kept, see KEEP_COMPLETED_JOBS and KEEP_FAILED_JOBS)\n${queuesBlock(s.queues)}`,
     reconciliationBlock(s.reconciliation),
     retryingBlock(s.retrying),
@@ -82,10 +90,16 @@ function render(s: Status, config: StatusConfig): string {
   ].join('\n\n');
 }
 
+const heldLine = (ms: number) =>
+  `perks api: THROTTLED (429): the enrollment and reward-sync queues of every replica are held for another ${Math.ceil(ms / 1000)} s (until ${new Date(Date.now() + ms).toISOString()}); their jobs wait, no attempt spent`;
+
 function toJson(s: Status, config: StatusConfig) {
   return {
     ok: healthy(s),
-    perksApi: { mintFailures: s.mintFailures },
+    perksApi: {
+      mintFailures: s.mintFailures,
+      heldUntil: s.heldMs > 0 ? new Date(Date.now() + s.heldMs).toISOString() : null,
+    },
     queuePrefix: config.redis.queuePrefix,
     queues: s.queues,
     reconciliation: s.reconciliation ?? null,

@@ -21,6 +21,18 @@ export async function queueCounts(queues: Queues): Promise<Counts> {
   return Object.fromEntries(await Promise.all(rows)) as Counts;
 }
 
+/**
+ * How long the API queues stay held by a 429 (pauseApiQueues: `queue.rateLimit`, for every
+ * replica), in ms; 0 when not held. Asked at the limit `rateLimit` sets, so that the count of a
+ * PERKS_RATE_LIMIT_PER_SECOND window is no hold.
+ */
+export async function apiQueuesHeldMs(queues: Queues): Promise<number> {
+  const held = [queues.enrollment, queues.rewardSync].map((queue) =>
+    queue.getRateLimitTtl(Number.MAX_SAFE_INTEGER),
+  );
+  return Math.max(0, ...(await Promise.all(held)));
+}
+
 /** The most recent failed jobs of every queue, newest first, at most `limit` in all. */
 export async function failedJobs(queues: Queues, limit: number): Promise<FailedJob[]> {
   const jobs = await jobsOf(queues, (queue) => queue.getFailed(0, limit - 1));
