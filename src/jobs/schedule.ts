@@ -1,12 +1,17 @@
+import { setTimeout } from 'node:timers/promises';
 import type { Logger } from '../ops/logger.js';
 import { jobNames, pruneSchedulerId, reconcileSchedulerId } from '../queues/names.js';
 import type { Queues } from '../queues/queues.js';
 import type { RedisClient } from '../redis/connection.js';
 import { acquireRedisLock } from '../redis/lock.js';
 
+const scheduleLockMs = 10_000;
+
 /**
  * Registers the reconciliation cron (`off` removes it). Replicas booting together made duplicate
- * schedules: one at a time does it, under a Redis lock, and only when the pattern changed.
+ * schedules: one at a time does it, under a Redis lock, and only when the pattern changed. A
+ * replica finding the lock taken waits for it (its holder may have died before applying a new
+ * pattern), up to twice its lifetime: then the holder is alive and slow, and it says so.
  */
 export async function registerReconcileSchedule(
   queues: Queues,
@@ -15,8 +20,17 @@ export async function registerReconcileSchedule(
   cron: string,
   logger: Logger,
 ): Promise<'registered' | 'removed' | 'unchanged' | 'skipped'> {
-  const lock = await acquireRedisLock(redis, `${prefix}:reconciliation:schedule-lock`, 30_000);
-  if (!lock) return 'skipped';
+  const key = `${prefix}:reconciliation:schedule-lock`;
+  const giveUpAt = Date.now() + 2 * scheduleLockMs;
+  let lock = await acquireRedisLock(redis, key, scheduleLockMs);
+  while (!lock && Date.now() < giveUpAt) {
+    await setTimeout(200);
+    lock = await acquireRedisLock(redis, key, scheduleLockMs);
+  }
+  if (!lock) {
+    logger.warn({ cron }, 'reconciliation schedule not checked: another replica holds its lock');
+    return 'skipped';
+  }
   try {
     const existing = await queues.reconciliation.getJobScheduler(reconcileSchedulerId);
     if (cron === 'off') {

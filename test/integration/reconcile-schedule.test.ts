@@ -34,4 +34,15 @@ describe('registerReconcileSchedule', () => {
     expect(await queues.reconciliation.getJobScheduler(reconcileSchedulerId)).toBeFalsy();
     expect(await register('off')).toBe('unchanged');
   });
+
+  it('a replica that died holding the lock delays a new pattern, and never drops it', async () => {
+    const register = (cron: string) =>
+      registerReconcileSchedule(queues, redis, redisTarget.prefix, cron, logger);
+    expect(await register('0 4 * * *')).toBe('registered');
+    // Taken by a replica killed before it registered; its lock expires by itself.
+    await redis.set(`${redisTarget.prefix}:reconciliation:schedule-lock`, 'dead', 'PX', 1000);
+    expect(await register('*/15 * * * *')).toBe('registered');
+    const scheduler = await queues.reconciliation.getJobScheduler(reconcileSchedulerId);
+    expect(scheduler).toMatchObject({ pattern: '*/15 * * * *', tz: 'UTC' });
+  });
 });
