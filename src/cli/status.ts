@@ -53,7 +53,9 @@ async function gather(producer: Producer, config: StatusConfig) {
     readMintFailures(producer.connection, prefix),
     apiQueuesHeldMs(producer.queues),
   ]);
-  const status = { mintFailures, heldMs, queues, reconciliation, retrying, failedJobs: failed };
+  // When a 429's hold of the API queues ends; undefined when they are not held.
+  const heldUntil = heldMs > 0 ? new Date(Date.now() + heldMs) : undefined;
+  const status = { mintFailures, heldUntil, queues, reconciliation, retrying, failedJobs: failed };
   const store = createStore(config.database);
   try {
     const [summary, consumers, lag] = await Promise.all([
@@ -82,7 +84,7 @@ function render(s: Status, config: StatusConfig): string {
       ];
   return [
     ...(s.mintFailures.length > 0 ? [s.mintFailures.map(mintFailureLine).join('\n')] : []),
-    ...(s.heldMs > 0 ? [heldLine(s.heldMs)] : []),
+    ...(s.heldUntil ? [heldLine(s.heldUntil)] : []),
     `queues (prefix ${config.redis.queuePrefix}; completed and failed count the jobs kept, see KEEP_COMPLETED_JOBS and KEEP_FAILED_JOBS)\n${queuesBlock(s.queues)}`,
     reconciliationBlock(s.reconciliation),
     retryingBlock(s.retrying),
@@ -90,15 +92,15 @@ function render(s: Status, config: StatusConfig): string {
   ].join('\n\n');
 }
 
-const heldLine = (ms: number) =>
-  `perks api: THROTTLED (429): the enrollment and reward-sync queues of every replica are held for another ${Math.ceil(ms / 1000)} s (until ${new Date(Date.now() + ms).toISOString()}); their jobs wait, no attempt spent`;
+const heldLine = (until: Date) =>
+  `perks api: THROTTLED (429): the enrollment and reward-sync queues of every replica are held for another ${Math.ceil((until.getTime() - Date.now()) / 1000)} s (until ${until.toISOString()}); their jobs wait, no attempt spent`;
 
 function toJson(s: Status, config: StatusConfig) {
   return {
     ok: healthy(s),
     perksApi: {
       mintFailures: s.mintFailures,
-      heldUntil: s.heldMs > 0 ? new Date(Date.now() + s.heldMs).toISOString() : null,
+      heldUntil: s.heldUntil?.toISOString() ?? null,
     },
     queuePrefix: config.redis.queuePrefix,
     queues: s.queues,

@@ -37,6 +37,18 @@ function credentialFiles() {
   return { write, env };
 }
 
+/** A `work` process reading its credentials (client A) from files, beside the rig's sandbox. */
+async function fileCredentialsRig(seed: number) {
+  const rig = await startProcessRig({
+    sandbox: { seed, clientId: clientA.client_id, clientSecret: clientA.client_secret },
+  });
+  const files = credentialFiles();
+  const worker = startWorkerProcess(
+    rig.workerEnv({ PERKS_CLIENT_ID: '', PERKS_CLIENT_SECRET: '', ...files.env }),
+  );
+  return { rig, files, worker };
+}
+
 /** What an operator does in the administration console. */
 async function control(sandbox: Sandbox, method: 'POST' | 'DELETE', path: string) {
   const answer = await fetch(`${sandbox.baseUrl}/_sandbox/${path}`, { method });
@@ -122,13 +134,7 @@ describe('rotating the API client', () => {
   }, 90_000);
 
   it('SIGHUP right after the start-up mint mints with what it read: a wrong new secret shows at once', async () => {
-    const rig = await startProcessRig({
-      sandbox: { seed: 91, clientId: clientA.client_id, clientSecret: clientA.client_secret },
-    });
-    const files = credentialFiles();
-    const worker = startWorkerProcess(
-      rig.workerEnv({ PERKS_CLIENT_ID: '', PERKS_CLIENT_SECRET: '', ...files.env }),
-    );
+    const { rig, files, worker } = await fileCredentialsRig(91);
     cleanup = async () => {
       await worker.stop('SIGKILL');
       await rig.close();
@@ -151,13 +157,7 @@ describe('rotating the API client', () => {
   }, 60_000);
 
   it('`work` reads the files again on SIGHUP, logs the new client id, and mints with it', async () => {
-    const rig = await startProcessRig({
-      sandbox: { seed: 73, clientId: clientA.client_id, clientSecret: clientA.client_secret },
-    });
-    const files = credentialFiles();
-    const worker = startWorkerProcess(
-      rig.workerEnv({ PERKS_CLIENT_ID: '', PERKS_CLIENT_SECRET: '', ...files.env }),
-    );
+    const { rig, files, worker } = await fileCredentialsRig(73);
     const fixed = startWorkerProcess(rig.workerEnv());
     cleanup = async () => {
       await worker.stop('SIGKILL');
