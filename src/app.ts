@@ -104,6 +104,7 @@ export async function startPerksWorker(
   const { queuePrefix: prefix } = redis;
   const worker = startWorker(ctx, connection, prefix, settings, telemetry);
   runtime.mintOutage.attach([worker.workers.enrollment, worker.workers.rewardSync]);
+  runtime.datastoreOutage.attach(Object.values(worker.workers));
   // Registers (or with `off` removes) the schedules; a failure is logged, the worker runs on.
   const failed = (what: string) => (error: unknown) =>
     logger.error({ err: { message: String(error) } }, `could not register ${what}`);

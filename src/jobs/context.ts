@@ -4,6 +4,7 @@ import type { PerksClient } from '../perks/client.js';
 import type { Queues } from '../queues/queues.js';
 import type { TallyStore } from '../reconciliation/tally.js';
 import type { Store } from '../store/store.js';
+import type { DatastoreOutage } from './datastore-outage.js';
 import type { MintOutage } from './mint-outage.js';
 
 /** What every processor works with. Built once per process by `createRuntime`. */
@@ -15,6 +16,8 @@ export interface JobContext {
   tallies: TallyStore;
   /** Pauses the API queues while the token mint fails. */
   mintOutage: Pick<MintOutage, 'failed' | 'probe'>;
+  /** Pauses this replica's jobs while PostgreSQL is away. */
+  datastoreOutage: Pick<DatastoreOutage, 'failed'>;
   logger: Logger;
   /** `consumersPerJob`: of the sync jobs it fans out (`fanOutConsumersPerJob`). */
   reconcile: { batchSize: number; maxPending: number; consumersPerJob: number };

@@ -5,9 +5,11 @@
  *   or program (403): not this consumer's fault. The API queues pause (a 429: both, for
  *   Retry-After; the credentials: as mint-outage.ts says), and the job goes back to wait
  *   without spending an attempt (BackToWait);
+ * - PostgreSQL away (its connection refused, lost, timed out): back to wait too, this replica's
+ *   workers paused until it answers (datastore-outage.ts);
  * - a job cancelled by its replica's shutdown (SHUTDOWN_TIMEOUT_MS) goes back to wait too: a
  *   rolling deploy must not use up a long job's attempts;
- * - anything else (5xx after the client's retries, timeouts, Redis or Postgres away): retried.
+ * - anything else (5xx after the client's retries, timeouts, Redis away): retried.
  */
 import { RateLimitError, UnrecoverableError } from 'bullmq';
 import type { FailureReason } from '../ops/metrics.js';
@@ -22,6 +24,7 @@ import {
 import { ConsumerIdKeyMissingError } from '../queues/consumer-id.js';
 import { InvalidPayloadError } from '../queues/payloads.js';
 import type { Queues } from '../queues/queues.js';
+import { isDatabaseAway } from '../store/errors.js';
 import type { JobContext } from './context.js';
 
 /** Back to wait, no attempt spent, the queues paused already; `why` is for the log. */
@@ -31,6 +34,7 @@ export class BackToWait extends RateLimitError {
       | 'throttled by the API'
       | 'token mint failing'
       | 'credentials refused (403)'
+      | 'postgres unreachable'
       | 'worker shutting down',
   ) {
     super();
@@ -70,14 +74,20 @@ export async function pauseApiQueues(
 /** An attempt's failure, for the metrics. */
 export function failureReason(error: unknown): FailureReason {
   if (error instanceof BackToWait && error.why === 'worker shutting down') return 'shutdown';
+  if (error instanceof BackToWait && error.why === 'postgres unreachable') {
+    return 'postgres_unreachable';
+  }
   if (error instanceof RateLimitError) return 'rate_limited';
   if (error instanceof UnrecoverableError) return 'unrecoverable';
   return 'error';
 }
 
-type Steering = Pick<JobContext, 'queues' | 'mintOutage'>;
+type Steering = Pick<JobContext, 'queues' | 'mintOutage' | 'datastoreOutage'>;
 
-/** A 429 or a failing mint: pauses the API queues and says why. Anything else: undefined. */
+/**
+ * A 429, a failing mint or PostgreSQL away: pauses the queues or workers it stops and says why.
+ * Anything else: undefined.
+ */
 export async function pauseFor(
   error: unknown,
   ctx: Steering,
@@ -89,6 +99,10 @@ export async function pauseFor(
   if (error instanceof TokenMintError) {
     await ctx.mintOutage.failed(error);
     return 'token mint failing';
+  }
+  if (isDatabaseAway(error)) {
+    await ctx.datastoreOutage.failed(error);
+    return 'postgres unreachable';
   }
   // A 403 is the credentials' scope or program, or this one resource's: the probe (a mint and
   // a GET of a made-up consumer) tells. Refused there too: the credentials' outage, as a

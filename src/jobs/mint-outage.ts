@@ -15,6 +15,7 @@ import { withTimeout } from '../ops/timeouts.js';
 import type { CredentialSource } from '../perks/client.js';
 import { TokenMintError, tryJson } from '../perks/errors.js';
 import type { RedisClient } from '../redis/connection.js';
+import type { WorkerPauses } from './pauses.js';
 
 // Whose (client id), refused or not, since when, why (`mintFailureReason`), the error's message
 // (our text, no secrets), failed mints in a row (by the replica that wrote it), next mint.
@@ -54,6 +55,7 @@ interface MintOutageOptions {
   /** The credentials minting now; their `credentialsName` keys the record. */
   credentials: Pick<CredentialSource, 'current'>;
   name: () => string;
+  pauses: WorkerPauses;
 }
 
 const [minPauseMs, maxPauseMs] = [1000, 60_000];
@@ -168,7 +170,7 @@ export class MintOutage {
   }
 
   #pauseWorkers() {
-    return Promise.allSettled(this.#workers.map((worker) => worker.pause(true)));
+    return this.options.pauses.hold('token mint', this.#workers);
   }
 
   async #probe(): Promise<boolean> {
@@ -197,7 +199,7 @@ export class MintOutage {
     // finds its predecessor's): a mint works now, so it goes.
     const recorded = await redis.hdel(mintFailuresKey(prefix), ...names).catch(() => 0);
     if (failures === 0 && recorded === 0) return;
-    await Promise.allSettled(this.#workers.map((worker) => worker.resume()));
+    await this.options.pauses.release('token mint');
     logger.info(
       { failures, downMs: since ? Date.now() - since.getTime() : undefined },
       'perks api: token mint works again; the API jobs resume',

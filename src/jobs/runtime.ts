@@ -11,7 +11,9 @@ import { credentialsName, RedisTokenCache } from '../redis/token-cache.js';
 import { createStore } from '../store/store.js';
 import type { JobContext } from './context.js';
 import { credentialSource } from './credentials.js';
+import { DatastoreOutage } from './datastore-outage.js';
 import { MintOutage } from './mint-outage.js';
+import { WorkerPauses } from './pauses.js';
 import { fanOutConsumersPerJob, syncsInFlight } from './sync-rewards-batch.js';
 
 export type Runtime = ReturnType<typeof createRuntime>;
@@ -47,14 +49,17 @@ export function createRuntime(
   });
   metrics.watchApiConcurrency(async () => client.concurrency.limit);
   const mint = () => client.checkCredentialsInUse();
-  const outage = { redis: connection, prefix, logger, mint, credentials, name };
+  const pauses = new WorkerPauses();
+  const outage = { redis: connection, prefix, logger, mint, credentials, name, pauses };
   const mintOutage = new MintOutage(outage);
+  const datastoreOutage = new DatastoreOutage({ ping: store.ping, pauses, logger });
   const ctx: JobContext = {
     client,
     store,
     queues,
     tallies: { redis: connection, prefix },
     mintOutage,
+    datastoreOutage,
     logger,
     reconcile: {
       batchSize: config.worker.reconcileBatchSize,
@@ -74,11 +79,14 @@ export function createRuntime(
     metrics,
     /** Mints at start (`probe`), pauses the API jobs while minting fails, backs /readyz. */
     mintOutage,
+    /** Pauses every job of this replica while PostgreSQL is away. */
+    datastoreOutage,
     /** SIGHUP: reads the credentials' files again; new ones are minted with at once. */
     async rereadCredentials(): Promise<void> {
       if (credentials.reread('SIGHUP')) await mintOutage.probe(true);
     },
     async close(): Promise<void> {
+      datastoreOutage.close();
       await within(5000, mintOutage.close());
       // Each step is bounded: with Redis or Postgres gone, a close can wait for ever.
       await within(5000, closeQueues(queues));

@@ -2,9 +2,10 @@
  * A sync job of several consumers (a reconciliation's fan-out) syncs them all at once, giving
  * each what a job of its own would: a consumer with a sync job of its own (pending or running)
  * is left to it; one that fails is handed to a job of its own, delayed as a first retry (so it
- * shows in `perks-worker failed` if it fails for good). A 429 or a failing mint stops the other
- * syncs and pauses the queues at once; the job goes back to wait without spending an attempt,
- * holding only the consumers not yet synced, as a cancel (shutdown) leaves it for its retry.
+ * shows in `perks-worker failed` if it fails for good). A 429, a failing mint or PostgreSQL away
+ * stops the other syncs and pauses the queues at once; the job goes back to wait without
+ * spending an attempt, holding only the consumers not yet synced, as a cancel (shutdown) leaves
+ * it for its retry.
  */
 import { setMaxListeners } from 'node:events';
 import { Backoffs, type Job, type Queue } from 'bullmq';
@@ -20,6 +21,7 @@ import {
 import { rewardSyncJob } from '../queues/producer.js';
 import { carryReconciliation, countSyncs } from '../reconciliation/index.js';
 import { linkSignals } from '../signals.js';
+import { isDatabaseAway } from '../store/errors.js';
 import type { JobContext } from './context.js';
 import { BackToWait, pauseFor } from './failures.js';
 import { addWrites, syncConsumer } from './sync-rewards.js';
@@ -132,8 +134,12 @@ async function addOwnJobs({ ctx, from }: Batch, consumerIds: string[], delays: n
   await carryReconciliation(queue, ctx.tallies, consumerIds, from.reconciliation);
 }
 
-// Every sync at once. A 429 or a failing mint stops the others and pauses the queues now, not
-// once the slowest has ended; `stopped` after either, or a cancel.
+/** Whatever will fail every other sync too: a 429, a failing mint, PostgreSQL away. */
+const stopsAll = (error: unknown) =>
+  error instanceof ThrottledError || error instanceof TokenMintError || isDatabaseAway(error);
+
+// Every sync at once. Whatever `stopsAll` stops the others and pauses now, not once the slowest
+// has ended; `stopped` after one, or a cancel.
 async function syncAtOnce(
   { ctx, job }: Batch,
   consumerIds: readonly string[],
@@ -150,7 +156,7 @@ async function syncAtOnce(
         return await syncConsumer(consumerId, ctx, job, linked.signal);
       } catch (error) {
         // A pause never shortens a longer one, and a mint's outage counts one failure a round.
-        if (error instanceof ThrottledError || error instanceof TokenMintError) stop.abort();
+        if (stopsAll(error)) stop.abort();
         paused = (await pauseFor(error, ctx)) ?? paused;
         throw error;
       }

@@ -2,6 +2,7 @@
 import { type Job, type Processor, type Telemetry, Worker, type WorkerOptions } from 'bullmq';
 import type { z } from 'zod';
 import type { WorkerConfig } from '../config.js';
+import { backToWait } from '../ops/metrics-jobs.js';
 import { outageLogger } from '../ops/outage.js';
 import { within } from '../ops/timeouts.js';
 import { type JobQueueKind, jobNames, queueNames } from '../queues/names.js';
@@ -136,7 +137,7 @@ function steered(ctx: JobContext, processor: Processor): Processor {
             );
       const reason = failureReason(error);
       ctx.metrics.jobAttempt(job.queueName, reason, seconds());
-      if (reason === 'rate_limited' || reason === 'shutdown') {
+      if (backToWait.includes(reason)) {
         const why = error instanceof BackToWait ? error.why : 'rate limited';
         const durationMs = Math.round(seconds() * 1000);
         const fields = { ...attemptOf(job), attempt: job.attemptsMade + 1, durationMs };

@@ -3,7 +3,15 @@ import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { withTimeout } from './timeouts.js';
 
 /** Why a job attempt did not complete, as a bounded label. */
-export type FailureReason = 'unrecoverable' | 'rate_limited' | 'shutdown' | 'error';
+export type FailureReason =
+  | 'unrecoverable'
+  | 'rate_limited'
+  | 'postgres_unreachable'
+  | 'shutdown'
+  | 'error';
+
+/** The reasons of an attempt sent back to wait, no attempt spent. */
+export const backToWait: readonly string[] = ['rate_limited', 'postgres_unreachable', 'shutdown'];
 
 /** Whatever can count its jobs by state: a BullMQ Queue, without ops needing queue code. */
 export interface CountableQueue {
@@ -54,7 +62,7 @@ export function workerMetrics(registers: Registry[]) {
   });
   const retried = new Counter({
     name: 'perks_worker_jobs_retried_total',
-    help: 'Job attempts that failed and will be retried (error: with backoff, spending an attempt; rate_limited: back to wait, not spending one, for a 429, a failing token mint or refused credentials; shutdown: back to wait, cancelled by a shutdown).',
+    help: 'Job attempts that failed and will be retried (error: with backoff, spending an attempt; rate_limited: back to wait, not spending one, for a 429, a failing token mint or refused credentials; postgres_unreachable: back to wait, PostgreSQL away; shutdown: back to wait, cancelled by a shutdown).',
     labelNames: ['queue', 'reason'] as const,
     registers,
   });
@@ -93,8 +101,7 @@ export function workerMetrics(registers: Registry[]) {
     /** Every attempt; one sent back to wait also counts as retried (BullMQ emits no event). */
     jobAttempt(queue: string, outcome: 'completed' | FailureReason, durationSeconds: number) {
       duration.observe({ queue, outcome }, durationSeconds);
-      if (outcome === 'rate_limited' || outcome === 'shutdown')
-        retried.inc({ queue, reason: outcome });
+      if (backToWait.includes(outcome)) retried.inc({ queue, reason: outcome });
     },
     jobCompleted: (queue: string) => completed.inc({ queue }),
     /** Jobs this process completed, by queue name (a queue keeps only KEEP_COMPLETED_JOBS). */
@@ -111,8 +118,7 @@ export function workerMetrics(registers: Registry[]) {
       for (const { name: queue } of queues) {
         completed.inc({ queue }, 0);
         for (const reason of ['unrecoverable', 'error']) failed.inc({ queue, reason }, 0);
-        for (const reason of ['rate_limited', 'shutdown', 'error'])
-          retried.inc({ queue, reason }, 0);
+        for (const reason of [...backToWait, 'error']) retried.inc({ queue, reason }, 0);
       }
     },
   };

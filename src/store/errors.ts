@@ -77,3 +77,30 @@ export class MigrationRefusedError extends OperationalError {
 export class StoreInputError extends Error {
   override readonly name = 'StoreInputError';
 }
+
+// PostgreSQL away, not refusing: its connection refused, reset or timed out (08: connection
+// exception), the server shutting down or starting (57P01-57P03), its connections all taken
+// (53300). A refusal of ours (a right, a password, a statement) is none of these.
+const awayStates = ['57P01', '57P02', '57P03', '53300'];
+const awayErrnos = [
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EPIPE',
+];
+// node-postgres's own words for a connection lost or never made (its errors carry no code).
+const awayMessages = /^(Connection terminated|timeout exceeded when trying to connect)/;
+
+/** Whether the database is away (it may come back), rather than refusing what was asked. */
+export function isDatabaseAway(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = errorCode(error) ?? '';
+  if (code.startsWith('08') || awayStates.includes(code) || awayErrnos.includes(code)) return true;
+  if (awayMessages.test(error.message)) return true;
+  // Both addresses of a host refused (IPv4 and IPv6).
+  return error instanceof AggregateError && error.errors.some(isDatabaseAway);
+}

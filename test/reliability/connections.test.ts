@@ -58,7 +58,7 @@ afterAll(async () => {
   await rig.close();
 });
 
-function startProxiedWorker(): WorkerProcess {
+function startProxiedWorker(env: Record<string, string> = {}): WorkerProcess {
   return startWorkerProcess(
     rig.workerEnv({
       PERKS_TIMEOUT_MS: '3000',
@@ -70,6 +70,7 @@ function startProxiedWorker(): WorkerProcess {
       JOB_BACKOFF_MS: '200',
       JOB_LOCK_MS: '4000',
       SHUTDOWN_TIMEOUT_MS: '3000',
+      ...env,
     }),
   );
 }
@@ -170,6 +171,52 @@ describe('PostgreSQL connection faults', () => {
     await allCompleted(await enqueueSyncs([late ?? '']));
     await expectConsistent(store.pool, sandbox, [...ids, late ?? '']);
     expect(await producer.queues.rewardSync.getFailedCount()).toBe(0);
+  }, 90_000);
+
+  it("an outage longer than the jobs' attempts fails none: they wait, spending none, the API left alone", async () => {
+    const ids = seed('pg_long', 4, 1500);
+    // Spent on the outage, 2 attempts 100 ms apart would be gone in well under a second.
+    worker = startProxiedWorker({ JOB_ATTEMPTS: '2', JOB_BACKOFF_MS: '100' });
+    const w = worker;
+    const jobIds = await enqueueSyncs(ids);
+    const enrolled = await producer.enqueueEnrollment({ consumerId: 'pg_long_enroll' });
+    await waitFor('a first page written', async () =>
+      (
+        await store.pool.query('select 1 from perks.rewards where consumer_id like $1 limit 1', [
+          'pg_long_%',
+        ])
+      ).rowCount
+        ? true
+        : undefined,
+    );
+    pgProxy.pause();
+    await waitFor('the pause', () =>
+      w.output().includes('postgres unreachable; this replica takes no job') ? true : undefined,
+    );
+    await sleep(1000); // the jobs in flight have met it and gone back to wait
+    const requestsAt = () => {
+      const { requests } = sandbox.state.counters();
+      return (requests.listRewards ?? 0) + (requests.enrollConsumer ?? 0);
+    };
+    const before = requestsAt();
+    await sleep(4000);
+    expect(requestsAt() - before, 'API requests while paused').toBe(0);
+    expect(w.alive(), w.output()).toBe(true);
+    pgProxy.resume();
+
+    await allCompleted(jobIds);
+    await waitFor('the enrollment', async () => {
+      const job = await producer.queues.enrollment.getJob(enrolled.jobId);
+      return (await job?.getState()) === 'completed' ? true : undefined;
+    });
+    expect(w.output()).toContain('postgres answers again; the jobs resume');
+    for (const id of jobIds) {
+      // Completed on their first counted attempt: the outage spent none.
+      expect((await producer.queues.rewardSync.getJob(id))?.attemptsMade, id).toBe(1);
+    }
+    await expectConsistent(store.pool, sandbox, ids);
+    expect(await producer.queues.rewardSync.getFailedCount()).toBe(0);
+    expect(await producer.queues.enrollment.getFailedCount()).toBe(0);
   }, 90_000);
 
   it('starts while Postgres is down and begins consuming once it is back', async () => {

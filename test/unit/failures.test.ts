@@ -46,6 +46,7 @@ describe('which failures are permanent', () => {
     const ctx = {
       queues: {} as Queues,
       mintOutage: { failed: async () => {}, probe: async () => true },
+      datastoreOutage: { failed: async () => {} },
     };
     const error = new ValidationError('enrollConsumer: HTTP 400 ERR-400-00 Bad Request', {
       operation: 'enrollConsumer',
@@ -63,6 +64,7 @@ describe('which failures are permanent', () => {
         failed: async (error: TokenMintError) => void seen.push(error),
         probe: async () => true,
       },
+      datastoreOutage: { failed: async () => {} },
     };
     const refused = new AuthError('mintToken: HTTP 401 ERR-401-00', {
       operation: 'mintToken',
@@ -96,13 +98,18 @@ describe('failures that pause the API jobs', () => {
           return false;
         },
       } as never,
+      datastoreOutage: {} as never,
     };
     expect(await pauseFor(forbidden(), ctx)).toBe('credentials refused (403)');
     expect(probes).toBe(1);
   });
 
   it("a 403 the probe does not meet is that resource's: the job's own failure, no pause", async () => {
-    const ctx = { queues: {} as never, mintOutage: { probe: async () => true } as never };
+    const ctx = {
+      queues: {} as never,
+      mintOutage: { probe: async () => true } as never,
+      datastoreOutage: {} as never,
+    };
     expect(await pauseFor(forbidden(), ctx)).toBeUndefined();
     const thrown = await steerFailure(forbidden(), ctx).catch((e: unknown) => e);
     expect(thrown).toBeInstanceOf(AuthError);

@@ -7,6 +7,7 @@
 import { pino } from 'pino';
 import { afterAll, expect, it } from 'vitest';
 import { MintOutage } from '../../../src/jobs/mint-outage.js';
+import { WorkerPauses } from '../../../src/jobs/pauses.js';
 import { within } from '../../../src/ops/timeouts.js';
 import { TokenMintError } from '../../../src/perks/errors.js';
 import { connected, createRedisConnection } from '../../../src/redis/connection.js';
@@ -37,6 +38,7 @@ it('with Redis away, the API check follows this replica’s own mints', async ()
     mint: () => mint(),
     credentials: { current: () => ({ clientId: 'client-1', clientSecret: 'sk_test_x' }) },
     name: () => 'client-1',
+    pauses: new WorkerPauses(),
   });
   cleanups.push(() => within(1000, outage.close()));
   await expect(outage.check()).resolves.toBeUndefined();
@@ -71,6 +73,7 @@ it('another replica’s failing mint: not ready only when the endpoint refused t
       mint,
       credentials: { current: () => ({ clientId: 'client-1', clientSecret: 'sk_test_x' }) },
       name: () => 'client-1',
+      pauses: new WorkerPauses(),
     });
   const failing = (status: number) => async () => {
     throw new TokenMintError(`mintToken: HTTP ${status}`, { operation: 'mintToken', status });
