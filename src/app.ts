@@ -110,7 +110,7 @@ export async function startPerksWorker(
     logger.error({ err: { message: String(error) } }, `could not register ${what}`);
   const cron = settings.reconcileCron;
   const scheduled = Promise.all([
-    registerReconcileSchedule(ctx.queues, connection, prefix, cron, logger).catch(
+    registerReconcileSchedule(ctx.queues, connection, prefix, cron, logger, draining.signal).catch(
       failed('the reconciliation schedule'),
     ),
     schedulePruning(ctx.queues, config.events.retentionDays).catch(failed('the event pruning')),

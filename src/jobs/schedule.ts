@@ -12,6 +12,7 @@ const scheduleLockMs = 10_000;
  * schedules: one at a time does it, under a Redis lock, and only when the pattern changed. A
  * replica finding the lock taken waits for it (its holder may have died before applying a new
  * pattern), up to twice its lifetime: then the holder is alive and slow, and it says so.
+ * `closing` (the replica's shutdown) ends the wait: the next replica to start checks it.
  */
 export async function registerReconcileSchedule(
   queues: Queues,
@@ -19,12 +20,14 @@ export async function registerReconcileSchedule(
   prefix: string,
   cron: string,
   logger: Logger,
+  closing?: AbortSignal,
 ): Promise<'registered' | 'removed' | 'unchanged' | 'skipped'> {
   const key = `${prefix}:reconciliation:schedule-lock`;
   const giveUpAt = Date.now() + 2 * scheduleLockMs;
   let lock = await acquireRedisLock(redis, key, scheduleLockMs);
   while (!lock && Date.now() < giveUpAt) {
-    await setTimeout(200);
+    const waited = await setTimeout(200, true, { signal: closing }).catch(() => false);
+    if (!waited) return 'skipped';
     lock = await acquireRedisLock(redis, key, scheduleLockMs);
   }
   if (!lock) {

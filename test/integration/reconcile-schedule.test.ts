@@ -45,4 +45,26 @@ describe('registerReconcileSchedule', () => {
     const scheduler = await queues.reconciliation.getJobScheduler(reconcileSchedulerId);
     expect(scheduler).toMatchObject({ pattern: '*/15 * * * *', tz: 'UTC' });
   });
+
+  it('a replica closing while another holds the lock stops waiting, and says nothing of it', async () => {
+    const lines: string[] = [];
+    const captured = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
+    const lockKey = `${redisTarget.prefix}:reconciliation:schedule-lock`;
+    await redis.set(lockKey, 'alive', 'PX', 30_000); // a slow replica, alive
+    const closing = new AbortController();
+    const waiting = registerReconcileSchedule(
+      queues,
+      redis,
+      redisTarget.prefix,
+      '0 5 * * *',
+      captured,
+      closing.signal,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    closing.abort();
+    // Within the test's 5 s, not the 20 s its wait would last.
+    expect(await waiting).toBe('skipped');
+    expect(lines).toEqual([]);
+    await redis.del(lockKey);
+  });
 });
