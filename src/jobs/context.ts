@@ -17,7 +17,7 @@ export interface JobContext {
   /** Pauses the API queues while the token mint fails. */
   mintOutage: Pick<MintOutage, 'failed' | 'probe'>;
   /** Pauses this replica's jobs while PostgreSQL is away. */
-  datastoreOutage: Pick<DatastoreOutage, 'failed'>;
+  datastoreOutage: Pick<DatastoreOutage, 'met'>;
   logger: Logger;
   /** `consumersPerJob`: of the sync jobs it fans out (`fanOutConsumersPerJob`). */
   reconcile: { batchSize: number; maxPending: number; consumersPerJob: number };

@@ -5,8 +5,8 @@
  *   or program (403): not this consumer's fault. The API queues pause (a 429: both, for
  *   Retry-After; the credentials: as mint-outage.ts says), and the job goes back to wait
  *   without spending an attempt (BackToWait);
- * - PostgreSQL away (its connection refused, lost, timed out): back to wait too, this replica's
- *   workers paused until it answers (datastore-outage.ts);
+ * - PostgreSQL away (its connection refused, lost, timed out, and a ping failing too): back to
+ *   wait too, this replica's workers paused until it answers (datastore-outage.ts);
  * - a job cancelled by its replica's shutdown (SHUTDOWN_TIMEOUT_MS) goes back to wait too: a
  *   rolling deploy must not use up a long job's attempts;
  * - anything else (5xx after the client's retries, timeouts, Redis away): retried.
@@ -16,6 +16,7 @@ import type { FailureReason } from '../ops/metrics.js';
 import {
   AuthError,
   InvalidInputError,
+  PerksError,
   ResponseShapeError,
   ThrottledError,
   TokenMintError,
@@ -100,9 +101,9 @@ export async function pauseFor(
     await ctx.mintOutage.failed(error);
     return 'token mint failing';
   }
-  if (isDatabaseAway(error)) {
-    await ctx.datastoreOutage.failed(error);
-    return 'postgres unreachable';
+  // An API's transport error carries the same codes (ETIMEDOUT, ECONNRESET): never the database.
+  if (!(error instanceof PerksError) && isDatabaseAway(error)) {
+    if (await ctx.datastoreOutage.met(error)) return 'postgres unreachable';
   }
   // A 403 is the credentials' scope or program, or this one resource's: the probe (a mint and
   // a GET of a made-up consumer) tells. Refused there too: the credentials' outage, as a

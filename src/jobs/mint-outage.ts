@@ -108,9 +108,15 @@ export class MintOutage {
    * Failures during a pause are the same round's. Never throws: the job must go back to wait.
    */
   async failed(error: TokenMintError): Promise<void> {
+    if (Date.now() < this.#pausedUntil) return;
+    await this.#round(error);
+  }
+
+  /** A round of the outage: its probe's failure starts one too, however early its timer fired. */
+  async #round(error: TokenMintError): Promise<void> {
     const now = Date.now();
     // Closing aborts a mint in flight: that is no outage.
-    if (this.#closed || now < this.#pausedUntil) return;
+    if (this.#closed) return;
     this.#failures += 1;
     this.#since ??= new Date(now);
     this.#refused = error.status === 401 || error.status === 403;
@@ -177,7 +183,7 @@ export class MintOutage {
     try {
       await this.options.mint();
     } catch (error) {
-      await this.failed(error instanceof TokenMintError ? error : TokenMintError.from(error));
+      await this.#round(error instanceof TokenMintError ? error : TokenMintError.from(error));
       return false;
     }
     this.#workedAt = Date.now();

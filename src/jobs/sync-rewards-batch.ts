@@ -21,7 +21,6 @@ import {
 import { rewardSyncJob } from '../queues/producer.js';
 import { carryReconciliation, countSyncs } from '../reconciliation/index.js';
 import { linkSignals } from '../signals.js';
-import { isDatabaseAway } from '../store/errors.js';
 import type { JobContext } from './context.js';
 import { BackToWait, pauseFor } from './failures.js';
 import { addWrites, syncConsumer } from './sync-rewards.js';
@@ -134,12 +133,9 @@ async function addOwnJobs({ ctx, from }: Batch, consumerIds: string[], delays: n
   await carryReconciliation(queue, ctx.tallies, consumerIds, from.reconciliation);
 }
 
-/** Whatever will fail every other sync too: a 429, a failing mint, PostgreSQL away. */
-const stopsAll = (error: unknown) =>
-  error instanceof ThrottledError || error instanceof TokenMintError || isDatabaseAway(error);
-
-// Every sync at once. Whatever `stopsAll` stops the others and pauses now, not once the slowest
-// has ended; `stopped` after one, or a cancel.
+// Every sync at once. A 429 or a failing mint stops the others and pauses the queues now, not
+// once the slowest has ended; PostgreSQL away too, once a ping confirms it. `stopped` after
+// one of them, or a cancel.
 async function syncAtOnce(
   { ctx, job }: Batch,
   consumerIds: readonly string[],
@@ -156,8 +152,10 @@ async function syncAtOnce(
         return await syncConsumer(consumerId, ctx, job, linked.signal);
       } catch (error) {
         // A pause never shortens a longer one, and a mint's outage counts one failure a round.
-        if (stopsAll(error)) stop.abort();
-        paused = (await pauseFor(error, ctx)) ?? paused;
+        if (error instanceof ThrottledError || error instanceof TokenMintError) stop.abort();
+        const why = await pauseFor(error, ctx);
+        if (why === 'postgres unreachable') stop.abort();
+        paused = why ?? paused;
         throw error;
       }
     }),

@@ -5,6 +5,7 @@ import {
   AuthError,
   ResponseShapeError,
   TokenMintError,
+  TransportError,
   UpstreamError,
   ValidationError,
 } from '../../src/perks/errors.js';
@@ -46,7 +47,7 @@ describe('which failures are permanent', () => {
     const ctx = {
       queues: {} as Queues,
       mintOutage: { failed: async () => {}, probe: async () => true },
-      datastoreOutage: { failed: async () => {} },
+      datastoreOutage: { met: async () => false },
     };
     const error = new ValidationError('enrollConsumer: HTTP 400 ERR-400-00 Bad Request', {
       operation: 'enrollConsumer',
@@ -64,7 +65,7 @@ describe('which failures are permanent', () => {
         failed: async (error: TokenMintError) => void seen.push(error),
         probe: async () => true,
       },
-      datastoreOutage: { failed: async () => {} },
+      datastoreOutage: { met: async () => false },
     };
     const refused = new AuthError('mintToken: HTTP 401 ERR-401-00', {
       operation: 'mintToken',
@@ -113,5 +114,42 @@ describe('failures that pause the API jobs', () => {
     expect(await pauseFor(forbidden(), ctx)).toBeUndefined();
     const thrown = await steerFailure(forbidden(), ctx).catch((e: unknown) => e);
     expect(thrown).toBeInstanceOf(AuthError);
+  });
+});
+
+describe('PostgreSQL away', () => {
+  const lost = () => new Error('Connection terminated unexpectedly');
+  const steering = (away: boolean, asked: unknown[] = []) => ({
+    queues: {} as never,
+    mintOutage: {} as never,
+    datastoreOutage: {
+      met: async (error: unknown) => {
+        asked.push(error);
+        return away;
+      },
+    },
+  });
+
+  it('confirmed by a ping: back to wait, no attempt spent', async () => {
+    const thrown = await steerFailure(lost(), steering(true)).catch((e: unknown) => e);
+    expect(thrown).toBeInstanceOf(BackToWait);
+    expect((thrown as BackToWait).why).toBe('postgres unreachable');
+  });
+
+  it("not confirmed (the ping answers): the job's own failure, retried", async () => {
+    const error = lost();
+    expect(await steerFailure(error, steering(false)).catch((e: unknown) => e)).toBe(error);
+  });
+
+  it('an API timeout or reset, with the same codes, is never taken for it', async () => {
+    const asked: unknown[] = [];
+    for (const transportCode of ['ETIMEDOUT', 'ECONNRESET', 'ECONNREFUSED']) {
+      const error = new TransportError(`listRewardPages: ${transportCode}`, {
+        operation: 'listRewardPages',
+        transportCode,
+      });
+      expect(await steerFailure(error, steering(true, asked)).catch((e: unknown) => e)).toBe(error);
+    }
+    expect(asked).toEqual([]);
   });
 });

@@ -1,0 +1,59 @@
+import type { Worker } from 'bullmq';
+import { pino } from 'pino';
+import { afterEach, beforeEach, expect, it, vi } from 'vitest';
+import { DatastoreOutage } from '../../src/jobs/datastore-outage.js';
+import { WorkerPauses } from '../../src/jobs/pauses.js';
+
+beforeEach(() => {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date', 'performance'] });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+function rig(ping: () => Promise<void>) {
+  const worker = {
+    paused: false,
+    pause: async () => {
+      worker.paused = true;
+    },
+    resume: () => {
+      worker.paused = false;
+    },
+  };
+  const outage = new DatastoreOutage({
+    ping,
+    pauses: new WorkerPauses(),
+    logger: pino({ level: 'silent' }),
+  });
+  outage.attach([worker as unknown as Worker]);
+  return { worker, outage };
+}
+
+const lost = new Error('Connection terminated unexpectedly');
+
+it('a ping that answers: no outage, nothing paused', async () => {
+  const { worker, outage } = rig(async () => {});
+  expect(await outage.met(lost)).toBe(false);
+  expect(worker.paused).toBe(false);
+});
+
+it('pings again after each failed one, 1 s doubling, however fast it fails, and resumes on an answer', async () => {
+  let up = false;
+  const pings: number[] = [];
+  const { worker, outage } = rig(async () => {
+    pings.push(performance.now());
+    if (!up) throw new Error('connect ECONNREFUSED 127.0.0.1:5432');
+  });
+  expect(await outage.met(lost)).toBe(true); // the ping confirming it is the first
+  expect(worker.paused).toBe(true);
+  expect(await outage.met(lost)).toBe(true); // during the pause: no ping
+  for (const ms of [1000, 2000, 4000]) await vi.advanceTimersByTimeAsync(ms);
+  expect(pings.length).toBe(4);
+  expect(worker.paused).toBe(true);
+  up = true;
+  await vi.advanceTimersByTimeAsync(8000);
+  expect(pings.length).toBe(5);
+  expect(worker.paused).toBe(false);
+  outage.close();
+});
