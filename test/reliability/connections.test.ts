@@ -101,6 +101,14 @@ function allCompleted(jobIds: readonly string[], timeoutMs = 60_000) {
   );
 }
 
+/** Resolves once a page of a consumer whose id starts with `prefix` is stored. */
+function firstPageWritten(prefix: string) {
+  const sql = 'select 1 from perks.rewards where consumer_id like $1 limit 1';
+  return waitFor('a first page written', async () =>
+    (await store.pool.query(sql, [`${prefix}_%`])).rowCount ? true : undefined,
+  );
+}
+
 function seed(prefix: string, count: number, rewards: number): string[] {
   const ids = Array.from({ length: count }, (_, i) => `${prefix}_${i}`);
   for (const id of ids) sandbox.state.addConsumer(id, { rewards });
@@ -145,15 +153,7 @@ describe('PostgreSQL connection faults', () => {
     worker = startProxiedWorker();
     const w = worker;
     const jobIds = await enqueueSyncs(ids);
-    await waitFor('a first page written', async () =>
-      (
-        await store.pool.query('select 1 from perks.rewards where consumer_id like $1 limit 1', [
-          'pg_cut_%',
-        ])
-      ).rowCount
-        ? true
-        : undefined,
-    );
+    await firstPageWritten('pg_cut');
 
     pgProxy.cut(); // queries in flight fail; the pool opens new connections
     await sleep(300);
@@ -180,15 +180,7 @@ describe('PostgreSQL connection faults', () => {
     const w = worker;
     const jobIds = await enqueueSyncs(ids);
     const enrolled = await producer.enqueueEnrollment({ consumerId: 'pg_long_enroll' });
-    await waitFor('a first page written', async () =>
-      (
-        await store.pool.query('select 1 from perks.rewards where consumer_id like $1 limit 1', [
-          'pg_long_%',
-        ])
-      ).rowCount
-        ? true
-        : undefined,
-    );
+    await firstPageWritten('pg_long');
     pgProxy.pause();
     await waitFor('the pause', () =>
       w.output().includes('postgres unreachable; this replica takes no job') ? true : undefined,

@@ -1,8 +1,8 @@
-import type { Worker } from 'bullmq';
 import { pino } from 'pino';
 import { afterEach, beforeEach, expect, it, vi } from 'vitest';
 import { DatastoreOutage } from '../../src/jobs/datastore-outage.js';
 import { WorkerPauses } from '../../src/jobs/pauses.js';
+import { asWorkers, fakeWorker } from '../support/fake-worker.js';
 
 beforeEach(() => {
   vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date', 'performance'] });
@@ -12,21 +12,13 @@ afterEach(() => {
 });
 
 function rig(ping: () => Promise<void>) {
-  const worker = {
-    paused: false,
-    pause: async () => {
-      worker.paused = true;
-    },
-    resume: () => {
-      worker.paused = false;
-    },
-  };
+  const worker = fakeWorker();
   const outage = new DatastoreOutage({
     ping,
     pauses: new WorkerPauses(),
     logger: pino({ level: 'silent' }),
   });
-  outage.attach([worker as unknown as Worker]);
+  outage.attach(asWorkers(worker));
   return { worker, outage };
 }
 

@@ -1,28 +1,13 @@
-import type { Worker } from 'bullmq';
 import { expect, it } from 'vitest';
 import { WorkerPauses } from '../../src/jobs/pauses.js';
-
-/** A worker that says whether it is paused now. */
-function fakeWorker() {
-  const worker = {
-    paused: false,
-    pause: async () => {
-      worker.paused = true;
-    },
-    resume: () => {
-      worker.paused = false;
-    },
-  };
-  return worker;
-}
+import { asWorkers, fakeWorker } from '../support/fake-worker.js';
 
 it('resumes a worker only once every outage holding it has ended', async () => {
   const [sync, reconcile] = [fakeWorker(), fakeWorker()];
   const pauses = new WorkerPauses();
-  const workers = (...w: ReturnType<typeof fakeWorker>[]) => w as unknown as Worker[];
-  await pauses.hold('token mint', workers(sync));
-  await pauses.hold('postgres', workers(sync, reconcile));
-  await pauses.hold('postgres', workers(sync, reconcile)); // the same outage again
+  await pauses.hold('token mint', asWorkers(sync));
+  await pauses.hold('postgres', asWorkers(sync, reconcile));
+  await pauses.hold('postgres', asWorkers(sync, reconcile)); // the same outage again
   expect([sync.paused, reconcile.paused]).toEqual([true, true]);
 
   await pauses.release('token mint');
