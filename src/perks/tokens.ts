@@ -1,7 +1,8 @@
 /**
  * Access tokens, refreshed before they expire. Concurrent callers share one refresh; with a
- * lock-capable cache (Redis), replicas share one mint. A failing cache degrades to minting
- * locally: tokens are cheap, a stalled sync is not. Caches never log the token value.
+ * lock-capable cache (Redis), replicas share one mint. A failing cache, or one silent for 2 s
+ * (Redis away, its commands queued until it is back), degrades to minting locally: tokens are
+ * cheap, a stalled sync is not. Caches never log the token value.
  */
 import { setTimeout } from 'node:timers/promises';
 import type { PerksClientOptions } from './client.js';
@@ -42,6 +43,8 @@ const REFRESH_RETRY_MS = 5_000;
 /** A mint lock is held at most this long; a replica waiting on another's mint polls this often. */
 const LOCK_TTL_MS = 15_000;
 const LOCK_POLL_MS = 50;
+/** A cache operation answers within this, or it is taken as failed. */
+const CACHE_OP_TIMEOUT_MS = 2_000;
 
 export class TokenProvider {
   #memo: CachedToken | undefined;
@@ -158,14 +161,22 @@ export class TokenProvider {
 
   /** Runs a cache operation; a failure is logged and answered with `orElse`. */
   async #cacheOp<T, F = undefined>(name: string, op: () => Promise<T>, orElse?: F): Promise<T | F> {
+    const silent = new AbortController();
     try {
-      return await op();
+      return await Promise.race([
+        op(),
+        setTimeout(CACHE_OP_TIMEOUT_MS, undefined, { signal: silent.signal }).then(() => {
+          throw new Error(`no answer within ${CACHE_OP_TIMEOUT_MS} ms`);
+        }),
+      ]);
     } catch (error) {
       this.options.logger?.warn(
         { op: name, err: error instanceof Error ? error.message : String(error) },
         'perks: token cache unavailable, continuing without it',
       );
       return orElse as F;
+    } finally {
+      silent.abort();
     }
   }
 }

@@ -299,6 +299,16 @@ describe('a failing token cache', () => {
   });
 });
 
+it('a cache that never answers (Redis away, its commands queued) mints locally, 2 s a step', async () => {
+  const silent = () => new Promise<never>(() => {});
+  api = fakeApi({
+    api: okReward,
+    client: { tokenCache: { get: silent, set: silent, invalidate: silent, lock: silent } },
+  });
+  await api.client.getReward(CONSUMER, REWARD_ID);
+  expect(api.tokenRequests()).toHaveLength(1);
+}, 15_000);
+
 it('a short lifetime (expires_in 5): no token goes out with under 1 s left', async () => {
   let now = Date.parse('2024-05-01T10:00:00Z');
   let n = 0;
