@@ -5,6 +5,7 @@
  * cheap, a stalled sync is not. Caches never log the token value.
  */
 import { setTimeout } from 'node:timers/promises';
+import { withTimeout } from '../ops/timeouts.js';
 import type { PerksClientOptions } from './client.js';
 
 /** Epoch ms: `expiresAt` when the API stops accepting it, `refreshAt` when to mint the next. */
@@ -161,22 +162,14 @@ export class TokenProvider {
 
   /** Runs a cache operation; a failure is logged and answered with `orElse`. */
   async #cacheOp<T, F = undefined>(name: string, op: () => Promise<T>, orElse?: F): Promise<T | F> {
-    const silent = new AbortController();
     try {
-      return await Promise.race([
-        op(),
-        setTimeout(CACHE_OP_TIMEOUT_MS, undefined, { signal: silent.signal }).then(() => {
-          throw new Error(`no answer within ${CACHE_OP_TIMEOUT_MS} ms`);
-        }),
-      ]);
+      return await withTimeout(op(), CACHE_OP_TIMEOUT_MS);
     } catch (error) {
       this.options.logger?.warn(
         { op: name, err: error instanceof Error ? error.message : String(error) },
         'perks: token cache unavailable, continuing without it',
       );
       return orElse as F;
-    } finally {
-      silent.abort();
     }
   }
 }
