@@ -15,7 +15,7 @@ import { withTimeout } from '../ops/timeouts.js';
 import type { CredentialSource } from '../perks/client.js';
 import { TokenMintError, tryJson } from '../perks/errors.js';
 import type { RedisClient } from '../redis/connection.js';
-import type { WorkerPauses } from './pauses.js';
+import { OutageRounds, type WorkerPauses } from './pauses.js';
 
 // Whose (client id), refused or not, since when, why (`mintFailureReason`), the error's message
 // (our text, no secrets), failed mints in a row (by the replica that wrote it), next mint.
@@ -58,33 +58,30 @@ interface MintOutageOptions {
   pauses: WorkerPauses;
 }
 
-const [minPauseMs, maxPauseMs] = [1000, 60_000];
 /** The record outlives its pause by this much: a replica that died mid-outage leaves no trace. */
 const recordSlackMs = 120_000;
 /** A probe that worked this recently answers for a new one. */
 const probeReuseMs = 10_000;
 
 export class MintOutage {
-  #failures = 0;
-  #since: Date | undefined;
-  #pausedUntil = 0;
-  #timer: NodeJS.Timeout | undefined;
+  readonly #rounds: OutageRounds;
   #probing: Promise<boolean> | undefined;
   #closed = false;
   /** The credentials of the failure recorded, and whether they were refused. */
   #recordedAs: string | undefined;
   #refused = false;
   #reason = '';
-  #workers: Worker[] = [];
   /** When a probe last worked. */
   #workedAt = 0;
 
-  constructor(private readonly options: MintOutageOptions) {}
+  constructor(private readonly options: MintOutageOptions) {
+    const retry = () => void this.probe();
+    this.#rounds = new OutageRounds({ outage: 'token mint', pauses: options.pauses, retry });
+  }
 
   /** The workers of the API queues, paused while this replica cannot mint. */
   attach(workers: Worker[]): void {
-    this.#workers = workers;
-    if (this.#failures > 0) void this.#pauseWorkers();
+    this.#rounds.attach(workers);
   }
 
   /**
@@ -93,7 +90,7 @@ export class MintOutage {
    * single consumers (each asks) must not mint a token each. `fresh`: new credentials, no reuse.
    */
   probe(fresh = false): Promise<boolean> {
-    if (!fresh && this.#failures === 0 && Date.now() - this.#workedAt < probeReuseMs) {
+    if (!fresh && !this.#rounds.on && Date.now() - this.#workedAt < probeReuseMs) {
       return Promise.resolve(true);
     }
     this.#probing ??= this.#probe().finally(() => {
@@ -108,48 +105,42 @@ export class MintOutage {
    * Failures during a pause are the same round's. Never throws: the job must go back to wait.
    */
   async failed(error: TokenMintError): Promise<void> {
-    if (Date.now() < this.#pausedUntil) return;
+    if (this.#rounds.pausing) return;
     await this.#round(error);
   }
 
   /** A round of the outage: its probe's failure starts one too, however early its timer fired. */
   async #round(error: TokenMintError): Promise<void> {
-    const now = Date.now();
     // Closing aborts a mint in flight: that is no outage.
-    if (this.#closed) return;
-    this.#failures += 1;
-    this.#since ??= new Date(now);
+    const round = this.#closed ? undefined : this.#rounds.begin();
+    const since = this.#rounds.on?.since;
+    if (!round || !since) return;
+    const { failures, pauseMs } = round;
     this.#refused = error.status === 401 || error.status === 403;
     const { redis, prefix, logger } = this.options;
     const [name, { clientId }] = [this.options.name(), this.options.credentials.current()];
-    const pauseMs = Math.min(minPauseMs * 2 ** (this.#failures - 1), maxPauseMs);
-    this.#pausedUntil = now + pauseMs;
     this.#recordedAs = name;
     this.#reason = mintFailureReason(error);
     const failure: MintFailure = {
       clientId,
       refused: this.#refused,
-      since: this.#since.toISOString(),
+      since: since.toISOString(),
       reason: this.#reason,
       message: error.message,
-      failures: this.#failures,
-      nextTryAt: new Date(this.#pausedUntil).toISOString(),
+      failures,
+      nextTryAt: new Date(Date.now() + pauseMs).toISOString(),
     };
-    const fields = { clientId, reason: failure.reason, failures: this.#failures, pauseMs };
+    const fields = { clientId, reason: failure.reason, failures, pauseMs };
     const first =
       'perks api: cannot mint a token; this replica takes no API job until a mint works';
-    if (this.#failures > 1) logger.warn(fields, 'perks api: token mint still failing');
+    if (!round.first) logger.warn(fields, 'perks api: token mint still failing');
     else logger.error({ ...fields, err: { name: error.name, message: error.message } }, first);
     const key = mintFailuresKey(prefix);
     await Promise.allSettled([
-      this.#pauseWorkers(),
+      this.#rounds.hold(pauseMs),
       redis.hset(key, name, JSON.stringify(failure)),
       redis.pexpire(key, pauseMs + recordSlackMs),
     ]);
-    if (this.#closed) return;
-    clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => void this.probe(), pauseMs);
-    this.#timer.unref();
   }
 
   /**
@@ -159,7 +150,7 @@ export class MintOutage {
   async check(): Promise<void> {
     // Refused: at the mint (401, 403) or by the API for the token's scope (403).
     const state = (refused: boolean) => (refused ? 'credentials refused' : 'token mint failing');
-    if (this.#failures > 0) throw new NotReadyError(`${state(this.#refused)} (${this.#reason})`);
+    if (this.#rounds.on) throw new NotReadyError(`${state(this.#refused)} (${this.#reason})`);
     const { redis, prefix, name } = this.options;
     // Redis away or silent (its own check says so): within the ops server's 2 s for a check.
     const record = withTimeout(readMintFailures(redis, prefix, name()), 1000);
@@ -170,13 +161,9 @@ export class MintOutage {
   /** Stops probing; its record goes (a replica with the same credentials renews it). */
   async close(): Promise<void> {
     this.#closed = true;
-    clearTimeout(this.#timer);
+    this.#rounds.close();
     if (this.#recordedAs)
       await this.options.redis.hdel(mintFailuresKey(this.options.prefix), this.#recordedAs);
-  }
-
-  #pauseWorkers() {
-    return this.options.pauses.hold('token mint', this.#workers);
   }
 
   async #probe(): Promise<boolean> {
@@ -193,21 +180,16 @@ export class MintOutage {
 
   async #recovered(): Promise<void> {
     const { redis, prefix, logger } = this.options;
-    const failures = this.#failures;
-    const since = this.#since;
     const names = [this.options.name(), this.#recordedAs ?? ''];
-    this.#failures = 0;
-    this.#since = undefined;
-    this.#pausedUntil = 0;
     this.#refused = false;
     this.#recordedAs = undefined;
+    const ended = await this.#rounds.end();
     // A record of the outage, ours or of another replica with these credentials (one restarted
     // finds its predecessor's): a mint works now, so it goes.
     const recorded = await redis.hdel(mintFailuresKey(prefix), ...names).catch(() => 0);
-    if (failures === 0 && recorded === 0) return;
-    await this.options.pauses.release('token mint');
+    if (!ended && recorded === 0) return;
     logger.info(
-      { failures, downMs: since ? Date.now() - since.getTime() : undefined },
+      { failures: ended?.failures ?? 0, downMs: ended?.downMs },
       'perks api: token mint works again; the API jobs resume',
     );
   }
