@@ -30,7 +30,7 @@ it('a ping that answers: no outage, nothing paused', async () => {
   expect(worker.paused).toBe(false);
 });
 
-it('pings again after each failed one, 1 s doubling, however fast it fails, and resumes on an answer', async () => {
+it('pings at the end of each pause, 1 s doubling, and resumes on the first answer', async () => {
   let up = false;
   const pings: number[] = [];
   const { worker, outage } = rig(async () => {
@@ -46,6 +46,20 @@ it('pings again after each failed one, 1 s doubling, however fast it fails, and 
   up = true;
   await vi.advanceTimersByTimeAsync(8000);
   expect(pings.length).toBe(5);
+  expect(worker.paused).toBe(false);
+  outage.close();
+});
+
+it('a wall clock stepped back during an outage skips no ping', async () => {
+  let pings = 0;
+  const { worker, outage } = rig(async () => {
+    pings += 1;
+    if (pings === 2) vi.setSystemTime(Date.now() - 60_000); // NTP steps the clock back
+    if (pings < 4) throw new Error('connect ECONNREFUSED 127.0.0.1:5432');
+  });
+  expect(await outage.met(lost)).toBe(true);
+  for (const ms of [1000, 2000, 4000]) await vi.advanceTimersByTimeAsync(ms);
+  expect(pings).toBe(4);
   expect(worker.paused).toBe(false);
   outage.close();
 });
