@@ -2,10 +2,10 @@
  * A sync job of several consumers (a reconciliation's fan-out) syncs them all at once, giving
  * each what a job of its own would: a consumer with a sync job of its own (pending or running)
  * is left to it; one that fails is handed to a job of its own, delayed as a first retry (so it
- * shows in `perks-worker failed` if it fails for good). A 429, a failing mint or PostgreSQL away
- * stops the other syncs and pauses the queues at once; the job goes back to wait without
- * spending an attempt, holding only the consumers not yet synced, as a cancel (shutdown) leaves
- * it for its retry.
+ * shows in `perks-worker failed` if it fails for good). Whatever pauses the queues or workers (a
+ * 429, a failing mint, credentials refused, PostgreSQL away) stops the other syncs; the job goes
+ * back to wait without spending an attempt, holding only the consumers not yet synced, as a
+ * cancel (shutdown) leaves it for its retry.
  */
 import { setMaxListeners } from 'node:events';
 import { Backoffs, type Job, type Queue } from 'bullmq';
@@ -133,9 +133,9 @@ async function addOwnJobs({ ctx, from }: Batch, consumerIds: string[], delays: n
   await carryReconciliation(queue, ctx.tallies, consumerIds, from.reconciliation);
 }
 
-// Every sync at once. A 429 or a failing mint stops the others and pauses the queues now, not
-// once the slowest has ended; PostgreSQL away too, once a ping confirms it. `stopped` after
-// one of them, or a cancel.
+// Every sync at once. Whatever pauses the queues or workers (pauseFor) stops the others too: a
+// 429 or a failing mint at once, not once the slowest has ended; credentials refused or
+// PostgreSQL away once a probe or ping confirms it. `stopped` after one of them, or a cancel.
 async function syncAtOnce(
   { ctx, job }: Batch,
   consumerIds: readonly string[],
@@ -154,7 +154,7 @@ async function syncAtOnce(
         // A pause never shortens a longer one, and a mint's outage counts one failure a round.
         if (error instanceof ThrottledError || error instanceof TokenMintError) stop.abort();
         const why = await pauseFor(error, ctx);
-        if (why === 'postgres unreachable') stop.abort();
+        if (why) stop.abort();
         paused = why ?? paused;
         throw error;
       }
