@@ -2,10 +2,11 @@
  * Sync jobs of several consumers (a reconciliation's fan-out): each consumer is synced as its
  * own job would sync it, and keeps what its own job would give it: retries in a job of its
  * own, a place in `failed`, no second sync while its own is pending, nothing lost to a 429 or
- * a shutdown.
+ * a shutdown, nor to an outage of the credentials.
  */
 import { RateLimitError } from 'bullmq';
 import { afterEach, describe, expect, it } from 'vitest';
+import { BackToWait } from '../../src/jobs/failures.js';
 import {
   processRewardSyncBatch,
   type RewardSyncBatchResult,
@@ -171,6 +172,39 @@ describe('sync jobs of several consumers', () => {
     await expectConsistent(h.runtime.ctx.store.pool, h.sandbox, ['thr_a', 'thr_c']);
     expect(await h.rewardIds('thr_b')).toHaveLength(1000); // its first page, written
     expect(await h.rewardIds('thr_d')).toEqual([]);
+  });
+
+  it('on credentials refused (a 403 the probe confirms) stop the other syncs and go back to wait, holding only the consumers not yet synced', async () => {
+    harness = await startHarness({ env: { PERKS_TIMEOUT_MS: '30000' } });
+    const h = harness;
+    for (const id of ['ref_a', 'ref_c', 'ref_d']) h.sandbox.state.addConsumer(id, { rewards: 2 });
+    h.sandbox.state.addConsumer('ref_b', { rewards: 1500 });
+    const job = await batchJob(h, ['ref_a', 'ref_b', 'ref_c', 'ref_d']);
+    const inject = h.sandbox.faults.inject.bind(h.sandbox.faults);
+    // The credentials lose their access: the probe's GET is refused, and a probe has seen it
+    // (the start's, which worked, would otherwise answer for a while).
+    inject({ route: 'getReward', count: 1_000_000, kind: 'status', status: 403 });
+    expect(await h.runtime.ctx.mintOutage.probe(true)).toBe(false);
+    // ref_b: its first page comes 2 s late (ref_a and ref_c are done by then), its second is
+    // refused with a 403. ref_d: its only page would take 20 s; the 403 stops it.
+    inject({ route: 'listRewards', consumerId: 'ref_b', count: 1, kind: 'delay', delayMs: 2000 });
+    inject({ route: 'listRewards', consumerId: 'ref_b', count: 1, kind: 'status', status: 403 });
+    inject({ route: 'listRewards', consumerId: 'ref_d', count: 1, kind: 'delay', delayMs: 20_000 });
+
+    const refused = await processRewardSyncBatch(job, h.runtime.ctx).catch((error) => error);
+
+    expect(refused).toBeInstanceOf(BackToWait);
+    expect(refused.why).toBe('credentials refused (403)');
+    const after = await h.runtime.ctx.queues.rewardSync.getJob(job.id ?? '');
+    expect(after?.data).toEqual({ consumerIds: ['ref_b', 'ref_d'], reason: 'reconciliation' });
+    // Neither handed to a job of its own, where each would spend attempts on the outage.
+    const own = (await h.runtime.ctx.queues.rewardSync.getJobs(['wait', 'delayed'])).filter(
+      (j) => j.name === jobNames.syncRewards,
+    );
+    expect(own).toEqual([]);
+    await expectConsistent(h.runtime.ctx.store.pool, h.sandbox, ['ref_a', 'ref_c']);
+    expect(await h.rewardIds('ref_b')).toHaveLength(1000); // its first page, written
+    expect(await h.rewardIds('ref_d')).toEqual([]);
   });
 
   it('cancelled (a shutdown), keep only the consumers not yet synced for the retry', async () => {
