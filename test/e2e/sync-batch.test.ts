@@ -14,6 +14,7 @@ import {
 import { jobNames } from '../../src/queues/names.js';
 import type { PerksJob } from '../../src/queues/payloads.js';
 import { enqueueRewardSync, enqueueRewardSyncs } from '../../src/queues/producer.js';
+import type { Fault } from '../../src/sandbox/faults.js';
 import { expectConsistent } from '../support/processes.js';
 import { consumerRequests, type Harness, startHarness } from '../support/worker-harness.js';
 
@@ -142,70 +143,86 @@ describe('sync jobs of several consumers', () => {
     expect(waiting.find((j) => j.data.consumerId === 'own_a')?.id).toBe(own.id);
   });
 
-  it('on a long 429 stop the other syncs and go back to wait, holding only the consumers not yet synced', async () => {
-    harness = await startHarness({ env: { PERKS_TIMEOUT_MS: '5000' } });
-    const h = harness;
-    for (const id of ['thr_a', 'thr_c']) h.sandbox.state.addConsumer(id, { rewards: 2 });
-    // thr_b: its first page comes 3 s late (thr_a and thr_c are done by then), its second is
-    // refused with a 429.
-    h.sandbox.state.addConsumer('thr_b', { rewards: 1500 });
-    // thr_d: its only page would take 20 s; the 429 stops it.
-    h.sandbox.state.addConsumer('thr_d', { rewards: 2 });
-    const job = await batchJob(h, ['thr_a', 'thr_b', 'thr_c', 'thr_d']);
-    const inject = h.sandbox.faults.inject.bind(h.sandbox.faults);
-    inject({ route: 'listRewards', consumerId: 'thr_b', count: 1, kind: 'delay', delayMs: 3000 });
-    inject({
-      route: 'listRewards',
-      consumerId: 'thr_b',
-      count: 1,
-      kind: 'throttle429',
-      retryAfterSeconds: 30,
-    });
-    inject({ route: 'listRewards', consumerId: 'thr_d', count: 1, kind: 'delay', delayMs: 20_000 });
+  // What pauses the queues or workers stops the batch's other syncs. In each case thr_b's first
+  // page comes 3 s late (thr_a and thr_c are done by then) and its second is refused; thr_d's
+  // only page would take 20 s, and the refusal stops it.
+  interface Stop {
+    cause: string;
+    why: BackToWait['why'];
+    refusal: Pick<Fault, 'kind' | 'status' | 'retryAfterSeconds'>;
+    before?: (h: Harness) => Promise<void>;
+    after?: (h: Harness) => Promise<void>;
+  }
+  const stops: Stop[] = [
+    {
+      cause: 'a long 429',
+      why: 'throttled by the API',
+      refusal: { kind: 'throttle429', retryAfterSeconds: 30 },
+      after: async (h) => {
+        // Paused for the 429's 30 s.
+        expect(await h.runtime.ctx.queues.rewardSync.getRateLimitTtl()).toBeGreaterThan(20_000);
+      },
+    },
+    {
+      cause: 'credentials refused (403)',
+      why: 'credentials refused (403)',
+      refusal: { kind: 'status', status: 403 },
+      // The probe's GET is refused too, and a probe has seen it (the start's, which worked,
+      // would otherwise answer for a while).
+      before: async (h) => {
+        h.sandbox.faults.inject({
+          route: 'getReward',
+          count: 1_000_000,
+          kind: 'status',
+          status: 403,
+        });
+        expect(await h.runtime.ctx.mintOutage.probe(true)).toBe(false);
+      },
+    },
+  ];
 
-    await expect(processRewardSyncBatch(job, h.runtime.ctx)).rejects.toBeInstanceOf(RateLimitError);
+  it.each(stops)(
+    'on $cause stop the other syncs and go back to wait, holding only the consumers not yet synced',
+    async ({ why, refusal, before, after }) => {
+      harness = await startHarness({ env: { PERKS_TIMEOUT_MS: '5000' } });
+      const h = harness;
+      for (const id of ['thr_a', 'thr_c', 'thr_d']) h.sandbox.state.addConsumer(id, { rewards: 2 });
+      h.sandbox.state.addConsumer('thr_b', { rewards: 1500 });
+      const job = await batchJob(h, ['thr_a', 'thr_b', 'thr_c', 'thr_d']);
+      await before?.(h);
+      const inject = h.sandbox.faults.inject.bind(h.sandbox.faults);
+      inject({ route: 'listRewards', consumerId: 'thr_b', count: 1, kind: 'delay', delayMs: 3000 });
+      inject({ route: 'listRewards', consumerId: 'thr_b', count: 1, ...refusal });
+      inject({
+        route: 'listRewards',
+        consumerId: 'thr_d',
+        count: 1,
+        kind: 'delay',
+        delayMs: 20_000,
+      });
 
-    const after = await h.runtime.ctx.queues.rewardSync.getJob(job.id ?? '');
-    expect(after?.data).toEqual({ consumerIds: ['thr_b', 'thr_d'], reason: 'reconciliation' });
-    // Paused for the 429's 30 s.
-    expect(await h.runtime.ctx.queues.rewardSync.getRateLimitTtl()).toBeGreaterThan(20_000);
-    await expectConsistent(h.runtime.ctx.store.pool, h.sandbox, ['thr_a', 'thr_c']);
-    expect(await h.rewardIds('thr_b')).toHaveLength(1000); // its first page, written
-    expect(await h.rewardIds('thr_d')).toEqual([]);
-  });
+      const stopped = await processRewardSyncBatch(job, h.runtime.ctx).catch((error) => error);
 
-  it('on credentials refused (a 403 the probe confirms) stop the other syncs and go back to wait, holding only the consumers not yet synced', async () => {
-    harness = await startHarness({ env: { PERKS_TIMEOUT_MS: '30000' } });
-    const h = harness;
-    for (const id of ['ref_a', 'ref_c', 'ref_d']) h.sandbox.state.addConsumer(id, { rewards: 2 });
-    h.sandbox.state.addConsumer('ref_b', { rewards: 1500 });
-    const job = await batchJob(h, ['ref_a', 'ref_b', 'ref_c', 'ref_d']);
-    const inject = h.sandbox.faults.inject.bind(h.sandbox.faults);
-    // The credentials lose their access: the probe's GET is refused, and a probe has seen it
-    // (the start's, which worked, would otherwise answer for a while).
-    inject({ route: 'getReward', count: 1_000_000, kind: 'status', status: 403 });
-    expect(await h.runtime.ctx.mintOutage.probe(true)).toBe(false);
-    // ref_b: its first page comes 2 s late (ref_a and ref_c are done by then), its second is
-    // refused with a 403. ref_d: its only page would take 20 s; the 403 stops it.
-    inject({ route: 'listRewards', consumerId: 'ref_b', count: 1, kind: 'delay', delayMs: 2000 });
-    inject({ route: 'listRewards', consumerId: 'ref_b', count: 1, kind: 'status', status: 403 });
-    inject({ route: 'listRewards', consumerId: 'ref_d', count: 1, kind: 'delay', delayMs: 20_000 });
-
-    const refused = await processRewardSyncBatch(job, h.runtime.ctx).catch((error) => error);
-
-    expect(refused).toBeInstanceOf(BackToWait);
-    expect(refused.why).toBe('credentials refused (403)');
-    const after = await h.runtime.ctx.queues.rewardSync.getJob(job.id ?? '');
-    expect(after?.data).toEqual({ consumerIds: ['ref_b', 'ref_d'], reason: 'reconciliation' });
-    // Neither handed to a job of its own, where each would spend attempts on the outage.
-    const own = (await h.runtime.ctx.queues.rewardSync.getJobs(['wait', 'delayed'])).filter(
-      (j) => j.name === jobNames.syncRewards,
-    );
-    expect(own).toEqual([]);
-    await expectConsistent(h.runtime.ctx.store.pool, h.sandbox, ['ref_a', 'ref_c']);
-    expect(await h.rewardIds('ref_b')).toHaveLength(1000); // its first page, written
-    expect(await h.rewardIds('ref_d')).toEqual([]);
-  });
+      // A RateLimitError: BullMQ moves the job back to wait without spending an attempt.
+      expect(stopped).toBeInstanceOf(RateLimitError);
+      expect(stopped).toBeInstanceOf(BackToWait);
+      expect(stopped.why).toBe(why);
+      const q = h.runtime.ctx.queues.rewardSync;
+      expect((await q.getJob(job.id ?? ''))?.data).toEqual({
+        consumerIds: ['thr_b', 'thr_d'],
+        reason: 'reconciliation',
+      });
+      // Neither handed to a job of its own, where each would spend attempts on the outage.
+      const own = (await q.getJobs(['wait', 'delayed'])).filter(
+        (j) => j.name === jobNames.syncRewards,
+      );
+      expect(own).toEqual([]);
+      await after?.(h);
+      await expectConsistent(h.runtime.ctx.store.pool, h.sandbox, ['thr_a', 'thr_c']);
+      expect(await h.rewardIds('thr_b')).toHaveLength(1000); // its first page, written
+      expect(await h.rewardIds('thr_d')).toEqual([]);
+    },
+  );
 
   it('cancelled (a shutdown), keep only the consumers not yet synced for the retry', async () => {
     harness = await startHarness();
