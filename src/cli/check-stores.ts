@@ -8,6 +8,7 @@ import { MigrationChecksumError } from '../store/errors.js';
 import { quoteIdentifier } from '../store/identifier.js';
 import {
   assertUnchanged,
+  laterVersions,
   loadMigrationFiles,
   loadRepeatableFiles,
   type MigrationFile,
@@ -121,6 +122,7 @@ async function checkSchema(client: pg.Client, schema: string): Promise<CheckResu
       `select version, checksum from ${q}.schema_migrations order by version`,
     );
     for (const row of numbered.rows) applied.set(row.version, row.checksum);
+    // Read apart: a schema of a release before the repeatable migrations has no such table.
     const repeatable = await client.query<{ file: string; checksum: string }>(
       `select file, checksum from ${q}.schema_repeatable_migrations`,
     );
@@ -132,9 +134,11 @@ async function checkSchema(client: pg.Client, schema: string): Promise<CheckResu
       return line.fail('schema', schema, detail, 'check DATABASE_SCHEMA');
     }
   }
-  const result = schemaResult(schema, await loadMigrationFiles(), applied);
-  if (!result.ok || applied.size === 0) return result;
-  // The functions (migrations/repeatable/) are this build's only once `migrate` has run it.
+  const files = await loadMigrationFiles();
+  const result = schemaResult(schema, files, applied);
+  // The functions (migrations/repeatable/) are this build's only once `migrate` has run it;
+  // those of a later release's schema are that release's, which this build's migrate keeps.
+  if (!result.ok || applied.size === 0 || laterVersions(files, applied).length > 0) return result;
   const stale = (await loadRepeatableFiles()).filter((f) => functions.get(f.file) !== f.checksum);
   if (stale.length === 0) return result;
   const detail = `functions not this build's (${stale.map((f) => f.file).join(', ')})`;
@@ -172,9 +176,7 @@ export function schemaResult(
     return line.fail('schema', schema, `${count} pending (${names})`, migrate);
   }
   const current = [...applied.keys()].sort().at(-1) ?? '';
-  const known = new Set(files.map((f) => f.version));
-  const newer = [...applied.keys()].filter((v) => !known.has(v)).length;
-  // Migrations only add: a schema a later release migrated further still serves this build.
+  const newer = laterVersions(files, applied).length;
   const note = newer > 0 ? `, ${newer} from a later release` : '';
   return line.pass('schema', schema, `migrated (at ${current}, ${applied.size} migrations${note})`);
 }

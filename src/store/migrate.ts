@@ -172,6 +172,16 @@ async function prepareSchema(run: Run) {
   });
 }
 
+// Applied versions this build does not know: a later release migrated the schema. Migrations
+// only add, so it still serves this build, and its SQL functions are that release's to keep.
+export function laterVersions(
+  files: readonly MigrationFile[],
+  applied: ReadonlyMap<string, string>,
+) {
+  const known = new Set(files.map((f) => f.version));
+  return [...applied.keys()].filter((version) => !known.has(version));
+}
+
 /** One migrate call's connection; `q` is the quoted schema. */
 interface Run {
   client: pg.Client;
@@ -190,10 +200,8 @@ async function applyNumbered(
     const checksum = recorded.get(file.version);
     if (checksum !== undefined) assertUnchanged(file, checksum);
   }
-  const known = new Set(files.map((f) => f.version));
-  const unknown = [...recorded.keys()].filter((version) => !known.has(version));
+  const unknown = laterVersions(files, recorded);
   if (unknown.length > 0) {
-    // A newer release migrated it: migrations only add, so this build still works.
     const message = 'schema has migrations this build does not know; its SQL functions are kept';
     run.logger?.warn({ schema: run.schema, versions: unknown }, message);
   }

@@ -182,6 +182,16 @@ describe('perks-worker check', () => {
       "✗ schema check_stale: functions not this build's (datastore_summary.sql) — fix: run perks-worker migrate",
     );
     expect(stale.status).toBe(1);
+
+    // A later release migrated it further: its functions are that release's, which this build's
+    // migrate keeps, so they are not stale and the schema still serves this build.
+    await rig.store.pool.query(
+      `insert into check_stale.schema_migrations (version, name, checksum) values ('999999', 'later', 'x')`,
+    );
+    const later = await runCheck(staleEnv);
+    expect(line(later.stdout, 'schema')).toBe(
+      `✓ schema check_stale: migrated (at 999999, ${files.length + 1} migrations, 1 from a later release)`,
+    );
   });
 
   it('fails on a Redis that refuses connections, and goes on with the other checks', async () => {
