@@ -6,6 +6,10 @@
  */
 export class OperationalError extends Error {}
 
+/** `text` cut to `max` characters, with an ellipsis when cut. */
+export const clip = (text: string, max: number): string =>
+  text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+
 export class InputError extends Error {}
 
 /** A command-line mistake, caught by the argument parser or by a command. */

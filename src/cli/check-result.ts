@@ -1,5 +1,6 @@
 /** What one line of `perks-worker check` says, and the helpers every check builds it with. */
 import { redactUrl } from '../config.js';
+import { clip } from '../errors.js';
 import { redactSecrets } from '../perks/redact.js';
 
 export interface CheckResult {
@@ -37,7 +38,7 @@ const maxText = 240;
 export function scrub(result: CheckResult, secrets: readonly string[]): CheckResult {
   const clean = (text: string) => {
     const line = redactSecrets(redactUrl(text), secrets).replace(/\s+/g, ' ').trim();
-    return line.length > maxText ? `${line.slice(0, maxText - 1)}…` : line;
+    return clip(line, maxText);
   };
   return {
     ...result,

@@ -1,9 +1,10 @@
 import { type DatabaseConfig, loadConfig, redactUrl } from '../config.js';
+import { clip } from '../errors.js';
 import { DatastoreUnavailableError, datastoreProblem } from '../store/errors.js';
 import { deliveryLag, listDeliveries, oldestEvent, replayFrom } from '../store/event-deliveries.js';
 import { quoteIdentifier } from '../store/identifier.js';
 import { createStore, type Store } from '../store/store.js';
-import { clip, lagLine, renderTable, say } from './report.js';
+import { lagLine, renderTable, say } from './report.js';
 
 /** The datastore's errors as one line: a server down or a schema not migrated is no bug. */
 async function withStore<T>(database: DatabaseConfig, work: (store: Store) => Promise<T>) {

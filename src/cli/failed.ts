@@ -1,8 +1,9 @@
+import { clip } from '../errors.js';
 import { failedPermanently } from '../jobs/failures.js';
 import { failedJobs } from '../queues/inspect.js';
 import { jobNames } from '../queues/names.js';
 import { withProducer } from './producer-session.js';
-import { clip, jobJson, renderTable, say } from './report.js';
+import { jobJson, renderTable, say } from './report.js';
 
 export async function run(options: { retry?: boolean; limit: number; json?: boolean }) {
   const { retry = false, limit, json = false } = options;

@@ -1,4 +1,5 @@
 /** Text tables and blocks of `status`, `failed`, `events` and `demo`. */
+import { clip } from '../errors.js';
 import type { MintFailure } from '../jobs/mint-outage.js';
 import {
   type CountedState,
@@ -44,11 +45,6 @@ export function reconciliationBlock(view: ReconciliationView | undefined): strin
     view.failedReason && `  reason    ${clip(view.failedReason, 200)}`,
   ];
   return lines.filter((line) => typeof line === 'string' && line !== '').join('\n');
-}
-
-/** `text` cut to `max` characters, with an ellipsis when cut (--json has it whole). */
-export function clip(text: string, max: number): string {
-  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
 }
 
 export function formatDuration(seconds: number): string {

@@ -21,6 +21,7 @@ import {
   type Publisher,
 } from 'rabbitmq-client';
 import { redactUrl } from '../config.js';
+import { clip } from '../errors.js';
 import { NotReadyError } from '../ops/health.js';
 import type { Logger } from '../ops/logger.js';
 import { type Outage, oncePerOutage, outageLogger } from '../ops/outage.js';
@@ -219,7 +220,10 @@ async function deadLetter(
   } catch (error) {
     if (!(error instanceof AMQPChannelError) || error instanceof AMQPConnectionError) throw error;
     const dropped = {
-      'x-perks-dropped-headers': clipped(Object.keys(message.headers ?? {}).join(', ')),
+      'x-perks-dropped-headers': clip(
+        Object.keys(message.headers ?? {}).join(', '),
+        reasonMaxChars,
+      ),
     };
     await publisher.send(deadLetterOf(message, deadQueue, reason, dropped), body);
   }
@@ -269,7 +273,7 @@ function deadLetterOf(
     ...Object.fromEntries(all.filter(([, value]) => value !== undefined)),
     exchange: '',
     routingKey: deadQueue,
-    headers: { ...headers, [errorHeader]: clipped(reason), ...decodedBody(message) },
+    headers: { ...headers, [errorHeader]: clip(reason, reasonMaxChars), ...decodedBody(message) },
     durable: true,
   };
 }
@@ -280,8 +284,6 @@ const decodedBody = (message: AsyncMessage) =>
     : { 'x-perks-body': parsedByClient(message) ? 'json reserialized' : 'utf-8 decoded' };
 
 /** A reason of hundreds of unknown fields must still fit the header frame (frameMax 8192). */
-const clipped = (reason: string) =>
-  reason.length <= reasonMaxChars ? reason : `${reason.slice(0, reasonMaxChars - 1)}…`;
 const reasonMaxChars = 1000;
 
 /** Waits as long as the outage has lasted so far, 0.25 to 5 s, with jitter; aborts at close. */

@@ -3,6 +3,7 @@
  * never on a message; messages never hold the client secret or a token.
  */
 import { z } from 'zod';
+import { clip } from '../errors.js';
 import type { HttpResponse } from './http.js';
 import { redactDeep, redactSecrets } from './redact.js';
 
@@ -194,7 +195,7 @@ function bodySnippet(body: string): string {
     .replace(/[\p{Cc}\p{Cf}]/gu, ' ')
     .replace(/\s+/g, ' ')
     .trim();
-  return text.length > SNIPPET_MAX_CHARS ? `${text.slice(0, SNIPPET_MAX_CHARS - 1)}…` : text;
+  return clip(text, SNIPPET_MAX_CHARS);
 }
 
 /**
