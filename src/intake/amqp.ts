@@ -219,12 +219,8 @@ async function deadLetter(
     await publisher.send(deadLetterOf(message, deadQueue, reason, message.headers), body);
   } catch (error) {
     if (!(error instanceof AMQPChannelError) || error instanceof AMQPConnectionError) throw error;
-    const dropped = {
-      'x-perks-dropped-headers': clip(
-        Object.keys(message.headers ?? {}).join(', '),
-        reasonMaxChars,
-      ),
-    };
+    const names = Object.keys(message.headers ?? {}).join(', ');
+    const dropped = { 'x-perks-dropped-headers': clip(names, reasonMaxChars) };
     await publisher.send(deadLetterOf(message, deadQueue, reason, dropped), body);
   }
 }
