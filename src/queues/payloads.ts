@@ -20,9 +20,7 @@ export function problemsOf(error: ZodError, whole = '(payload)'): Problem[] {
       const more = issue.keys.length > 5 ? ` (+${issue.keys.length - 5} more)` : '';
       return { field: `${named.join(', ')}${more}`, message: 'is not a known field' };
     }
-    const field = issue.path
-      .map((key, i) => (typeof key === 'number' ? `[${key}]` : `${i > 0 ? '.' : ''}${String(key)}`))
-      .join('');
+    const field = z.core.toDotPath(issue.path);
     if (field !== '') return { field, message: issue.message };
     const notObject = issue.code === 'invalid_type';
     return { field: whole, message: notObject ? 'must be a JSON object' : issue.message };
