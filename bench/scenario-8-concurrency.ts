@@ -7,7 +7,9 @@
  *
  * The same run against a sandbox that refuses with a 429 any request beyond 24 in flight, a
  * limit the worker is not told: the share of requests refused says whether it found the limit
- * and kept under it. A quarter as many consumers again are synced first, outside the clock.
+ * and kept under it. Then the open run again with each consumer a sync job of its own (as after
+ * enrollments), which BullMQ takes as many at once as the replica has sync slots. A quarter as
+ * many consumers again are synced first in each, outside the clock.
  */
 import { type Lab, startLab } from './lab.js';
 import {
@@ -35,9 +37,14 @@ async function limitOf(lab: Lab): Promise<number> {
   return Number(/^perks_worker_api_concurrency_limit (\d+)/m.exec(text)?.[1] ?? Number.NaN);
 }
 
-async function measure(ctx: BenchContext, consumers: number, concurrencyLimit?: number) {
+/** `perJob` 1: each consumer a sync job of its own; default: the fan-out's jobs. */
+async function measure(
+  ctx: BenchContext,
+  consumers: number,
+  { concurrencyLimit, perJob }: { concurrencyLimit?: number; perJob?: number } = {},
+) {
   const warmUp = Math.round(consumers / 4);
-  const name = concurrencyLimit === undefined ? 's8_open' : 's8_capped';
+  const name = `s8_${concurrencyLimit === undefined ? 'open' : 'capped'}${perJob ?? ''}`;
   const lab = await startLab(ctx.run, {
     name,
     sandbox: {
@@ -49,11 +56,11 @@ async function measure(ctx: BenchContext, consumers: number, concurrencyLimit?: 
   });
   try {
     const ids = await consumerIdsOf(lab.sandbox);
-    await syncThroughWorker(ctx.run, lab, ids.slice(0, warmUp), warmUp);
+    await syncThroughWorker(ctx.run, lab, ids.slice(0, warmUp), warmUp, perJob);
     // P is the timed run's own peak: the warm-up's start may have let out more.
     await lab.sandbox.state.restartPeakInFlight();
     const before = await lab.sandbox.state.counters();
-    const timed = await syncThroughWorker(ctx.run, lab, ids.slice(warmUp), consumers);
+    const timed = await syncThroughWorker(ctx.run, lab, ids.slice(warmUp), consumers, perJob);
     const after = await lab.sandbox.state.counters();
     const listed = (c: typeof after) => c.requests.listRewards ?? 0;
     return {
@@ -75,7 +82,8 @@ export const scenario8: Scenario = {
     const consumers = ctx.quick ? 2000 : 10_000;
     const open = await measure(ctx, consumers);
     ctx.note(`scenario 8: open API done, ${perSecond(consumers, open.ms)} consumers/s`);
-    const capped = await measure(ctx, consumers, hiddenLimit);
+    const capped = await measure(ctx, consumers, { concurrencyLimit: hiddenLimit });
+    const single = await measure(ctx, consumers, { perJob: 1 });
     const answered = open.requests - open.refused;
     const boundMs = (answered * latencyMs) / open.peakInFlight;
     return {
@@ -92,6 +100,8 @@ export const scenario8: Scenario = {
         'capped: peak in flight': capped.peakInFlight,
         'capped: refused %': round((100 * capped.refused) / capped.requests, 2),
         'capped: limit at the end': capped.limit,
+        'a job each: consumers/s': perSecond(consumers, single.ms),
+        'a job each: peak in flight': single.peakInFlight,
       },
       ratio: round(open.ms / boundMs),
       goal: '≤ 1.15 (wall ÷ Q·L/P), at ≥ 2,000 consumers/s',

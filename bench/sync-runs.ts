@@ -57,7 +57,7 @@ const writesSince = (
 
 /**
  * Enqueues a sync of every consumer as a reconciliation does (SYNC_CONSUMERS_PER_JOB to a
- * job) and waits until they have all completed. The clock starts before the first enqueue:
+ * job, or `perJob`: 1 as after enrollments) and waits until they have all completed. The clock starts before the first enqueue:
  * enqueueing is part of what a user pays.
  */
 export async function syncThroughWorker(
@@ -65,10 +65,10 @@ export async function syncThroughWorker(
   lab: Lab,
   consumerIds: readonly string[],
   rows: number,
+  perJob = fanOutConsumersPerJob(lab.config.worker),
 ): Promise<Timed> {
   const wal = await walPosition(run);
   const writes = { ...lab.runtime.ctx.store.writes };
-  const perJob = fanOutConsumersPerJob(lab.config.worker);
   const target = lab.counts.rewardSync.completed + Math.ceil(consumerIds.length / perJob);
   const started = performance.now();
   // Slices of the reconciliation's default read batch, a whole number of jobs each.
