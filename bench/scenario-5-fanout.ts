@@ -13,7 +13,7 @@ import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import { fanOutConsumersPerJob, syncsInFlight } from '../src/jobs/sync-rewards-batch.js';
+import { fanOutConsumersPerJob } from '../src/jobs/sync-rewards-batch.js';
 import { startReconciliation } from '../src/queues/producer.js';
 import { closeQueues, defaultJobPolicy, openQueues } from '../src/queues/queues.js';
 import { deletePrefix } from '../src/redis/connection.js';
@@ -78,11 +78,11 @@ const jobBound = (knobs: Knobs) =>
   knobs.reconcileMaxPending +
   Math.ceil(knobs.reconcileBatchSize / perJob) +
   knobs.keepCompletedJobs +
-  syncsInFlight(defaultWorker);
+  defaultWorker.syncConcurrency;
 
 /**
  * N/10, but up to 4,000 jobs' worth of consumers (and N/3 at most). Below the job bound
- * (3,191 with the defaults) the queue never fills; and the worker's heap still grows over its
+ * (3,071 with the defaults) the queue never fills; and the worker's heap still grows over its
  * first few thousand jobs (with one consumer a job, peak RSS 145 MiB after 2,000 and 164 after
  * 4,000, levelling at 184 to 190 from 10,000 on): a smaller run would compare N against a
  * worker not yet in its steady state.

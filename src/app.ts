@@ -14,7 +14,6 @@ import { startWebhooks, type Webhooks } from './events/index.js';
 import { type Intake, startIntake } from './intake/index.js';
 import { createRuntime, type Runtime } from './jobs/runtime.js';
 import { registerReconcileSchedule, schedulePruning } from './jobs/schedule.js';
-import { syncsInFlight } from './jobs/sync-rewards-batch.js';
 import { type RunningWorker, startWorker } from './jobs/worker.js';
 import { createDashboard, dashboardPath } from './ops/dashboard.js';
 import { closeServer, listenFailure, startOpsServer } from './ops/health.js';
@@ -134,7 +133,6 @@ export async function startPerksWorker(
       prefix,
       enrollConcurrency: settings.enrollConcurrency,
       syncConcurrency: settings.syncConcurrency,
-      syncsAtOnce: syncsInFlight(settings),
     },
     'worker started',
   );

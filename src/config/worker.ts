@@ -62,7 +62,7 @@ export const workerVariables = group('worker', {
   }),
   SYNC_CONCURRENCY: variable('syncConcurrency', wholeNumber(1, 1000), {
     default: '16',
-    doc: 'Reconciliation sync jobs processed at once by one replica: its consumer syncs at once are this × `SYNC_CONSUMERS_PER_JOB` (128), jobs of one consumer each (after an enrollment, `perks-worker sync`) as many. They outnumber the requests `PERKS_CONNECTIONS` lets out (64): while some write their page, others keep the requests in flight.',
+    doc: 'Reward sync jobs processed at once by one replica. By default their syncs (16 × `SYNC_CONSUMERS_PER_JOB`) outnumber the requests `PERKS_CONNECTIONS` lets out (64): while some write their page, others keep the requests in flight.',
   }),
   SYNC_CONSUMERS_PER_JOB: variable('syncConsumersPerJob', wholeNumber(1, maxConsumersPerSyncJob), {
     default: '8',

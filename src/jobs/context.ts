@@ -1,4 +1,3 @@
-import type { LimitFunction } from 'p-limit';
 import type { Logger } from '../ops/logger.js';
 import type { JobMetrics, WorkerMetrics } from '../ops/metrics.js';
 import type { PerksClient } from '../perks/client.js';
@@ -20,11 +19,6 @@ export interface JobContext {
   /** Pauses this replica's jobs while PostgreSQL is away. */
   datastoreOutage: Pick<DatastoreOutage, 'met'>;
   logger: Logger;
-  /**
-   * Consumer syncs running at once in this replica (`syncsInFlight`), whether each has a job of
-   * its own or a reconciliation's job holds several: what bounds the pages held in memory.
-   */
-  syncs: LimitFunction;
   /** `consumersPerJob`: of the sync jobs it fans out (`fanOutConsumersPerJob`). */
   reconcile: { batchSize: number; maxPending: number; consumersPerJob: number };
   /**

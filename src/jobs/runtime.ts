@@ -1,6 +1,5 @@
 /** What a worker process runs on: API client, store, Redis, queues, metrics; `close` frees all. */
 import type { Telemetry } from 'bullmq';
-import pLimit from 'p-limit';
 import type { Config } from '../config.js';
 import type { Logger } from '../ops/logger.js';
 import { createMetrics } from '../ops/metrics.js';
@@ -62,7 +61,6 @@ export function createRuntime(
     mintOutage,
     datastoreOutage,
     logger,
-    syncs: pLimit(writers),
     reconcile: {
       batchSize: config.worker.reconcileBatchSize,
       maxPending: config.worker.reconcileMaxPending,

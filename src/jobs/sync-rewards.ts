@@ -50,24 +50,8 @@ export function addWrites(total: RewardPageWrite, more: RewardPageWrite): void {
   for (const key of Object.keys(total) as (keyof RewardPageWrite)[]) total[key] += more[key];
 }
 
-/**
- * One consumer's sync, in a job of its own or of several, once one of the replica's sync slots
- * (`ctx.syncs`) is free. Failures other than ERR-404-02 throw.
- */
-export function syncConsumer(
-  consumerId: string,
-  ctx: JobContext,
-  job: Job,
-  signal: AbortSignal | undefined,
-): Promise<RewardSyncResult> {
-  return ctx.syncs(() => {
-    // A cancel while it waited for its slot: it must not start.
-    signal?.throwIfAborted();
-    return syncNow(consumerId, ctx, job, signal);
-  });
-}
-
-async function syncNow(
+/** One consumer's sync, in a job of its own or of several. Failures other than ERR-404-02 throw. */
+export async function syncConsumer(
   consumerId: string,
   ctx: JobContext,
   job: Job,

@@ -22,7 +22,7 @@ import { processEnrollment } from './enroll.js';
 import { BackToWait, failureReason, steerFailure } from './failures.js';
 import { processPruneEvents } from './prune-events.js';
 import { processRewardSync } from './sync-rewards.js';
-import { processRewardSyncBatch, syncsInFlight } from './sync-rewards-batch.js';
+import { processRewardSyncBatch } from './sync-rewards-batch.js';
 
 export type RunningWorker = ReturnType<typeof startWorker>;
 
@@ -101,11 +101,9 @@ export function startWorker(
   const { enroll, syncRewards, syncRewardsBatch, reconcile, reconcileTick, pruneEvents } = jobNames;
   const workers: Record<JobQueueKind, Worker> = {
     enrollment: start('enrollment', config.enrollConcurrency, [enroll], enroll),
-    // As many jobs as consumer syncs (ctx.syncs): a job of one consumer each fills them as a
-    // reconciliation's jobs of several do; jobs beyond the slots wait, holding no page.
     rewardSync: start(
       'rewardSync',
-      syncsInFlight(config),
+      config.syncConcurrency,
       [syncRewards, syncRewardsBatch],
       syncRewards,
     ),
