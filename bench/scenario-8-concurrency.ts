@@ -8,8 +8,8 @@
  * The same run against a sandbox that refuses with a 429 any request beyond 24 in flight, a
  * limit the worker is not told: the share of requests refused says whether it found the limit
  * and kept under it. Then the open run again with each consumer a sync job of its own (as after
- * enrollments), which a replica runs SYNC_CONCURRENCY at a time. A quarter as
- * many consumers again are synced first in each, outside the clock.
+ * enrollments), which a replica runs SYNC_CONCURRENCY at a time. A quarter as many consumers
+ * again are synced first in each, outside the clock.
  */
 import { type Lab, startLab } from './lab.js';
 import {

@@ -57,8 +57,8 @@ const writesSince = (
 
 /**
  * Enqueues a sync of every consumer as a reconciliation does (SYNC_CONSUMERS_PER_JOB to a
- * job, or `perJob`: 1 as after enrollments) and waits until they have all completed. The clock starts before the first enqueue:
- * enqueueing is part of what a user pays.
+ * job, or `perJob`: 1 as after enrollments) and waits until they have all completed. The clock
+ * starts before the first enqueue: enqueueing is part of what a user pays.
  */
 export async function syncThroughWorker(
   run: BenchRun,

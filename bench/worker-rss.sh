@@ -2,9 +2,9 @@
 # The worker's own peak RSS on a first sync of 200 consumers x 1,000 rewards: `perks-worker
 # work` as a process of its own against `perks-worker sandbox`, into a database and queue
 # prefix of its own (dropped at the end). Needs a build (npm run build), psql and redis-cli.
-# Each consumer a sync job of its own, or with --reconcile the 200 consumers recorded as
-# enrolled and one reconciliation: SYNC_CONCURRENCY x SYNC_CONSUMERS_PER_JOB (128) syncs at once
-# either way. Also prints the CPU time the worker, the sandbox and
+# Each consumer a sync job of its own (SYNC_CONCURRENCY at once), or with --reconcile the 200
+# consumers recorded as enrolled and one reconciliation (SYNC_CONCURRENCY x
+# SYNC_CONSUMERS_PER_JOB at once). Also prints the CPU time the worker, the sandbox and
 # PostgreSQL's server processes spent: on a shared 2-core machine a steadier measure of what a
 # change costs than the rate.
 set -euo pipefail
