@@ -127,6 +127,8 @@ export class PerksClient {
       ...options,
       concurrency: this.concurrency,
       baseUrl: base.toString().replace(/\/+$/, ''),
+      origin: base.origin,
+      basePath: base.pathname.replace(/\/+$/, ''),
       dispatcher: options.dispatcher ?? (this.#ownPool as Pool),
       timeoutMs: options.timeoutMs ?? 10_000,
       maxResponseBytes: options.maxResponseBytes ?? 8 * 1024 * 1024,

@@ -2,7 +2,7 @@
  * One exchange, no retries, no tokens: a deadline over headers and body, a bounded read that
  * consumes or destroys the body on every path (no connection left hanging in the pool).
  */
-import { type Dispatcher, request } from 'undici';
+import type { Dispatcher } from 'undici';
 import { linkSignals } from '../signals.js';
 import type { PerksClientOptions } from './client.js';
 import type { ConcurrencyLimit, Outcome } from './concurrency.js';
@@ -37,6 +37,10 @@ export interface HttpResponse {
 /** The client's options, defaults filled in. */
 export type TransportOptions = PerksClientOptions &
   Required<Pick<PerksClientOptions, 'dispatcher' | 'timeoutMs' | 'maxResponseBytes'>> & {
+    /** `baseUrl` split once: undici's `request(url)` parsed the whole URL again on every call. */
+    origin: string;
+    /** The base URL's path, without a trailing slash ('' for none). */
+    basePath: string;
     /** Requests in flight, adapting; none: as many as the dispatcher takes. */
     concurrency?: ConcurrencyLimit;
   };
@@ -63,7 +67,7 @@ export async function send(
     headers['content-type'] = form ? 'application/x-www-form-urlencoded' : 'application/json';
   }
   const query = spec.query?.toString();
-  const url = `${options.baseUrl}${spec.path}${query ? `?${query}` : ''}`;
+  const path = `${options.basePath}${spec.path}${query ? `?${query}` : ''}`;
   const done = await options.concurrency?.acquire(callSignal);
   const startedAt = performance.now();
   const sentAt = new Date();
@@ -71,8 +75,9 @@ export async function send(
   let status: number | undefined;
   let errorName: string | undefined;
   try {
-    const response = await request(url, {
-      dispatcher: options.dispatcher,
+    const response = await options.dispatcher.request({
+      origin: options.origin,
+      path,
       method,
       headers,
       body,
