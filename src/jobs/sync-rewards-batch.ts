@@ -77,7 +77,9 @@ export async function processRewardSyncBatch(
     result[synced.outcome === 'synced' ? 'synced' : 'notEnrolled'] += 1;
     result.pages += synced.pages;
     addWrites(result.written, synced.written);
-    log.info(synced, 'consumer synced');
+    // The job's own line names its consumers and sums what they wrote; a line each would be a
+    // line per record (millions a reconciliation). A failure or refusal is a warning anyway.
+    log.debug(synced, 'consumer synced');
   }
 
   // Stopped (a 429, a failing mint, a cancel): what did not finish stays in this job.

@@ -116,11 +116,13 @@ describe('worker logs', () => {
       if (outcome.consumerIds) expect(outcome.consumerIds).toEqual(['logs-a', 'logs-b', 'logs-c']);
       else expect(outcome.consumerId).toMatch(/^logs-/);
     }
-    // Each consumer of a job of several: its own line, with the job's id.
+    // A job of several: its info line names its consumers and sums what they did; each
+    // consumer has a line of its own at debug only (at info, a line per record).
     const batch = outcomes.find((l) => l.consumerIds);
+    expect(batch).toMatchObject({ level: 30, result: { consumers: 3, synced: 3 } });
     const synced = lines.filter((l) => l.msg === 'consumer synced');
-    expect(synced.map((l) => [l.consumerId, l.jobId, l.outcome]).sort()).toEqual(
-      ['logs-a', 'logs-b', 'logs-c'].map((id) => [id, batch?.jobId, 'synced']),
+    expect(synced.map((l) => [l.consumerId, l.jobId, l.outcome, l.level]).sort()).toEqual(
+      ['logs-a', 'logs-b', 'logs-c'].map((id) => [id, batch?.jobId, 'synced', 20]),
     );
     const failed = outcomes.filter((l) => l.msg === 'job failed');
     expect(failed).toEqual([
